@@ -1,0 +1,140 @@
+"""Element matrices of the Picard-linearised steady Navier-Stokes equations.
+
+For frozen velocity a (the previous Picard iterate), Reynolds number Re (nu = 1/Re),
+Q2 velocity basis N, Q1 pressure basis M, and the streamline-upwind Petrov-Galerkin
+test function W_i = N_i + S_i with S_i = tau_i a . grad N_i (tau from fem3d.upwind),
+the element matrix (local order 27 u, 27 v, 27 w, 8 p) is
+
+    [ K  0  0  G_x ]      K_ij   = int W_i a.grad N_j + nu grad N_i . grad N_j - nu S_i lap N_j
+    [ 0  K  0  G_y ]      G_d,il = int -M_l dN_i/dx_d + S_i dM_l/dx_d
+    [ 0  0  K  G_z ]      D_d,lj = int M_l dN_j/dx_d
+    [ D_x D_y D_z 0 ]     F_d,i  = int W_i f_d
+
+The Galerkin part is the paper's matrix (Kao & Sheu 2018, section 3, eq. 5). The
+streamline part S_i weights the whole momentum residual (convection, viscous and
+pressure terms and the body force), so the exact solution satisfies the discrete
+equations and stabilisation does not lower the convergence order. Integrals use
+the 3x3x3 Gauss rule. Matrices are stored padded to LD columns (fem3d.kernels.ebe).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .element import Q1, Q2, gauss_hex
+from .geometry import det_and_inverse, geometry_element, jacobians
+from .kernels.ebe import LD, NL
+from .upwind import tau as upwind_tau
+
+
+@dataclass
+class ReferenceTables:
+    """Basis tables at the Gauss points (arrays of one backend).
+
+    w (Q,); N (Q, 27); dN (Q, 27, 3); HN (Q, 27, 3, 3); M (Q, 8); dM (Q, 8, 3);
+    G, dG, HG: geometry basis (Q, g), (Q, g, 3), (Q, g, 3, 3); mid (27, 3) bool,
+    True where a Q2 node is a middle node along that reference direction.
+    """
+
+    w: object
+    N: object
+    dN: object
+    HN: object
+    M: object
+    dM: object
+    G: object
+    dG: object
+    HG: object
+    mid: np.ndarray
+
+    @classmethod
+    def build(cls, xp, n_geo: int, n_gauss: int = 3) -> "ReferenceTables":
+        pts, w = gauss_hex(n_gauss)
+        geo = geometry_element(n_geo)
+        host = dict(w=w, N=Q2.values(pts), dN=Q2.gradients(pts), HN=Q2.hessians(pts), M=Q1.values(pts),
+                    dM=Q1.gradients(pts), G=geo.values(pts), dG=geo.gradients(pts), HG=geo.hessians(pts))
+        return cls(**{k: xp.asarray(v) for k, v in host.items()}, mid=Q2.node_indices == 1)
+
+
+def quadrature_geometry(xp, X, tables: ReferenceTables):
+    """Physical quantities at the Gauss points of elements X (E, g, 3).
+
+    Returns dict: J (E,Q,3,3), wq = det J * weight (E,Q), dN (E,Q,27,3), dM (E,Q,8,3),
+    lap (E,Q,27) Laplacian of the Q2 basis (with the curvature term of non-affine maps),
+    x (E,Q,3) physical points.
+    """
+    J = jacobians(xp, X, tables.dG)
+    det, Jinv = det_and_inverse(xp, J)  # Jinv[..., k, i] = d xi_k / d x_i
+    dN = xp.einsum("qnk,eqki->eqni", tables.dN, Jinv)
+    dM = xp.einsum("qlk,eqki->eqli", tables.dM, Jinv)
+    metric = xp.einsum("eqki,eqli->eqkl", Jinv, Jinv)
+    d2x = xp.einsum("egc,qgkl->eqckl", X, tables.HG)  # d2 x_c / d xi_k d xi_l
+    curv = xp.einsum("eqckl,eqkl->eqc", d2x, metric)
+    lap = xp.einsum("qnkl,eqkl->eqn", tables.HN, metric) - xp.einsum("eqnc,eqc->eqn", dN, curv)
+    return dict(J=J, wq=det * tables.w, dN=dN, dM=dM, lap=lap, x=xp.einsum("qg,egi->eqi", tables.G, X))
+
+
+def element_matrices_chunk(xp, X, u_nodes, re: float, tables: ReferenceTables, force=None):
+    """Element matrices (E, NL, LD) and load vectors (E, NL) of one chunk of elements.
+
+    X (E, g, 3) geometry nodes; u_nodes (E, 27, 3) frozen velocity at the Q2 nodes;
+    force(xp, x) -> (..., 3) body force at physical points x (..., 3), or None.
+    """
+    E = X.shape[0]
+    geo = quadrature_geometry(xp, X, tables)
+    wq, dN, dM, lap = geo["wq"], geo["dN"], geo["dM"], geo["lap"]
+    nu = 1.0 / re
+    a = xp.einsum("qn,eni->eqi", tables.N, u_nodes)
+    adv = xp.einsum("eqi,eqni->eqn", a, dN)  # a . grad N_j
+    S = upwind_tau(xp, a, geo["J"], re, tables.mid) * adv
+    W = tables.N[None] + S
+    wW = (W * wq[..., None]).transpose(0, 2, 1)  # (E, 27, Q)
+    wS = (S * wq[..., None]).transpose(0, 2, 1)
+    Q = wq.shape[1]
+    grad = dN.transpose(0, 2, 1, 3).reshape(E, 27, 3 * Q)
+    wgrad = (dN * wq[..., None, None]).transpose(0, 2, 1, 3).reshape(E, 27, 3 * Q)
+    K = wW @ adv + nu * (wgrad @ grad.transpose(0, 2, 1)) - nu * (wS @ lap)
+    wM = (tables.M[None] * wq[..., None]).transpose(0, 2, 1)  # (E, 8, Q)
+
+    mats = xp.zeros((E, NL, LD), dtype=np.float64)
+    rhs = xp.zeros((E, NL), dtype=np.float64)
+    f = None if force is None else force(xp, geo["x"])
+    for d in range(3):
+        rows = slice(27 * d, 27 * d + 27)
+        mats[:, rows, rows] = K
+        wdN = (dN[..., d] * wq[..., None]).transpose(0, 2, 1)  # (E, 27, Q)
+        mats[:, rows, 81:89] = -(wdN @ tables.M) + wS @ dM[..., d]
+        mats[:, 81:89, rows] = wM @ dN[..., d]
+        if f is not None:
+            rhs[:, rows] = (wW @ f[..., d:d + 1])[..., 0]
+    return mats, rhs
+
+
+def apply_dirichlet_rows(xp, mats, dofs, fixed, valence):
+    """Algorithm 1 of the paper, in place: each row of a prescribed unknown k becomes
+    zero with 1/S_k on the diagonal, S_k the number of elements sharing unknown k.
+
+    mats (E, NL, LD); dofs (E, NL); fixed (n,) bool; valence (n,) element count per unknown.
+    """
+    mask = fixed[dofs]
+    e, r = xp.nonzero(mask)
+    mats[e, r, :] = 0.0
+    mats[e, r, r] = 1.0 / valence[dofs[e, r]]
+
+
+def equilibrate_rows(xp, mats, dofs, b, n: int):
+    """Scale each global row i of A and b by 1 / sqrt(sum_e sum_j A_e[i, j]^2), in place.
+
+    The solution of A x = b is unchanged; every row of the scaled system has about
+    unit norm, so the prescribed-value rows (diagonal 1/S_k) and the momentum and
+    continuity rows (entries of order h and h^2) weigh alike in the least-squares
+    (normal-equations) solve, and its residual tolerance means the same on every mesh.
+    Returns the scale (n,).
+    """
+    row_sq = xp.bincount(dofs.ravel(), weights=(mats * mats).sum(axis=2).ravel(), minlength=n)
+    scale = 1.0 / xp.sqrt(row_sq)
+    mats *= scale[dofs][:, :, None]
+    b *= scale
+    return scale
+

@@ -1,0 +1,156 @@
+"""Array backend: NumPy on the CPU or CuPy on a CUDA GPU, chosen once per process.
+
+Code above the kernels is written once against ``backend.xp``. GPU kernels are CUDA
+sources in a package's ``kernels/`` folder, compiled once per device by
+:func:`cuda_module`. Timing helpers synchronise the device so that GPU work is
+counted where it is issued.
+"""
+from __future__ import annotations
+
+import functools
+import importlib.resources
+import statistics
+import time
+from collections import defaultdict
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from .errors import InputError
+
+DEVICES = ("auto", "cpu", "gpu")
+DTYPES = {"float64": np.float64, "float32": np.float32}
+
+
+@functools.cache
+def cupy_module():
+    """The CuPy module if it imports and sees at least one CUDA device, else None."""
+    try:
+        import cupy
+
+        if cupy.cuda.runtime.getDeviceCount() < 1:
+            return None
+        return cupy
+    except Exception:  # ImportError, missing driver, CUDARuntimeError
+        return None
+
+
+@dataclass(frozen=True)
+class Backend:
+    """Where arrays live: ``kind`` is "cpu" (NumPy) or "gpu" (CuPy on ``device_id``)."""
+
+    kind: str
+    xp: Any
+    device_id: int | None = None
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.kind == "gpu"
+
+    def asarray(self, a, dtype=None):
+        """``a`` as an array of this backend (copied to the device if needed)."""
+        return self.xp.asarray(a, dtype=dtype)
+
+    def to_numpy(self, a) -> np.ndarray:
+        """``a`` as a NumPy array on the host."""
+        return a.get() if hasattr(a, "get") else np.asarray(a)
+
+    def synchronize(self) -> None:
+        if self.is_gpu:
+            self.xp.cuda.Device(self.device_id).synchronize()
+
+    def describe(self) -> str:
+        if not self.is_gpu:
+            return f"cpu (NumPy {np.__version__})"
+        props = self.xp.cuda.runtime.getDeviceProperties(self.device_id)
+        name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
+        return f"gpu {self.device_id}: {name} (CuPy {self.xp.__version__})"
+
+    def time_call(self, fn: Callable[[], Any], repeat: int = 10, warmup: int = 2) -> float:
+        """Median seconds of ``fn()`` over ``repeat`` runs after ``warmup`` runs.
+
+        On the GPU the time is taken with CUDA events around each call.
+        """
+        for _ in range(warmup):
+            fn()
+        times = []
+        for _ in range(repeat):
+            if self.is_gpu:
+                start, stop = self.xp.cuda.Event(), self.xp.cuda.Event()
+                start.record()
+                fn()
+                stop.record()
+                stop.synchronize()
+                times.append(self.xp.cuda.get_elapsed_time(start, stop) * 1e-3)
+            else:
+                t0 = time.perf_counter()
+                fn()
+                times.append(time.perf_counter() - t0)
+        return statistics.median(times)
+
+
+def get_backend(device: str = "auto", local_rank: int = 0) -> Backend:
+    """Resolve ``device`` ("auto", "cpu" or "gpu") to a Backend.
+
+    ``auto`` takes the GPU when CuPy imports and sees a device, else NumPy. On the
+    GPU, process ``local_rank`` takes device ``local_rank % n_devices``.
+    """
+    if device not in DEVICES:
+        raise InputError(f"--device must be one of {', '.join(DEVICES)} (got {device!r})")
+    cp = cupy_module() if device in ("auto", "gpu") else None
+    if cp is None:
+        if device == "gpu":
+            raise InputError("--device gpu requested but no CUDA GPU is usable (CuPy missing or no device); use --device cpu or auto")
+        return Backend("cpu", np)
+    device_id = local_rank % cp.cuda.runtime.getDeviceCount()
+    cp.cuda.Device(device_id).use()
+    return Backend("gpu", cp, device_id)
+
+
+def resolve_dtype(name: str):
+    """NumPy dtype for ``--dtype`` ("float64" or "float32")."""
+    if name not in DTYPES:
+        raise InputError(f"--dtype must be one of {', '.join(DTYPES)} (got {name!r})")
+    return np.dtype(DTYPES[name])
+
+
+@functools.cache
+def _cuda_module_cached(package: str, filename: str, options: tuple, device_id: int):
+    cp = cupy_module()
+    source = importlib.resources.files(package).joinpath(filename).read_text()
+    return cp.RawModule(code=source, options=options)
+
+
+def cuda_module(package: str, filename: str, options: tuple[str, ...] = ()):
+    """Compiled CuPy RawModule of ``package``/``filename`` for the current device (cached)."""
+    cp = cupy_module()
+    if cp is None:
+        raise RuntimeError("cuda_module needs CuPy and a CUDA device")
+    return _cuda_module_cached(package, filename, tuple(options), cp.cuda.Device().id)
+
+
+class PhaseTimer:
+    """Wall-clock seconds accumulated per named phase.
+
+    ``with timer("cg"): ...`` synchronises the device before and after, so GPU work
+    is charged to the phase that issued it.
+    """
+
+    def __init__(self, backend: Backend):
+        self.backend = backend
+        self.seconds: dict[str, float] = defaultdict(float)
+
+    @contextmanager
+    def __call__(self, name: str):
+        self.backend.synchronize()
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.backend.synchronize()
+            self.seconds[name] += time.perf_counter() - t0
+
+    def as_dict(self) -> dict[str, float]:
+        return dict(self.seconds)

@@ -1,0 +1,67 @@
+"""User-facing errors and the command-line wrapper shared by every entry point.
+
+Exit codes: 0 success, 2 bad input (parameter out of range, missing file, no GPU
+when one was asked for), 3 a run that did not converge (iteration cap, divergence,
+NaN). The message is always one line; no traceback reaches the user for these.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+EXIT_INPUT = 2
+EXIT_NOT_CONVERGED = 3
+
+
+class InputError(ValueError):
+    """Bad user input. The message names the parameter and the allowed values."""
+
+
+class ConvergenceError(RuntimeError):
+    """A solve stopped without converging; ``reason`` says why."""
+
+    def __init__(self, message: str, reason: str = "not converged"):
+        super().__init__(message)
+        self.reason = reason
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse with a one-line error (no usage dump) and exit code 2."""
+
+    def error(self, message: str):  # noqa: D401 - argparse API
+        self.exit(EXIT_INPUT, f"{self.prog}: error: {message}\n")
+
+
+def run_cli(main, argv=None, prog: str | None = None) -> int:
+    """Run ``main(argv)``; turn InputError/ConvergenceError into a one-line message and exit code."""
+    prog = prog or main.__module__
+    try:
+        return main(argv) or 0
+    except InputError as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+    except ConvergenceError as exc:
+        print(f"{prog}: not converged ({exc.reason}): {exc}", file=sys.stderr)
+        return EXIT_NOT_CONVERGED
+
+
+def check_range(name: str, value, low=None, high=None, low_open=False, integer=False):
+    """Raise InputError unless ``low <(=) value <= high``; returns value.
+
+    The message names ``name`` and the allowed range, e.g. ``--re must be > 0 (got -1)``.
+    """
+    if integer and (isinstance(value, bool) or int(value) != value):
+        raise InputError(f"{name} must be an integer (got {value!r})")
+    ok = value == value  # rejects NaN
+    if low is not None:
+        ok = ok and (value > low if low_open else value >= low)
+    if high is not None:
+        ok = ok and value <= high
+    if not ok:
+        parts = []
+        if low is not None:
+            parts.append(f"{'>' if low_open else '>='} {low}")
+        if high is not None:
+            parts.append(f"<= {high}")
+        raise InputError(f"{name} must be {' and '.join(parts)} (got {value!r})")
+    return value

@@ -1,0 +1,94 @@
+// Fused vector kernels of the normal-equations Jacobi PCG (Chronopoulos-Gear form,
+// one reduction per iteration). Scalars live on the device in sc[]:
+//   sc[0] gamma = (r, z)   sc[1] delta = (s, z)   sc[2] rr = (r, r)
+//   sc[3] gamma_prev       sc[4] alpha_prev       sc[5] alpha   sc[6] beta
+//   sc[7] 1 before the first iteration, then 0   sc[8] 1 once a breakdown was seen
+
+#define THREADS 256
+
+// Per-block partial sums of (r, z), (s, z), (r, r) into part[3 * blockIdx.x + k].
+extern "C" __global__ void __launch_bounds__(THREADS)
+cg_dots_partial(const double* __restrict__ r, const double* __restrict__ z,
+                const double* __restrict__ s, double* __restrict__ part, long n)
+{
+    __shared__ double sh[3][THREADS];
+    double a = 0.0, b = 0.0, c = 0.0;
+    for (long i = blockIdx.x * (long)THREADS + threadIdx.x; i < n; i += (long)gridDim.x * THREADS) {
+        const double ri = r[i], zi = z[i];
+        a += ri * zi;
+        b += s[i] * zi;
+        c += ri * ri;
+    }
+    sh[0][threadIdx.x] = a; sh[1][threadIdx.x] = b; sh[2][threadIdx.x] = c;
+    __syncthreads();
+    for (int w = THREADS / 2; w > 0; w >>= 1) {
+        if (threadIdx.x < w) {
+            sh[0][threadIdx.x] += sh[0][threadIdx.x + w];
+            sh[1][threadIdx.x] += sh[1][threadIdx.x + w];
+            sh[2][threadIdx.x] += sh[2][threadIdx.x + w];
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        part[3 * blockIdx.x] = sh[0][0];
+        part[3 * blockIdx.x + 1] = sh[1][0];
+        part[3 * blockIdx.x + 2] = sh[2][0];
+    }
+}
+
+// Sums the partials in a fixed order (deterministic) into gamma, delta, rr, then
+// derives alpha and beta (thread 0):
+//   beta = gamma / gamma_prev, alpha = gamma / (delta - beta gamma / alpha_prev)
+// (first iteration: beta = 0, alpha = gamma / delta); flags a breakdown when the
+// denominator is not positive or gamma is negative or NaN.
+extern "C" __global__ void __launch_bounds__(THREADS)
+cg_dots_finish(const double* __restrict__ part, int n_part, double* __restrict__ sc)
+{
+    __shared__ double sh[3][THREADS];
+    double a = 0.0, b = 0.0, c = 0.0;
+    for (int i = threadIdx.x; i < n_part; i += THREADS) {
+        a += part[3 * i]; b += part[3 * i + 1]; c += part[3 * i + 2];
+    }
+    sh[0][threadIdx.x] = a; sh[1][threadIdx.x] = b; sh[2][threadIdx.x] = c;
+    __syncthreads();
+    for (int w = THREADS / 2; w > 0; w >>= 1) {
+        if (threadIdx.x < w) {
+            sh[0][threadIdx.x] += sh[0][threadIdx.x + w];
+            sh[1][threadIdx.x] += sh[1][threadIdx.x + w];
+            sh[2][threadIdx.x] += sh[2][threadIdx.x + w];
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        const double gamma = sh[0][0], delta = sh[1][0];
+        double beta = 0.0, denom = delta;
+        if (sc[7] == 0.0) {
+            beta = gamma / sc[3];
+            denom = delta - beta * gamma / sc[4];
+        }
+        const double alpha = gamma / denom;
+        if (!(denom > 0.0) || !(gamma >= 0.0)) sc[8] = 1.0;
+        sc[0] = gamma; sc[1] = delta; sc[2] = sh[2][0];
+        sc[5] = alpha; sc[6] = beta;
+        sc[3] = gamma; sc[4] = alpha; sc[7] = 0.0;
+    }
+}
+
+// p = z + beta p; q = s + beta q; x += alpha p; r -= alpha q; z = minv * r.
+extern "C" __global__ void __launch_bounds__(THREADS)
+cg_update(double* __restrict__ x, double* __restrict__ r, double* __restrict__ z,
+          double* __restrict__ p, double* __restrict__ q, const double* __restrict__ s,
+          const double* __restrict__ minv, const double* __restrict__ sc, long n)
+{
+    const double alpha = sc[5], beta = sc[6];
+    for (long i = blockIdx.x * (long)THREADS + threadIdx.x; i < n; i += (long)gridDim.x * THREADS) {
+        const double pi = z[i] + beta * p[i];
+        const double qi = s[i] + beta * q[i];
+        const double ri = r[i] - alpha * qi;
+        p[i] = pi;
+        q[i] = qi;
+        x[i] += alpha * pi;
+        r[i] = ri;
+        z[i] = minv[i] * ri;
+    }
+}

@@ -1,0 +1,184 @@
+"""Steady incompressible Navier-Stokes on Q2-Q1 hexahedra by Picard iteration.
+
+Each Picard step freezes the convecting velocity at the previous iterate, computes
+the element matrices (fem3d.assembly) with the Dirichlet rows set inside them
+(Algorithm 1 of Kao & Sheu 2018), and solves the linear system by normal-equations
+Jacobi PCG (fem3d.krylov) warm-started from the previous iterate. The pressure of
+an enclosed flow is defined up to a constant: the least-squares solve needs no
+pinning, and every iterate is shifted to zero mean (integral of p over the domain = 0).
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from .assembly import ReferenceTables, apply_dirichlet_rows, element_matrices_chunk, equilibrate_rows
+from .backend import PhaseTimer
+from .errors import check_range
+from .fields import nodal_velocity, pressure_weights
+from .krylov import normal_pcg
+from .mesh import HexMesh
+from .operators import ElementOperator
+
+
+@dataclass
+class FlowProblem:
+    """A steady flow to solve.
+
+    velocity_bc(x) -> (n, 3): prescribed velocity at host points x (n, 3), imposed at
+    every Q2 node of the boundary faces tagged ``wall_tags`` (None: all boundary faces).
+    force(xp, x) -> (..., 3): body force at physical points, or None.
+    """
+
+    mesh: HexMesh
+    re: float
+    velocity_bc: Callable
+    wall_tags: tuple | None = None
+    force: Callable | None = None
+
+    def __post_init__(self):
+        check_range("--re", self.re, low=0, low_open=True)
+
+
+@dataclass
+class PicardOptions:
+    """tol: relative change ||x_k+1 - x_k|| / ||x_k+1|| that ends the Picard loop;
+    cg_tol, max_cg, check_every: passed to fem3d.krylov.normal_pcg; chunk: elements
+    per batch of element matrices (memory bound); diverge: stop when the nonlinear
+    residual exceeds this factor times its first value."""
+
+    tol: float = 1e-8
+    max_picard: int = 30
+    cg_tol: float = 1e-10
+    max_cg: int = 20000
+    check_every: int = 1
+    chunk: int | None = None
+    diverge: float = 1e6
+
+    def __post_init__(self):
+        check_range("--tol", self.tol, low=0, low_open=True)
+        check_range("--max-picard", self.max_picard, low=1, integer=True)
+        check_range("--cg-tol", self.cg_tol, low=0, low_open=True)
+        check_range("--max-cg", self.max_cg, low=1, integer=True)
+        check_range("--check-every", self.check_every, low=1, integer=True)
+
+
+@dataclass
+class PicardStep:
+    step: int
+    residual: float  # ||b(x_k) - A(x_k) x_k|| / ||b(x_k)|| (row-equilibrated system) before the step's solve
+    change: float  # ||x_k+1 - x_k|| / ||x_k+1||
+    cg_iterations: int
+    cg_reason: str
+    cg_relres: float
+    seconds: float
+
+
+@dataclass
+class PicardResult:
+    x: np.ndarray  # final iterate on the host, layout [u | v | w | p]
+    converged: bool
+    reason: str  # converged, max_picard, or the CG reason (nan, breakdown, max_iterations), diverged
+    steps: list = field(default_factory=list)
+    times: dict = field(default_factory=dict)
+
+    @property
+    def cg_iterations(self) -> int:
+        return sum(s.cg_iterations for s in self.steps)
+
+
+class PicardSolver:
+    """Picard iteration for a FlowProblem on a backend (arrays live on its device)."""
+
+    def __init__(self, problem: FlowProblem, backend, options: PicardOptions | None = None):
+        self.problem = problem
+        self.backend = backend
+        self.options = options or PicardOptions()
+        self.timer = PhaseTimer(backend)
+        xp = self.xp = backend.xp
+        mesh = self.mesh = problem.mesh
+        with self.timer("setup"):
+            self.chunk = self.options.chunk or (8192 if backend.is_gpu else 1024)
+            self.tables = ReferenceTables.build(xp, mesh.geometry.shape[1])
+            self.geometry = backend.asarray(mesh.geometry)
+            self.cells = backend.asarray(mesh.cells)
+            self.op = ElementOperator(backend, mesh.dofs(), mesh.colour_offsets, mesh.n_dofs)
+            n, nd = mesh.n_nodes, mesh.n_dofs
+            nodes = mesh.boundary_nodes(problem.wall_tags)
+            values = np.asarray(problem.velocity_bc(mesh.points[nodes]), dtype=np.float64).reshape(len(nodes), 3)
+            fixed = np.zeros(nd, dtype=bool)
+            bc = np.zeros(nd)
+            for d in range(3):
+                fixed[d * n + nodes] = True
+                bc[d * n + nodes] = values[:, d]
+            valence = np.ones(nd)
+            valence[:3 * n] = np.tile(mesh.node_valence(), 3)
+            self.fixed, self.bc_values = backend.asarray(fixed), backend.asarray(bc)
+            self.valence = backend.asarray(valence)
+            self.p_weights = pressure_weights(backend, mesh)
+        self.b = xp.zeros(nd, dtype=np.float64)
+
+    def initial_guess(self):
+        """Prescribed boundary velocities, zero elsewhere."""
+        return self.bc_values.copy()
+
+    def assemble(self, x):
+        """Element matrices and right-hand side of the system linearised about ``x``."""
+        xp, mesh, op = self.xp, self.mesh, self.op
+        vel = nodal_velocity(xp, x, mesh.n_nodes)
+        self.b.fill(0.0)
+        for s in range(0, mesh.n_elements, self.chunk):
+            e = slice(s, min(s + self.chunk, mesh.n_elements))
+            mats, rhs = element_matrices_chunk(xp, self.geometry[e], vel[self.cells[e]], self.problem.re, self.tables, self.problem.force)
+            op.mats[e] = mats
+            self.b += xp.bincount(op.dofs[e].ravel(), weights=rhs.ravel(), minlength=mesh.n_dofs)
+        apply_dirichlet_rows(xp, op.mats, op.dofs, self.fixed, self.valence)
+        self.b[self.fixed] = self.bc_values[self.fixed]
+        equilibrate_rows(xp, op.mats, op.dofs, self.b, mesh.n_dofs)
+        return self.b
+
+    def normalise_pressure(self, x):
+        """Shift the pressure block of ``x`` to zero mean, in place."""
+        p = x[3 * self.mesh.n_nodes:]
+        p -= (self.p_weights @ p) / self.p_weights.sum()
+
+    def solve(self, x0=None, log: Callable[[str], None] | None = print) -> PicardResult:
+        """Picard loop from ``x0`` (default: initial_guess); returns the last iterate."""
+        xp, opt, op = self.xp, self.options, self.op
+        x = self.initial_guess() if x0 is None else self.backend.asarray(x0, dtype=np.float64).copy()
+        work = xp.empty_like(x)
+        steps, reason, first_residual = [], "max_picard", None
+        for k in range(1, opt.max_picard + 1):
+            t0 = time.perf_counter()
+            with self.timer("element_matrices"):
+                b = self.assemble(x)
+            with self.timer("preconditioner"):
+                diag = op.normal_diagonal()
+                inv_diag = xp.where(diag > 0, 1.0 / xp.where(diag > 0, diag, 1.0), 0.0)
+            with self.timer("solve"):
+                residual = float(xp.linalg.norm(b - op.matvec(x, work)) / xp.linalg.norm(b))
+                first_residual = residual if first_residual is None else first_residual
+                x_new = x.copy()
+                info = normal_pcg(op, b, x_new, inv_diag, opt.cg_tol, opt.max_cg, opt.check_every)
+                self.normalise_pressure(x_new)
+                change = float(xp.linalg.norm(x_new - x) / xp.linalg.norm(x_new))
+            x = x_new
+            step = PicardStep(k, residual, change, info.iterations, info.reason, info.relres, time.perf_counter() - t0)
+            steps.append(step)
+            if log:
+                log(f"picard {k:3d}  residual {residual:.3e}  change {change:.3e}  cg {info.iterations:6d} it "
+                    f"({info.reason}, relres {info.relres:.1e})  {step.seconds:7.2f} s")
+            if info.reason in ("nan", "breakdown") or not math.isfinite(change):
+                reason = info.reason if info.reason in ("nan", "breakdown") else "nan"
+                break
+            if residual > opt.diverge * first_residual:
+                reason = "diverged"
+                break
+            if change < opt.tol and info.converged:
+                reason = "converged"
+                break
+        return PicardResult(self.backend.to_numpy(x), reason == "converged", reason, steps, self.timer.as_dict())

@@ -1,0 +1,55 @@
+import sys
+
+import numpy as np
+import pytest
+
+from fem3d import backend as bk
+from fem3d.errors import InputError
+
+
+@pytest.fixture
+def no_cupy(monkeypatch):
+    """Make `import cupy` fail, as on a machine without CuPy."""
+    monkeypatch.setitem(sys.modules, "cupy", None)
+    bk.cupy_module.cache_clear()
+    yield
+    bk.cupy_module.cache_clear()
+
+
+def test_auto_falls_back_to_numpy_without_cupy(no_cupy):
+    assert bk.cupy_module() is None
+    b = bk.get_backend("auto")
+    assert b.kind == "cpu" and b.xp is np and not b.is_gpu
+    x = b.asarray([1.0, 2.0])
+    assert isinstance(x, np.ndarray) and b.to_numpy(x).tolist() == [1.0, 2.0]
+    assert b.describe().startswith("cpu")
+
+
+def test_gpu_requested_without_gpu_is_input_error(no_cupy):
+    with pytest.raises(InputError, match="--device gpu"):
+        bk.get_backend("gpu")
+
+
+def test_unknown_device_names_allowed_values():
+    with pytest.raises(InputError, match="auto, cpu, gpu"):
+        bk.get_backend("tpu")
+
+
+def test_dtype_resolution():
+    assert bk.resolve_dtype("float32") == np.float32
+    with pytest.raises(InputError, match="float64, float32"):
+        bk.resolve_dtype("int8")
+
+
+def test_phase_timer_accumulates(backend):
+    t = bk.PhaseTimer(backend)
+    for _ in range(2):
+        with t("a"):
+            backend.xp.ones(10).sum()
+    assert set(t.as_dict()) == {"a"} and t.as_dict()["a"] > 0
+
+
+def test_time_call_returns_median_seconds(backend):
+    calls = []
+    sec = backend.time_call(lambda: calls.append(1), repeat=5, warmup=2)
+    assert len(calls) == 7 and 0 <= sec < 1

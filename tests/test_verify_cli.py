@@ -1,0 +1,64 @@
+import json
+import subprocess
+import sys
+
+import pytest
+
+from fem3d.backend import cupy_module
+from fem3d.verify import add_rates, format_table
+
+
+def run(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "fem3d.verify", *args], capture_output=True, text=True, cwd=cwd)
+
+
+def test_paper_case_table_and_json(tmp_path):
+    out = tmp_path / "v.json"
+    p = run("--case", "paper", "--n", "1", "2", "--device", "cpu", "--quiet", "--out", str(out))
+    assert p.returncode == 0, p.stderr
+    assert "case paper, Re 100" in p.stdout and "L2 u" in p.stdout and "NOT CONVERGED" not in p.stdout
+    rows = json.loads(out.read_text())["cases"]["paper"]
+    assert [r["n"] for r in rows] == [1, 2] and all(r["converged"] for r in rows)
+    assert rows[1]["errors"]["p"] < rows[0]["errors"]["p"] and "rates" in rows[1]
+
+
+def test_not_converged_exit_code_3(tmp_path):
+    p = run("--case", "manufactured", "--n", "2", "--max-picard", "2", "--device", "cpu", "--quiet", "--out", str(tmp_path / "v.json"))
+    assert p.returncode == 3 and "NOT CONVERGED (max_picard)" in p.stdout
+
+
+def test_table_compares_with_paper_at_its_mesh_sizes():
+    rows = [{"case": "paper", "n": n, "dofs": 1, "errors": dict(u=e, v=e, w=e, p=e), "converged": True, "reason": "converged",
+             "picard_steps": 1, "cg_iterations": 1, "seconds": 0.0} for n, e in ((10, 1e-4), (20, 1e-3))]
+    add_rates(rows)
+    text = format_table(rows)
+    assert abs(rows[1]["rates"]["u"] + 3.3219) < 1e-3
+    paper_lines = [line for line in text.splitlines() if "paper" in line]
+    assert len(paper_lines) == 2 and "<=" in paper_lines[0] and ">" in paper_lines[1]
+
+
+BAD = [
+    (["--re", "0"], "--re must be > 0"),
+    (["--re", "-2"], "--re must be > 0"),
+    (["--n", "0"], "--n must be >= 1"),
+    (["--n", "x"], "argument --n: invalid int value"),
+    (["--device", "tpu"], "--device must be one of auto, cpu, gpu"),
+    (["--case", "cavity"], "argument --case: invalid choice"),
+    (["--cg-tol", "-1"], "--cg-tol must be > 0"),
+    (["--out", "/nonexistent-dir/v.json"], "--out /nonexistent-dir/v.json is not writable"),
+]
+
+
+@pytest.mark.parametrize("args, message", BAD)
+def test_bad_input_one_line_exit_2(tmp_path, args, message):
+    p = run(*args, cwd=tmp_path) if "--n" in args else run(*args, "--n", "1", cwd=tmp_path)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert message in p.stderr and len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr
+
+
+def test_gpu_requested_without_gpu(tmp_path):
+    if cupy_module() is not None:
+        pytest.skip("a GPU is present")
+    p = run("--device", "gpu", "--n", "1", cwd=tmp_path)
+    assert p.returncode == 2 and "--device gpu requested but no CUDA GPU is usable" in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1
