@@ -75,11 +75,15 @@ def quadrature_geometry(xp, X, tables: ReferenceTables):
     return dict(J=J, wq=det * tables.w, dN=dN, dM=dM, lap=lap, x=xp.einsum("qg,egi->eqi", tables.G, X))
 
 
-def element_matrices_chunk(xp, X, u_nodes, re: float, tables: ReferenceTables, force=None):
+def element_matrices_chunk(xp, X, u_nodes, re: float, tables: ReferenceTables, force=None, newton: bool = False):
     """Element matrices (E, NL, LD) and load vectors (E, NL) of one chunk of elements.
 
-    X (E, g, 3) geometry nodes; u_nodes (E, 27, 3) frozen velocity at the Q2 nodes;
+    X (E, g, 3) geometry nodes; u_nodes (E, 27, 3) frozen velocity a at the Q2 nodes;
     force(xp, x) -> (..., 3) body force at physical points x (..., 3), or None.
+    newton: also linearise the convection in its second factor, (u . grad) u ~
+    (a . grad) u + (u . grad) a - (a . grad) a: the velocity blocks (c, d) gain
+    int W_i N_j da_c/dx_d and the load int W_i (a . grad) a_c (test functions and tau
+    stay frozen at a).
     """
     E = X.shape[0]
     geo = quadrature_geometry(xp, X, tables)
@@ -108,6 +112,12 @@ def element_matrices_chunk(xp, X, u_nodes, re: float, tables: ReferenceTables, f
         mats[:, 81:89, rows] = wM @ dN[..., d]
         if f is not None:
             rhs[:, rows] = (wW @ f[..., d:d + 1])[..., 0]
+    if newton:
+        grad_a = xp.einsum("eqnk,eni->eqik", dN, u_nodes)  # d a_i / d x_k
+        for c in range(3):
+            for d in range(3):
+                mats[:, 27 * c:27 * c + 27, 27 * d:27 * d + 27] += wW @ (tables.N[None] * grad_a[:, :, c, d, None])
+            rhs[:, 27 * c:27 * c + 27] += (wW @ (grad_a[:, :, c, :] * a).sum(axis=-1)[..., None])[..., 0]
     return mats, rhs
 
 

@@ -69,3 +69,82 @@ def l2_errors(backend, mesh, x, velocity, pressure, n_gauss: int = 4, chunk: int
         sq[:3] += backend.to_numpy((wq[..., None] * (uh - velocity(xp, geo["x"])) ** 2).sum(axis=(0, 1)))
         sq[3] += float((wq * (e_p - mean) ** 2).sum())
     return dict(zip("uvwp", np.sqrt(sq).tolist()))
+
+
+def locate(mesh, points: np.ndarray, candidates: int = 8, tol: float = 1e-8):
+    """Element and reference coordinates of physical points (host arrays).
+
+    points (P, 3). For each point the ``candidates`` elements with the nearest centres
+    are tried; the geometry map is inverted by Newton's method and the first element
+    whose reference coordinates lie in [-1 - tol, 1 + tol]^3 is taken.
+    Returns elem (P,) int (-1 where the point is outside the mesh) and xi (P, 3).
+    """
+    from scipy.spatial import cKDTree
+
+    from .element import Q1, Q2
+
+    geo = Q1 if mesh.geometry.shape[1] == 8 else Q2
+    points = np.atleast_2d(np.asarray(points, dtype=float))
+    k = min(candidates, mesh.n_elements)
+    _, cand = cKDTree(mesh.geometry.mean(axis=1)).query(points, k=k)
+    cand = cand.reshape(len(points), k)
+    X = mesh.geometry[cand.ravel()]  # (P*k, g, 3)
+    target = np.repeat(points, k, axis=0)
+    xi = np.zeros_like(target)
+    for _ in range(30):
+        G, dG = geo.values(xi), geo.gradients(xi)  # (m, g), (m, g, 3)
+        r = target - np.einsum("mg,mgi->mi", G, X)
+        J = np.einsum("mgi,mgk->mik", X, dG)
+        step = np.linalg.solve(J, r[..., None])[..., 0]
+        xi += step
+        np.clip(xi, -2.0, 2.0, out=xi)
+        if np.abs(step).max() < 1e-13:
+            break
+    inside = (np.abs(xi) <= 1 + tol).all(axis=1).reshape(len(points), k)
+    first = np.argmax(inside, axis=1)
+    found = inside[np.arange(len(points)), first]
+    elem = np.where(found, cand[np.arange(len(points)), first], -1)
+    xi = xi.reshape(len(points), k, 3)[np.arange(len(points)), first]
+    return elem, np.clip(xi, -1.0, 1.0)
+
+
+def evaluate(mesh, x: np.ndarray, elem: np.ndarray, xi: np.ndarray):
+    """Velocity (P, 3) and pressure (P,) of the host vector ``x`` at located points
+    (see :func:`locate`); NaN where elem is -1."""
+    from .element import Q1, Q2
+
+    vel = nodal_velocity(np, x, mesh.n_nodes)
+    p = split(x, mesh.n_nodes)[3]
+    e = np.maximum(elem, 0)
+    u = np.einsum("pn,pni->pi", Q2.values(xi), vel[mesh.cells[e]])
+    pr = np.einsum("pl,pl->p", Q1.values(xi), p[mesh.pressure_cells[e]])
+    u[elem < 0] = np.nan
+    pr[elem < 0] = np.nan
+    return u, pr
+
+
+def nodal_fields(mesh, x: np.ndarray, chunk: int = 4096) -> dict:
+    """Point fields at the Q2 nodes for output (host arrays).
+
+    Returns velocity (n, 3), pressure (n,) (the Q1 field at every Q2 node), speed (n,)
+    and vorticity (n, 3) (curl of the velocity, averaged over the elements sharing a node).
+    """
+    from .element import Q1, Q2
+    from .geometry import det_and_inverse, geometry_element, jacobians
+
+    vel = nodal_velocity(np, x, mesh.n_nodes)
+    p = split(x, mesh.n_nodes)[3]
+    pressure = np.empty(mesh.n_nodes)
+    pressure[mesh.cells] = p[mesh.pressure_cells] @ Q1.values(Q2.nodes).T
+    dN = Q2.gradients(Q2.nodes)  # (27 nodes, 27 functions, 3)
+    dG = geometry_element(mesh.geometry.shape[1]).gradients(Q2.nodes)
+    curl_sum = np.zeros((mesh.n_nodes, 3))
+    for s in range(0, mesh.n_elements, chunk):
+        cells = mesh.cells[s:s + chunk]
+        _, Jinv = det_and_inverse(np, jacobians(np, mesh.geometry[s:s + chunk], dG))
+        grad = np.einsum("tnk,etki,enc->etci", dN, Jinv, vel[cells])  # d u_c / d x_i at node t
+        curl = np.stack([grad[..., 2, 1] - grad[..., 1, 2], grad[..., 0, 2] - grad[..., 2, 0], grad[..., 1, 0] - grad[..., 0, 1]], axis=-1)
+        for d in range(3):
+            curl_sum[:, d] += np.bincount(cells.ravel(), weights=curl[..., d].ravel(), minlength=mesh.n_nodes)
+    vorticity = curl_sum / mesh.node_valence()[:, None]
+    return {"velocity": vel, "pressure": pressure, "speed": np.linalg.norm(vel, axis=1), "vorticity": vorticity}

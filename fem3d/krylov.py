@@ -43,12 +43,15 @@ class CGInfo:
         return self.reason == "converged"
 
 
-def normal_pcg(op, b, x, inv_diag, tol: float = 1e-10, max_iter: int = 10000, check_every: int = 1, progress=None) -> CGInfo:
+def normal_pcg(op, b, x, inv_diag, tol: float = 1e-10, max_iter: int = 10000, check_every: int = 1, progress=None,
+               reduction: float = 0.0) -> CGInfo:
     """Solve A^T A x = A^T b in place; ``x`` holds the initial guess.
 
     op        operator with matvec, rmatvec, normal_matvec (fem3d.operators.ElementOperator)
     inv_diag  1 / diag(A^T A), shape (n,)
     tol       stop when ||A^T (b - A x)|| <= tol ||A^T b||
+    reduction or when the residual has fallen by this factor from its initial value
+              (inexact Newton/Picard steps; 0: tol alone)
     check_every  read the residual back to the host every this many iterations
     progress  called as progress(iteration, relres) at each check
     """
@@ -70,7 +73,7 @@ def normal_pcg(op, b, x, inv_diag, tol: float = 1e-10, max_iter: int = 10000, ch
     s = xp.empty(n, dtype=np.float64)
     sc = cg.new_scalars(xp)
     history = []
-    reason, relres, it = "max_iterations", math.nan, 0
+    reason, relres, it, target = "max_iterations", math.nan, 0, tol
     for it in range(max_iter + 1):
         op.normal_matvec(z, s, work)
         dots(r, z, s, sc)
@@ -78,12 +81,14 @@ def normal_pcg(op, b, x, inv_diag, tol: float = 1e-10, max_iter: int = 10000, ch
             rr, flag = (float(v) for v in op.backend.to_numpy(sc[[2, 8]]))
             relres = math.sqrt(rr) / bnorm if rr >= 0 else math.nan
             history.append((it, relres))
+            if it == 0:
+                target = max(tol, reduction * relres)
             if progress is not None:
                 progress(it, relres)
             if not math.isfinite(relres):
                 reason = "nan"
                 break
-            if relres <= tol:
+            if relres <= target:
                 reason = "converged"
                 break
             if flag:

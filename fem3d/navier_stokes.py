@@ -16,6 +16,7 @@ from typing import Callable
 
 import numpy as np
 
+from .anderson import Anderson
 from .assembly import ReferenceTables, apply_dirichlet_rows, element_matrices_chunk, equilibrate_rows
 from .backend import PhaseTimer
 from .errors import check_range
@@ -27,32 +28,46 @@ from .operators import ElementOperator
 
 @dataclass
 class FlowProblem:
-    """A steady flow to solve.
-
-    velocity_bc(x) -> (n, 3): prescribed velocity at host points x (n, 3), imposed at
-    every Q2 node of the boundary faces tagged ``wall_tags`` (None: all boundary faces).
-    force(xp, x) -> (..., 3): body force at physical points, or None.
-    """
+    """A steady flow to solve: prescribed velocity ``bc_values`` (n_b, 3) at the Q2 nodes
+    ``bc_nodes`` (n_b,), body force force(xp, x) -> (..., 3) at physical points (or None)."""
 
     mesh: HexMesh
     re: float
-    velocity_bc: Callable
-    wall_tags: tuple | None = None
+    bc_nodes: np.ndarray
+    bc_values: np.ndarray
     force: Callable | None = None
 
     def __post_init__(self):
         check_range("--re", self.re, low=0, low_open=True)
+        self.bc_nodes = np.asarray(self.bc_nodes, dtype=np.int64)
+        self.bc_values = np.asarray(self.bc_values, dtype=np.float64).reshape(len(self.bc_nodes), 3)
+
+    @classmethod
+    def with_boundary_velocity(cls, mesh: HexMesh, re: float, velocity: Callable, tags=None, force=None) -> "FlowProblem":
+        """Velocity velocity(x) -> (n, 3) at host points x (n, 3), prescribed at every Q2
+        node of the boundary faces tagged ``tags`` (None: all boundary faces)."""
+        nodes = mesh.boundary_nodes(tags)
+        return cls(mesh, re, nodes, velocity(mesh.points[nodes]), force)
 
 
 @dataclass
 class PicardOptions:
     """tol: relative change ||x_k+1 - x_k|| / ||x_k+1|| that ends the Picard loop;
+    relax, anderson: damping and depth of the Anderson acceleration of the Picard
+    fixed point (fem3d.anderson; depth 0 and relax 1: the paper's plain Picard);
+    forcing: inexact steps, CG stops once its residual fell by this factor (or reached
+    cg_tol; 0: always cg_tol); newton: once the change falls below this, switch from Picard
+    to Newton steps (fem3d.assembly, newton=True) for the rest of the solve (0: never);
     cg_tol, max_cg, check_every: passed to fem3d.krylov.normal_pcg; chunk: elements
     per batch of element matrices (memory bound); diverge: stop when the nonlinear
     residual exceeds this factor times its first value."""
 
     tol: float = 1e-8
     max_picard: int = 30
+    relax: float = 1.0
+    anderson: int = 5
+    forcing: float = 1e-2
+    newton: float = 0.0
     cg_tol: float = 1e-10
     max_cg: int = 20000
     check_every: int = 1
@@ -62,6 +77,10 @@ class PicardOptions:
     def __post_init__(self):
         check_range("--tol", self.tol, low=0, low_open=True)
         check_range("--max-picard", self.max_picard, low=1, integer=True)
+        check_range("--relax", self.relax, low=0, high=1, low_open=True)
+        check_range("--anderson", self.anderson, low=0, integer=True)
+        check_range("--forcing", self.forcing, low=0)
+        check_range("--newton", self.newton, low=0)
         check_range("--cg-tol", self.cg_tol, low=0, low_open=True)
         check_range("--max-cg", self.max_cg, low=1, integer=True)
         check_range("--check-every", self.check_every, low=1, integer=True)
@@ -70,6 +89,7 @@ class PicardOptions:
 @dataclass
 class PicardStep:
     step: int
+    kind: str  # "picard" or "newton"
     residual: float  # ||b(x_k) - A(x_k) x_k|| / ||b(x_k)|| (row-equilibrated system) before the step's solve
     change: float  # ||x_k+1 - x_k|| / ||x_k+1||
     cg_iterations: int
@@ -108,8 +128,7 @@ class PicardSolver:
             self.cells = backend.asarray(mesh.cells)
             self.op = ElementOperator(backend, mesh.dofs(), mesh.colour_offsets, mesh.n_dofs)
             n, nd = mesh.n_nodes, mesh.n_dofs
-            nodes = mesh.boundary_nodes(problem.wall_tags)
-            values = np.asarray(problem.velocity_bc(mesh.points[nodes]), dtype=np.float64).reshape(len(nodes), 3)
+            nodes, values = problem.bc_nodes, problem.bc_values
             fixed = np.zeros(nd, dtype=bool)
             bc = np.zeros(nd)
             for d in range(3):
@@ -126,14 +145,15 @@ class PicardSolver:
         """Prescribed boundary velocities, zero elsewhere."""
         return self.bc_values.copy()
 
-    def assemble(self, x):
-        """Element matrices and right-hand side of the system linearised about ``x``."""
+    def assemble(self, x, newton: bool = False):
+        """Element matrices and right-hand side of the system linearised about ``x``
+        (Picard, or Newton with ``newton``)."""
         xp, mesh, op = self.xp, self.mesh, self.op
         vel = nodal_velocity(xp, x, mesh.n_nodes)
         self.b.fill(0.0)
         for s in range(0, mesh.n_elements, self.chunk):
             e = slice(s, min(s + self.chunk, mesh.n_elements))
-            mats, rhs = element_matrices_chunk(xp, self.geometry[e], vel[self.cells[e]], self.problem.re, self.tables, self.problem.force)
+            mats, rhs = element_matrices_chunk(xp, self.geometry[e], vel[self.cells[e]], self.problem.re, self.tables, self.problem.force, newton)
             op.mats[e] = mats
             self.b += xp.bincount(op.dofs[e].ravel(), weights=rhs.ravel(), minlength=mesh.n_dofs)
         apply_dirichlet_rows(xp, op.mats, op.dofs, self.fixed, self.valence)
@@ -146,16 +166,20 @@ class PicardSolver:
         p = x[3 * self.mesh.n_nodes:]
         p -= (self.p_weights @ p) / self.p_weights.sum()
 
-    def solve(self, x0=None, log: Callable[[str], None] | None = print) -> PicardResult:
-        """Picard loop from ``x0`` (default: initial_guess); returns the last iterate."""
+    def solve(self, x0=None, log: Callable[[str], None] | None = print, cg_progress=None) -> PicardResult:
+        """Picard loop from ``x0`` (default: initial_guess); returns the last iterate.
+
+        log(line) receives one line per Picard step; cg_progress(iteration, relres) is
+        called at each CG residual check."""
         xp, opt, op = self.xp, self.options, self.op
         x = self.initial_guess() if x0 is None else self.backend.asarray(x0, dtype=np.float64).copy()
         work = xp.empty_like(x)
-        steps, reason, first_residual = [], "max_picard", None
+        mixer = Anderson(opt.anderson, opt.relax)
+        steps, reason, first_residual, newton = [], "max_picard", None, False
         for k in range(1, opt.max_picard + 1):
             t0 = time.perf_counter()
             with self.timer("element_matrices"):
-                b = self.assemble(x)
+                b = self.assemble(x, newton)
             with self.timer("preconditioner"):
                 diag = op.normal_diagonal()
                 inv_diag = xp.where(diag > 0, 1.0 / xp.where(diag > 0, diag, 1.0), 0.0)
@@ -163,15 +187,19 @@ class PicardSolver:
                 residual = float(xp.linalg.norm(b - op.matvec(x, work)) / xp.linalg.norm(b))
                 first_residual = residual if first_residual is None else first_residual
                 x_new = x.copy()
-                info = normal_pcg(op, b, x_new, inv_diag, opt.cg_tol, opt.max_cg, opt.check_every)
+                info = normal_pcg(op, b, x_new, inv_diag, opt.cg_tol, opt.max_cg, opt.check_every, cg_progress, opt.forcing)
                 self.normalise_pressure(x_new)
                 change = float(xp.linalg.norm(x_new - x) / xp.linalg.norm(x_new))
+                x_new = mixer.step(x, x_new)
             x = x_new
-            step = PicardStep(k, residual, change, info.iterations, info.reason, info.relres, time.perf_counter() - t0)
+            step = PicardStep(k, "newton" if newton else "picard", residual, change, info.iterations, info.reason, info.relres,
+                              time.perf_counter() - t0)
             steps.append(step)
             if log:
-                log(f"picard {k:3d}  residual {residual:.3e}  change {change:.3e}  cg {info.iterations:6d} it "
+                log(f"{step.kind} {k:3d}  residual {residual:.3e}  change {change:.3e}  cg {info.iterations:6d} it "
                     f"({info.reason}, relres {info.relres:.1e})  {step.seconds:7.2f} s")
+            if not newton and change < opt.newton:
+                newton, mixer = True, Anderson(0)
             if info.reason in ("nan", "breakdown") or not math.isfinite(change):
                 reason = info.reason if info.reason in ("nan", "breakdown") else "nan"
                 break

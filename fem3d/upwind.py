@@ -21,12 +21,13 @@ Both behave as Pe/12 for small Pe; delta_mid -> 1/2, delta_end -> 1 as Pe -> inf
 from __future__ import annotations
 
 SERIES_BELOW = 0.15  # |Pe| under which the Taylor series replaces the closed forms
+LARGE = 1e12  # larger Pe are evaluated here (the coefficients differ from their limits by ~1/Pe)
 
 
 def delta_mid(xp, pe):
     """Optimal coefficient of middle nodes, elementwise for Pe >= 0."""
     small = pe < SERIES_BELOW
-    p = xp.where(small, 1.0, pe)
+    p = xp.where(small, 1.0, xp.minimum(pe, LARGE))
     closed = 0.5 / xp.tanh(0.5 * p) - 1.0 / p
     p2 = pe * pe
     series = pe * (1.0 / 12 + p2 * (-1.0 / 720 + p2 * (1.0 / 30240 + p2 * (-1.0 / 1209600 + p2 / 47900160))))
@@ -36,7 +37,7 @@ def delta_mid(xp, pe):
 def delta_end(xp, pe):
     """Optimal coefficient of end (corner-side) nodes, elementwise for Pe >= 0."""
     small = pe < SERIES_BELOW
-    p = xp.where(small, 1.0, pe)
+    p = xp.where(small, 1.0, xp.minimum(pe, LARGE))
     t = xp.exp(-p)
     t2, t3 = t * t, t * t * t
     closed = (p * (1 - 3 * t - 3 * t2 + t3) - 1 + 7 * t - 7 * t2 + t3) / (p * (1 - 7 * t + 7 * t2 - t3) + 6 * (1 - t - t2 + t3))

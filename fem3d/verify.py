@@ -19,6 +19,7 @@ import time
 import numpy as np
 
 from .backend import get_backend
+from .cli import add_solver_arguments, solver_options
 from .errors import ArgumentParser, InputError, check_range, run_cli
 from .exact import CASES
 from .fields import l2_errors
@@ -39,7 +40,7 @@ def run_case(case, n: int, backend, options: PicardOptions, log=None) -> dict:
     """Solve ``case`` on an n^3 unit cube; returns a row of the convergence table."""
     t0 = time.perf_counter()
     mesh = box_mesh(n)
-    problem = FlowProblem(mesh, case.re, velocity_bc=lambda x: case.velocity(np, x), force=case.force)
+    problem = FlowProblem.with_boundary_velocity(mesh, case.re, lambda x: case.velocity(np, x), force=case.force)
     solver = PicardSolver(problem, backend, options)
     result = solver.solve(log=log)
     errors = l2_errors(backend, mesh, backend.asarray(result.x), case.velocity, case.pressure)
@@ -78,21 +79,16 @@ def main(argv=None) -> int:
     ap.add_argument("--case", choices=["paper", "manufactured", "both"], default="both", help="which exact solution (default both)")
     ap.add_argument("--n", type=int, nargs="+", default=[2, 4, 8], help="elements per side of the unit cube (default 2 4 8)")
     ap.add_argument("--re", type=float, default=None, help="Reynolds number (default: 100 for paper, 10 for manufactured)")
-    ap.add_argument("--device", default="auto", help="auto, cpu or gpu (default auto)")
-    ap.add_argument("--tol", type=float, default=1e-8, help="Picard relative-change tolerance (default 1e-8)")
-    ap.add_argument("--max-picard", type=int, default=30, help="Picard step limit (default 30)")
-    ap.add_argument("--cg-tol", type=float, default=1e-10, help="CG relative normal-residual tolerance (default 1e-10)")
-    ap.add_argument("--max-cg", type=int, default=50000, help="CG iteration limit per Picard step (default 50000)")
-    ap.add_argument("--check-every", type=int, default=10, help="CG iterations between residual checks (default 10)")
     ap.add_argument("--out", default="verify.json", help="JSON results file (default verify.json)")
     ap.add_argument("--quiet", action="store_true", help="no per-step progress lines")
+    add_solver_arguments(ap, tol=1e-8)
     args = ap.parse_args(argv)
 
     if args.re is not None:
         check_range("--re", args.re, low=0, low_open=True)
     for n in args.n:
         check_range("--n", n, low=1, integer=True)
-    options = PicardOptions(tol=args.tol, max_picard=args.max_picard, cg_tol=args.cg_tol, max_cg=args.max_cg, check_every=args.check_every)
+    options = solver_options(args)
     backend = get_backend(args.device)
     try:
         open(args.out, "a").close()

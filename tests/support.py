@@ -20,7 +20,7 @@ def assembled(mesh, backend, re=40.0, seed=0):
     """A PicardSolver on ``mesh`` with element matrices assembled about a random velocity.
 
     Walls: every boundary face, prescribed velocity (1, 0, 0). Returns (solver, x)."""
-    problem = FlowProblem(mesh, re, velocity_bc=lambda x: np.tile([1.0, 0.0, 0.0], (len(x), 1)))
+    problem = FlowProblem.with_boundary_velocity(mesh, re, lambda x: np.tile([1.0, 0.0, 0.0], (len(x), 1)))
     solver = PicardSolver(problem, backend)
     rng = np.random.default_rng(seed)
     x = backend.asarray(rng.standard_normal(mesh.n_dofs))

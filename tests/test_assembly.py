@@ -28,18 +28,19 @@ def poly_force(xp, x):
     ], axis=-1)
 
 
-@pytest.mark.parametrize("grading", [0.0, 1.2])
-def test_exact_discrete_solution_satisfies_the_equations(backend, grading):
+@pytest.mark.parametrize("grading, newton", [(0.0, False), (1.2, False), (1.2, True)])
+def test_exact_discrete_solution_satisfies_the_equations(backend, grading, newton):
     """Q2 velocity and Q1 pressure that solve Navier-Stokes exactly (with the matching force)
     satisfy the discrete equations to round-off on axis-aligned meshes, where 3-point Gauss
     integrates every term exactly. This checks every block, sign and the consistency of the
-    streamline-upwind terms (they multiply the pointwise residual, which vanishes)."""
+    streamline-upwind terms (they multiply the pointwise residual, which vanishes). The
+    Newton linearisation has the same fixed point."""
     mesh = box_mesh(3, 2, 3, lengths=(1.0, 1.5, 0.8), grading=grading)
-    problem = FlowProblem(mesh, NU_RE, velocity_bc=poly_velocity, force=poly_force)
+    problem = FlowProblem.with_boundary_velocity(mesh, NU_RE, poly_velocity, force=poly_force)
     solver = PicardSolver(problem, backend)
     x = np.concatenate([poly_velocity(mesh.points).T.ravel(), poly_pressure(mesh.points[mesh.pressure_nodes])])
     xd = backend.asarray(x)
-    b = solver.assemble(xd)
+    b = solver.assemble(xd, newton)
     r = backend.to_numpy(b - solver.op.matvec(xd, backend.xp.empty_like(xd)))
     assert np.linalg.norm(r) < 1e-12 * np.linalg.norm(backend.to_numpy(b))
     # the upwind terms are really active here, and a perturbed pressure is not a solution
@@ -66,6 +67,34 @@ def test_galerkin_only_weighting_of_force_would_be_inconsistent(backend):
         asm.upwind_tau = orig
     diff = backend.to_numpy(rhs_full - rhs_galerkin)
     assert np.abs(diff).max() > 1e-4
+
+
+def test_newton_matrices_are_the_jacobian_of_the_galerkin_residual(backend, monkeypatch):
+    """With the upwind part switched off the test functions do not depend on the velocity,
+    so the Newton element matrices must be the exact derivative of the element residual
+    F(x) = A(x) x - b(x) (checked by central differences)."""
+    import fem3d.assembly as asm
+
+    monkeypatch.setattr(asm, "upwind_tau", lambda xp, a, J, re, mid: xp.zeros(a.shape[:2] + (27,)))
+    xp = backend.xp
+    mesh = sample_mesh("distorted")
+    tables = ReferenceTables.build(xp, 8)
+    X = backend.asarray(mesh.geometry[:20])
+    rng = np.random.default_rng(7)
+    x = backend.asarray(rng.standard_normal((20, 89)))
+    dx = backend.asarray(rng.standard_normal((20, 89)))
+
+    def residual(v):
+        mats, rhs = element_matrices_chunk(xp, X, v[:, :81].reshape(20, 3, 27).transpose(0, 2, 1), 30.0, tables, poly_force)
+        return (mats[:, :, :89] @ v[..., None])[..., 0] - rhs
+
+    eps = 1e-6
+    fd = (residual(x + eps * dx) - residual(x - eps * dx)) / (2 * eps)
+    jac, _ = element_matrices_chunk(xp, X, x[:, :81].reshape(20, 3, 27).transpose(0, 2, 1), 30.0, tables, poly_force, newton=True)
+    jd = (jac[:, :, :89] @ dx[..., None])[..., 0]
+    assert float(xp.abs(jd - fd).max()) < 1e-7 * float(xp.abs(fd).max())
+    picard, _ = element_matrices_chunk(xp, X, x[:, :81].reshape(20, 3, 27).transpose(0, 2, 1), 30.0, tables, poly_force)
+    assert float(xp.abs((picard[:, :, :89] @ dx[..., None])[..., 0] - fd).max()) > 1e-3 * float(xp.abs(fd).max())
 
 
 @pytest.mark.parametrize("name", ["distorted", "annulus"])

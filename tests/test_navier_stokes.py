@@ -16,7 +16,7 @@ FAST = PicardOptions(check_every=10)
 
 
 def solve(case, mesh, backend, options=FAST):
-    problem = FlowProblem(mesh, case.re, velocity_bc=lambda x: case.velocity(np, x), force=case.force)
+    problem = FlowProblem.with_boundary_velocity(mesh, case.re, lambda x: case.velocity(np, x), force=case.force)
     result = PicardSolver(problem, backend, options).solve(log=None)
     return result, l2_errors(backend, mesh, backend.asarray(result.x), case.velocity, case.pressure)
 
@@ -46,7 +46,7 @@ def test_solid_body_rotation_on_curved_hex27_mesh(backend):
     mesh = sample_mesh("annulus")
     velocity = lambda xp, x: xp.stack([-x[..., 1], x[..., 0], 0 * x[..., 0]], axis=-1)
     pressure = lambda xp, x: 0.5 * (x[..., 0] ** 2 + x[..., 1] ** 2)
-    problem = FlowProblem(mesh, 50.0, velocity_bc=lambda x: velocity(np, x))
+    problem = FlowProblem.with_boundary_velocity(mesh, 50.0, lambda x: velocity(np, x))
     result = PicardSolver(problem, backend, FAST).solve(log=None)
     err = l2_errors(backend, mesh, backend.asarray(result.x), velocity, pressure)
     assert result.converged and err["u"] < 1e-3 and err["w"] < 1e-5 and err["p"] < 5e-3
@@ -58,7 +58,7 @@ def test_picard_with_cg_matches_picard_with_a_direct_solver():
     cpu = get_backend("cpu")
     case = PaperFlow(200.0)
     mesh = box_mesh(3)
-    problem = FlowProblem(mesh, case.re, velocity_bc=lambda x: case.velocity(np, x))
+    problem = FlowProblem.with_boundary_velocity(mesh, case.re, lambda x: case.velocity(np, x))
     result = PicardSolver(problem, cpu, PicardOptions(tol=1e-11, cg_tol=1e-13, check_every=5)).solve(log=None)
     direct = PicardSolver(problem, cpu)
     x = direct.initial_guess()
@@ -83,12 +83,12 @@ def test_stopping_reasons():
     cpu = get_backend("cpu")
     case = PaperFlow(100.0)
     mesh = box_mesh(2)
-    problem = FlowProblem(mesh, case.re, velocity_bc=lambda x: case.velocity(np, x))
+    problem = FlowProblem.with_boundary_velocity(mesh, case.re, lambda x: case.velocity(np, x))
     r = PicardSolver(problem, cpu, PicardOptions(max_picard=2)).solve(log=None)
     assert not r.converged and r.reason == "max_picard" and len(r.steps) == 2
     r = PicardSolver(problem, cpu, PicardOptions(diverge=1e-6)).solve(log=None)
     assert r.reason == "diverged"
-    nan_force = FlowProblem(mesh, 10.0, velocity_bc=lambda x: case.velocity(np, x), force=lambda xp, x: x * np.nan)
+    nan_force = FlowProblem.with_boundary_velocity(mesh, 10.0, lambda x: case.velocity(np, x), force=lambda xp, x: x * np.nan)
     r = PicardSolver(nan_force, cpu).solve(log=None)
     assert r.reason == "nan" and not r.converged and len(r.steps) == 1
     lines = []
@@ -99,7 +99,7 @@ def test_stopping_reasons():
 @pytest.mark.parametrize("bad", [dict(re=0.0), dict(re=-3.0), dict(re=float("nan"))])
 def test_reynolds_number_must_be_positive(bad):
     with pytest.raises(InputError, match="--re must be > 0"):
-        FlowProblem(box_mesh(1), velocity_bc=lambda x: 0 * x, **bad)
+        FlowProblem(box_mesh(1), bc_nodes=[], bc_values=np.zeros((0, 3)), **bad)
 
 
 @pytest.mark.parametrize("bad, name", [(dict(tol=0.0), "--tol"), (dict(max_picard=0), "--max-picard"), (dict(max_cg=2.5), "--max-cg")])

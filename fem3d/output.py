@@ -1,0 +1,69 @@
+"""Result files: VTU (hexahedron27 cells, read by ParaView and PyVista), CSV, JSON."""
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+
+import numpy as np
+
+from .errors import InputError
+from .fields import nodal_fields
+from .mesh import TENSOR27_TO_VTK
+
+
+def ensure_writable_dir(path: str, option: str = "--out") -> str:
+    """Create ``path`` if needed and check that files can be written there (InputError if not)."""
+    try:
+        os.makedirs(path, exist_ok=True)
+        probe = os.path.join(path, ".write-test")
+        with open(probe, "w"):
+            pass
+        os.remove(probe)
+    except OSError as exc:
+        raise InputError(f"{option} {path} is not a writable directory ({exc.strerror or exc})") from None
+    return path
+
+
+def write_vtu(path: str, mesh, x: np.ndarray) -> None:
+    """The solution ``x`` (host, layout [u | v | w | p]) on hexahedron27 cells, with point
+    data velocity, pressure (Q1 field at all 27 nodes), speed and vorticity."""
+    import meshio
+
+    fields = nodal_fields(mesh, x)
+    cells = mesh.cells[:, TENSOR27_TO_VTK]
+    meshio.write(path, meshio.Mesh(mesh.points, [("hexahedron27", cells)], point_data=fields), binary=True)
+
+
+def write_profiles_csv(path: str, profiles: dict) -> None:
+    """profiles: name -> dict(coord_name, coords (m,), points (m, 3), velocity (m, 3), pressure (m,)).
+
+    One row per point: profile, s (coordinate along the line), x, y, z, u, v, w, p.
+    """
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["profile", "s", "x", "y", "z", "u", "v", "w", "p"])
+        for name, prof in profiles.items():
+            for s, pt, vel, pr in zip(prof["coords"], prof["points"], prof["velocity"], prof["pressure"]):
+                w.writerow([name, f"{s:.6g}", *(f"{v:.6g}" for v in pt), *(f"{v:.10g}" for v in vel), f"{pr:.10g}"])
+
+
+def _jsonable(obj):
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, (np.floating, float)):
+        return float(obj) if math.isfinite(obj) else None
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.ndarray):
+        return _jsonable(obj.tolist())
+    return obj
+
+
+def write_json(path: str, data: dict) -> None:
+    """``data`` as indented JSON (NumPy scalars converted, NaN/inf written as null)."""
+    with open(path, "w") as fh:
+        json.dump(_jsonable(data), fh, indent=1)

@@ -1,0 +1,34 @@
+"""Published centre-line profiles of the 3D lid-driven cube, in our convention.
+
+Files fem3d/reference_data/cavity3d_<source>_re<Re>_<profile>.csv, profile u_vertical
+(columns y, u: u(0.5, y, 0.5)) or v_horizontal (columns x, v: v(x, 0.5, 0.5)), for
+the cube [0, 1]^3 with the lid at y = 1 moving in +x at unit speed. Their comment
+lines give the citation and how the source's axes were mapped (see SOURCES.md there).
+"""
+from __future__ import annotations
+
+import importlib.resources
+import re as regex
+
+import numpy as np
+
+NAME = regex.compile(r"cavity3d_(?P<source>.+)_re(?P<re>\d+(?:\.\d+)?)_(?P<profile>u_vertical|v_horizontal)\.csv$")
+
+
+def cavity_references(re: float) -> list[dict]:
+    """Reference sets at Reynolds number ``re``: dicts with name, citation, profile,
+    coords (m,) and values (m,), sorted by name."""
+    out = []
+    folder = importlib.resources.files("fem3d").joinpath("reference_data")
+    for entry in sorted(folder.iterdir(), key=lambda e: e.name):
+        m = NAME.match(entry.name)
+        if not m or float(m["re"]) != float(re):
+            continue
+        text = entry.read_text()
+        comments = [line[1:].strip() for line in text.splitlines() if line.startswith("#")]
+        rows = [line for line in text.splitlines() if line and not line.startswith("#")]
+        data = np.array([[float(v) for v in line.split(",")[:2]] for line in rows[1:]])
+        order = np.argsort(data[:, 0])
+        out.append({"name": f"{m['source']} Re {m['re']}", "citation": comments[0].split(", Table")[0] if comments else m["source"],
+                    "profile": m["profile"], "coords": data[order, 0], "values": data[order, 1], "file": entry.name})
+    return out
