@@ -133,18 +133,19 @@ def apply_dirichlet_rows(xp, mats, dofs, fixed, valence):
     mats[e, r, r] = 1.0 / valence[dofs[e, r]]
 
 
-def equilibrate_rows(xp, mats, dofs, b, n: int):
-    """Scale each global row i of A and b by 1 / sqrt(sum_e sum_j A_e[i, j]^2), in place.
+def row_norms_squared(xp, mats, dofs, n: int):
+    """(n,) sum over elements and columns of the squared entries of each global row."""
+    return xp.bincount(dofs.ravel(), weights=(mats * mats).sum(axis=2).ravel(), minlength=n)
 
-    The solution of A x = b is unchanged; every row of the scaled system has about
-    unit norm, so the prescribed-value rows (diagonal 1/S_k) and the momentum and
-    continuity rows (entries of order h and h^2) weigh alike in the least-squares
-    (normal-equations) solve, and its residual tolerance means the same on every mesh.
-    Returns the scale (n,).
+
+def scale_rows(mats, dofs, b, scale) -> None:
+    """Multiply global row i of A (in its element matrices) and of b by scale[i], in place.
+
+    With scale = 1 / sqrt(row_norms_squared) (summed over all ranks) this equilibrates
+    the rows: the solution of A x = b is unchanged, every row has about unit norm, so
+    the prescribed-value rows (diagonal 1/S_k) and the momentum and continuity rows
+    (entries of order h and h^2) weigh alike in the least-squares (normal-equations)
+    solve, and its residual tolerance means the same on every mesh.
     """
-    row_sq = xp.bincount(dofs.ravel(), weights=(mats * mats).sum(axis=2).ravel(), minlength=n)
-    scale = 1.0 / xp.sqrt(row_sq)
     mats *= scale[dofs][:, :, None]
     b *= scale
-    return scale
-

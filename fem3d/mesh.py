@@ -53,6 +53,8 @@ class HexMesh:
     boundary_faces  (F, 2) int64  (element, local face 0..5 in FACES order) of each boundary face
     boundary_tags   (F,) int64    tag of each boundary face, -1 if untagged
     tag_names       name -> tag
+    grid            (nx, ny, nz) of a structured box, whose element_ids are
+                    i + nx (j + ny k); None for other meshes
     """
 
     points: np.ndarray
@@ -65,6 +67,7 @@ class HexMesh:
     boundary_faces: np.ndarray
     boundary_tags: np.ndarray
     tag_names: dict = field(default_factory=dict)
+    grid: tuple | None = None
 
     @property
     def n_elements(self) -> int:
@@ -125,7 +128,7 @@ class HexMesh:
         return True
 
 
-def _finish(points, cells, pressure_cells, pressure_nodes, geometry, colours, element_ids, tag_names, face_tag_of):
+def _finish(points, cells, pressure_cells, pressure_nodes, geometry, colours, element_ids, tag_names, face_tag_of, grid=None):
     """Sort elements by colour, find boundary faces, check the geometry, build the HexMesh.
 
     ``face_tag_of(face_vertex_keys)`` maps (F, 4) sorted vertex ids of boundary
@@ -154,6 +157,7 @@ def _finish(points, cells, pressure_cells, pressure_nodes, geometry, colours, el
         boundary_faces=boundary_faces,
         boundary_tags=tags,
         tag_names=dict(tag_names),
+        grid=grid,
     )
 
 
@@ -223,7 +227,8 @@ def box_mesh(nx: int, ny: int | None = None, nz: int | None = None, lengths=(1.0
             tags[np.all(xyz[:, :, d] == hi[d], axis=1)] = 2 * d + 1
         return tags
 
-    return _finish(points, cells, pressure_cells, pressure_nodes, geometry, colours, np.arange(len(ex)), BOX_TAGS, face_tag_of)
+    return _finish(points, cells, pressure_cells, pressure_nodes, geometry, colours, np.arange(len(ex)), BOX_TAGS, face_tag_of,
+                   grid=(int(nx), int(ny), int(nz)))
 
 
 def greedy_colouring(vertex_cells: np.ndarray) -> np.ndarray:

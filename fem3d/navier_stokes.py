@@ -17,7 +17,7 @@ from typing import Callable
 import numpy as np
 
 from .anderson import Anderson
-from .assembly import ReferenceTables, apply_dirichlet_rows, element_matrices_chunk, equilibrate_rows
+from .assembly import ReferenceTables, apply_dirichlet_rows, element_matrices_chunk, row_norms_squared, scale_rows
 from .backend import PhaseTimer
 from .errors import check_range
 from .fields import nodal_velocity, pressure_weights
@@ -158,7 +158,7 @@ class PicardSolver:
             self.b += xp.bincount(op.dofs[e].ravel(), weights=rhs.ravel(), minlength=mesh.n_dofs)
         apply_dirichlet_rows(xp, op.mats, op.dofs, self.fixed, self.valence)
         self.b[self.fixed] = self.bc_values[self.fixed]
-        equilibrate_rows(xp, op.mats, op.dofs, self.b, mesh.n_dofs)
+        scale_rows(op.mats, op.dofs, self.b, 1.0 / xp.sqrt(row_norms_squared(xp, op.mats, op.dofs, mesh.n_dofs)))
         return self.b
 
     def normalise_pressure(self, x):
