@@ -6,8 +6,11 @@ the lid meets a wall, the wall's zero velocity is imposed. The defaults (Re 100,
 elements) finish on a laptop CPU in well under a minute; use ``--n 24`` or
 ``--n 40 --grading 1`` on a GPU for results that match the reference data to 0.01.
 
-Writes to --out: cavity.vtu (hexahedron27 cells: velocity, pressure, speed, vorticity),
-profiles.csv (u on the vertical and v on the horizontal centre line, evaluated from the
+Under MPI (``mpirun -n 4 python -m fem3d.cavity --re 1000``) every rank solves on its
+part of the mesh, one GPU each; the results do not depend on the number of ranks.
+
+Writes to --out: cavity.vtu (hexahedron27 cells: velocity, pressure, speed, vorticity;
+under MPI cavity.pvtu joining one cavity_<rank>.vtu piece per rank), profiles.csv (u on the vertical and v on the horizontal centre line, evaluated from the
 finite element field), summary.json, profiles.png and, with PyVista installed,
 slice.png. Exit code 0 when converged, 3 when not (results still written and marked),
 2 for bad input.
@@ -22,13 +25,15 @@ from dataclasses import replace
 
 import numpy as np
 
-from .backend import get_backend
 from .cli import add_solver_arguments, solver_options
+from .comm import agreed_errors
+from .distributed import add_parallel_arguments, partitioned_solver, rank_report, start, write_solution_vtu
 from .errors import ArgumentParser, ConvergenceError, InputError, check_range, run_cli
 from .fields import evaluate, locate
 from .mesh import Q1_FACE_NODES, Q2_FACE_NODES, box_mesh, read_mesh
-from .navier_stokes import FlowProblem, PicardSolver
-from .output import ensure_writable_dir, write_json, write_profiles_csv, write_vtu
+from .navier_stokes import FlowProblem
+from .output import ensure_writable_dir, write_json, write_profiles_csv
+from .partition import distribute
 from .references import cavity_references
 
 PROFILE_POINTS = 129
@@ -153,32 +158,38 @@ def parse(argv):
     ap.add_argument("--no-plots", action="store_true", help="skip profiles.png and slice.png")
     ap.add_argument("--quiet", action="store_true", help="no progress lines")
     add_solver_arguments(ap, tol=1e-6, max_picard=200, newton=1.0)  # Newton after the first Picard step: Picard stalls near Re 1000
+    add_parallel_arguments(ap)
     return ap.parse_args(argv)
 
 
 def main(argv=None) -> int:
     t_start = time.perf_counter()
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = parse(argv)
-    check_range("--re", args.re, low=0, low_open=True)
-    stages = continuation_steps(args.continuation, args.re)
-    options = solver_options(args)
-    out = ensure_writable_dir(args.out)
-    backend = get_backend(args.device)
-    mesh, mesh_info = build_mesh(args)
-    problem = lid_driven_problem(mesh, args.re, args.lid)
+    backend, comm = start(args, argv)
+    root = comm.rank == 0
+    with agreed_errors(comm):
+        check_range("--re", args.re, low=0, low_open=True)
+        stages = continuation_steps(args.continuation, args.re)
+        options = solver_options(args)
+        out = ensure_writable_dir(args.out)
+        mesh, mesh_info = build_mesh(args)
+        problem = lid_driven_problem(mesh, args.re, args.lid)
+        part = distribute(mesh, comm, backend)
+    solver = partitioned_solver(problem, part, backend, options)
     t_prep = time.perf_counter() - t_start
-    say = (lambda s: None) if args.quiet else (lambda s: print(s, flush=True))
-    say(f"cavity Re {args.re:g}: {mesh.n_elements} elements, {mesh.n_dofs} unknowns, {backend.describe()}")
+    say = (lambda s: print(s, flush=True)) if root and not args.quiet else (lambda s: None)
+    ranks = f" on {comm.size} ranks ({comm.name})" if comm.size > 1 else ""
+    say(f"cavity Re {args.re:g}: {mesh.n_elements} elements, {mesh.n_dofs} unknowns, {backend.describe()}{ranks}")
 
-    solver = PicardSolver(problem, backend, options)
     x, history, steps_total = None, [], 0
     result = None
     for re in stages + [args.re]:
         solver.problem.re = re
         solver.options = options if re == args.re else replace(options, tol=max(options.tol, CONTINUATION_TOL))
         say(f"Re {re:g}" + (" (continuation)" if re != args.re else ""))
-        result = solver.solve(x0=x, log=None if args.quiet else (lambda s: print("  " + s, flush=True)),
-                              cg_progress=_progress_bar() if not args.quiet and sys.stdout.isatty() else None)
+        result = solver.solve(x0=x, log=(lambda s: say("  " + s)) if root else None,
+                              cg_progress=_progress_bar() if root and not args.quiet and sys.stdout.isatty() else None)
         history.append({"re": re, "converged": result.converged, "reason": result.reason,
                         "steps": [vars(s) for s in result.steps]})
         steps_total += len(result.steps)
@@ -187,45 +198,59 @@ def main(argv=None) -> int:
             break
 
     t_out = time.perf_counter()
+    x_global = part.dist.gather(result.x)
+    vtu = write_solution_vtu(out, "cavity", part, result.x, comm)
+    ranks_info = rank_report(comm, solver, part, backend)
+    converged = result.converged and result.reason == "converged"
+    if root:
+        summary = _outputs(args, argv, out, mesh, mesh_info, x_global, vtu, backend, comm, solver, history, steps_total,
+                           converged, result.reason, t_prep, t_out, ranks_info, say)
+        say(f"T_unit {summary['t_unit_us']:.1f} us ({steps_total} Picard steps, {summary['cg_iterations']} CG iterations, "
+            f"{summary['t_run_s']:.1f} s)")
+        say(f"wrote {out}/: {', '.join(summary['files'])}")
+    if not converged:
+        raise ConvergenceError(f"results in {out} are marked as not converged; last change {result.steps[-1].change:.2e}"
+                               if result.steps else "no Picard step completed", result.reason)
+    return 0
+
+
+def _outputs(args, argv, out, mesh, mesh_info, x, vtu, backend, comm, solver, history, steps_total, converged, reason,
+             t_prep, t_out, ranks_info, say) -> dict:
+    """Profiles, plots and summary.json from the global solution ``x`` (rank 0)."""
     references = cavity_references(args.re)
-    profiles = centre_line_profiles(mesh, result.x, references)
+    profiles = centre_line_profiles(mesh, x, references)
     comparison = compare_with_references(profiles, references)
-    write_vtu(os.path.join(out, "cavity.vtu"), mesh, result.x)
     write_profiles_csv(os.path.join(out, "profiles.csv"), profiles)
     plots = []
     if not args.no_plots:
         from .plots import profiles_png, slice_png
 
         plots.append(profiles_png(os.path.join(out, "profiles.png"), profiles, references, args.re))
-        png = slice_png(os.path.join(out, "slice.png"), mesh, result.x, args.re)
+        png = slice_png(os.path.join(out, "slice.png"), mesh, x, args.re)
         if png:
             plots.append(png)
     times = dict(solver.timer.as_dict())
     times["data_preparation"] = t_prep + times.pop("setup", 0.0)
     times["output"] = time.perf_counter() - t_out
     t_run = sum(times.get(k, 0.0) for k in ("data_preparation", "element_matrices", "preconditioner", "solve"))
-    converged = result.converged and result.reason == "converged"
     summary = {
-        "re": args.re, "converged": converged, "reason": result.reason,
+        "re": args.re, "converged": converged, "reason": reason,
         "mesh": {**mesh_info, "elements": mesh.n_elements, "velocity_nodes": mesh.n_nodes, "pressure_nodes": mesh.n_pressure,
                  "colours": mesh.n_colours},
-        "dofs": mesh.n_dofs, "device": backend.describe(), "picard_steps": steps_total,
+        "dofs": mesh.n_dofs, "device": backend.describe(), "ranks": comm.size, "communicator": comm.name,
+        "picard_steps": steps_total,
         "newton_steps": sum(s["kind"] == "newton" for h in history for s in h["steps"]),
         "cg_iterations": sum(s["cg_iterations"] for h in history for s in h["steps"]),
         "continuation": history, "times_s": times, "t_run_s": t_run,
         "t_unit_us": t_run * 1e6 / (max(steps_total, 1) * mesh.n_elements),
-        "options": vars(options), "validation": comparison, "files": ["cavity.vtu", "profiles.csv", "summary.json", *plots],
-        "command": " ".join(["python -m fem3d.cavity", *(argv if argv is not None else sys.argv[1:])]),
+        "per_rank": ranks_info,
+        "options": vars(solver.options), "validation": comparison, "files": [vtu, "profiles.csv", "summary.json", *plots],
+        "command": " ".join(["python -m fem3d.cavity", *argv]),
     }
     write_json(os.path.join(out, "summary.json"), summary)
     for row in comparison:
         say(f"{row['profile']:>13} vs {row['reference']}: max |diff| {row['max_abs_diff']:.4f} at {row['at']:.4f}")
-    say(f"T_unit {summary['t_unit_us']:.1f} us ({steps_total} Picard steps, {summary['cg_iterations']} CG iterations, {t_run:.1f} s)")
-    say(f"wrote {out}/: {', '.join(summary['files'])}")
-    if not converged:
-        raise ConvergenceError(f"results in {out} are marked as not converged; last change {result.steps[-1].change:.2e}"
-                               if result.steps else "no Picard step completed", result.reason)
-    return 0
+    return summary
 
 
 def _progress_bar():

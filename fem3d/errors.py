@@ -33,16 +33,41 @@ class ArgumentParser(argparse.ArgumentParser):
 
 
 def run_cli(main, argv=None, prog: str | None = None) -> int:
-    """Run ``main(argv)``; turn InputError/ConvergenceError into a one-line message and exit code."""
+    """Run ``main(argv)``; turn InputError/ConvergenceError into a one-line message and exit code.
+
+    Under MPI those two are raised on every rank alike (fem3d.comm.agreed_errors; the
+    convergence tests use global norms), so rank 0 alone prints and every rank returns
+    the code. Any other exception on one rank would leave the others waiting in a
+    collective: the failing rank prints one line naming itself and aborts the job.
+    """
+    from .comm import active
+
     prog = prog or main.__module__
     try:
         return main(argv) or 0
     except InputError as exc:
-        print(f"{prog}: error: {exc}", file=sys.stderr)
+        _say_once(f"{prog}: error: {exc}")
         return EXIT_INPUT
     except ConvergenceError as exc:
-        print(f"{prog}: not converged ({exc.reason}): {exc}", file=sys.stderr)
+        _say_once(f"{prog}: not converged ({exc.reason}): {exc}")
         return EXIT_NOT_CONVERGED
+    except Exception as exc:
+        comm = active()
+        if comm is None or comm.size == 1:
+            raise
+        print(f"{prog}: rank {comm.rank} of {comm.size} failed: {type(exc).__name__}: {exc}; aborting all ranks",
+              file=sys.stderr, flush=True)
+        comm.abort(1)
+        raise
+
+
+def _say_once(message: str) -> None:
+    """Print ``message`` to stderr on rank 0 (or without MPI)."""
+    from .comm import active
+
+    comm = active()
+    if comm is None or comm.rank == 0:
+        print(message, file=sys.stderr, flush=True)
 
 
 def check_range(name: str, value, low=None, high=None, low_open=False, integer=False):

@@ -35,12 +35,13 @@ def pressure_weights(backend, mesh, chunk: int = 8192):
     return m
 
 
-def l2_errors(backend, mesh, x, velocity, pressure, n_gauss: int = 4, chunk: int = 4096) -> dict:
+def l2_errors(backend, mesh, x, velocity, pressure, n_gauss: int = 4, chunk: int = 4096, total=None) -> dict:
     """L2 norms of u_h - u, v_h - v, w_h - w and p_h - p (pressures compared up to a constant).
 
     velocity(xp, pts) -> (..., 3) and pressure(xp, pts) -> (...) exact solutions at
-    physical points (..., 3); ``x`` is the global vector on ``backend``.
-    Returns dict with keys u, v, w, p.
+    physical points (..., 3); ``x`` is the global vector on ``backend``. On one rank's
+    part of a distributed mesh, ``total(a)`` sums the host array ``a`` of integrals over
+    the ranks. Returns dict with keys u, v, w, p.
     """
     xp = backend.xp
     tables = ReferenceTables.build(xp, mesh.geometry.shape[1], n_gauss)
@@ -55,11 +56,12 @@ def l2_errors(backend, mesh, x, velocity, pressure, n_gauss: int = 4, chunk: int
         e_p = p_nodes[pcells[s:s + chunk]] @ tables.M.T - pressure(xp, geo["x"])
         return geo, e_p
 
-    vol = mean = 0.0
+    total = total or (lambda a: a)
+    vol_mean = np.zeros(2)
     for s in blocks:  # first pass: the constant by which the pressures differ
         geo, e_p = at_gauss_points(s)
-        vol += float(geo["wq"].sum())
-        mean += float((geo["wq"] * e_p).sum())
+        vol_mean += [float(geo["wq"].sum()), float((geo["wq"] * e_p).sum())]
+    vol, mean = total(vol_mean)
     mean /= vol
     sq = np.zeros(4)
     for s in blocks:
@@ -68,7 +70,7 @@ def l2_errors(backend, mesh, x, velocity, pressure, n_gauss: int = 4, chunk: int
         uh = xp.einsum("qn,eni->eqi", tables.N, vel[cells[s:s + chunk]])
         sq[:3] += backend.to_numpy((wq[..., None] * (uh - velocity(xp, geo["x"])) ** 2).sum(axis=(0, 1)))
         sq[3] += float((wq * (e_p - mean) ** 2).sum())
-    return dict(zip("uvwp", np.sqrt(sq).tolist()))
+    return dict(zip("uvwp", np.sqrt(total(sq)).tolist()))
 
 
 def locate(mesh, points: np.ndarray, candidates: int = 8, tol: float = 1e-8):
@@ -123,11 +125,13 @@ def evaluate(mesh, x: np.ndarray, elem: np.ndarray, xi: np.ndarray):
     return u, pr
 
 
-def nodal_fields(mesh, x: np.ndarray, chunk: int = 4096) -> dict:
+def nodal_fields(mesh, x: np.ndarray, chunk: int = 4096, node_sum=None) -> dict:
     """Point fields at the Q2 nodes for output (host arrays).
 
     Returns velocity (n, 3), pressure (n,) (the Q1 field at every Q2 node), speed (n,)
     and vorticity (n, 3) (curl of the velocity, averaged over the elements sharing a node).
+    On one rank's part of a distributed mesh, ``node_sum(a)`` completes the per-node
+    sums ``a`` (n, k) over the ranks, so that interface nodes average all their elements.
     """
     from .element import Q1, Q2
     from .geometry import det_and_inverse, geometry_element, jacobians
@@ -146,5 +150,8 @@ def nodal_fields(mesh, x: np.ndarray, chunk: int = 4096) -> dict:
         curl = np.stack([grad[..., 2, 1] - grad[..., 1, 2], grad[..., 0, 2] - grad[..., 2, 0], grad[..., 1, 0] - grad[..., 0, 1]], axis=-1)
         for d in range(3):
             curl_sum[:, d] += np.bincount(cells.ravel(), weights=curl[..., d].ravel(), minlength=mesh.n_nodes)
-    vorticity = curl_sum / mesh.node_valence()[:, None]
+    sums = np.concatenate([curl_sum, mesh.node_valence()[:, None].astype(np.float64)], axis=1)
+    if node_sum is not None:
+        sums = node_sum(sums)
+    vorticity = sums[:, :3] / sums[:, 3:]
     return {"velocity": vel, "pressure": pressure, "speed": np.linalg.norm(vel, axis=1), "vorticity": vorticity}

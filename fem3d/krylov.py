@@ -3,9 +3,9 @@
 Solves A^T A x = A^T b, which is symmetric positive (semi)definite for any A, with
 the Jacobi preconditioner M = diag(A^T A). The iteration is the Chronopoulos-Gear
 form the paper uses: one product with A^T A and one fused reduction of (r, z),
-(s, z), (r, r) per iteration, so a distributed run needs one allreduce per
-iteration. (The paper's listing updates r with beta; the derivation, and this
-code, use alpha: r_{j+1} = r_j - alpha_j q_j.)
+(s, z), (r, r) per iteration, so a distributed run needs one allreduce of three
+numbers per iteration (op.dist; owned entries only). (The paper's listing updates r
+with beta; the derivation, and this code, use alpha: r_{j+1} = r_j - alpha_j q_j.)
 """
 from __future__ import annotations
 
@@ -55,12 +55,13 @@ def normal_pcg(op, b, x, inv_diag, tol: float = 1e-10, max_iter: int = 10000, ch
     check_every  read the residual back to the host every this many iterations
     progress  called as progress(iteration, relres) at each check
     """
-    xp = op.xp
+    xp, dist = op.xp, op.dist
     dots, update = cg.for_backend(op.backend)
+    allreduce = None if dist.is_serial else dist.allreduce
     n = b.size
     work = xp.empty(n, dtype=np.float64)
     bt = op.rmatvec(b, xp.empty(n, dtype=np.float64))
-    bnorm = float(xp.linalg.norm(bt))
+    bnorm = dist.norm(bt)
     if not math.isfinite(bnorm):
         return CGInfo(0, "nan", math.nan)
     if bnorm == 0.0:
@@ -76,7 +77,7 @@ def normal_pcg(op, b, x, inv_diag, tol: float = 1e-10, max_iter: int = 10000, ch
     reason, relres, it, target = "max_iterations", math.nan, 0, tol
     for it in range(max_iter + 1):
         op.normal_matvec(z, s, work)
-        dots(r, z, s, sc)
+        dots(r, z, s, dist.weights, sc, allreduce)
         if it % check_every == 0 or it == max_iter:
             rr, flag = (float(v) for v in op.backend.to_numpy(sc[[2, 8]]))
             relres = math.sqrt(rr) / bnorm if rr >= 0 else math.nan
@@ -99,5 +100,5 @@ def normal_pcg(op, b, x, inv_diag, tol: float = 1e-10, max_iter: int = 10000, ch
         update(x, r, z, p, q, s, inv_diag, sc)
     true_r = bt - op.normal_matvec(x, s, work)
     op.matvec(x, work)
-    residual = float(xp.linalg.norm(b - work) / max(float(xp.linalg.norm(b)), 1e-300))
-    return CGInfo(it, reason, relres, float(xp.linalg.norm(true_r)) / bnorm, residual, history)
+    residual = dist.norm(b - work) / max(dist.norm(b), 1e-300)
+    return CGInfo(it, reason, relres, dist.norm(true_r) / bnorm, residual, history)

@@ -6,6 +6,9 @@ the element matrices (fem3d.assembly) with the Dirichlet rows set inside them
 Jacobi PCG (fem3d.krylov) warm-started from the previous iterate. The pressure of
 an enclosed flow is defined up to a constant: the least-squares solve needs no
 pinning, and every iterate is shifted to zero mean (integral of p over the domain = 0).
+
+On several ranks each solves on its part of the mesh (fem3d.partition): the same
+code, with a Distribution that completes interface sums and reduces dot products.
 """
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ from .fields import nodal_velocity, pressure_weights
 from .krylov import normal_pcg
 from .mesh import HexMesh
 from .operators import ElementOperator
+from .partition import Distribution
 
 
 @dataclass
@@ -48,6 +52,12 @@ class FlowProblem:
         node of the boundary faces tagged ``tags`` (None: all boundary faces)."""
         nodes = mesh.boundary_nodes(tags)
         return cls(mesh, re, nodes, velocity(mesh.points[nodes]), force)
+
+    def restricted(self, mesh: HexMesh, nodes: np.ndarray) -> "FlowProblem":
+        """The same flow on a part of the mesh: ``mesh``, whose Q2 node k is node
+        ``nodes[k]`` (sorted) of this problem's mesh."""
+        keep = np.isin(self.bc_nodes, nodes)
+        return FlowProblem(mesh, self.re, np.searchsorted(nodes, self.bc_nodes[keep]), self.bc_values[keep], self.force)
 
 
 @dataclass
@@ -112,9 +122,12 @@ class PicardResult:
 
 
 class PicardSolver:
-    """Picard iteration for a FlowProblem on a backend (arrays live on its device)."""
+    """Picard iteration for a FlowProblem on a backend (arrays live on its device).
 
-    def __init__(self, problem: FlowProblem, backend, options: PicardOptions | None = None):
+    With ``dist`` (fem3d.partition.Distribution) the problem is this rank's part of a
+    distributed one; default: one process."""
+
+    def __init__(self, problem: FlowProblem, backend, options: PicardOptions | None = None, dist=None):
         self.problem = problem
         self.backend = backend
         self.options = options or PicardOptions()
@@ -122,11 +135,13 @@ class PicardSolver:
         xp = self.xp = backend.xp
         mesh = self.mesh = problem.mesh
         with self.timer("setup"):
+            self.dist = dist or Distribution.serial(backend, mesh.n_dofs)
             self.chunk = self.options.chunk or (8192 if backend.is_gpu else 1024)
             self.tables = ReferenceTables.build(xp, mesh.geometry.shape[1])
             self.geometry = backend.asarray(mesh.geometry)
             self.cells = backend.asarray(mesh.cells)
-            self.op = ElementOperator(backend, mesh.dofs(), mesh.colour_offsets, mesh.n_dofs)
+            dofs = mesh.dofs()
+            self.op = ElementOperator(backend, dofs, mesh.colour_offsets, mesh.n_dofs, self.dist)
             n, nd = mesh.n_nodes, mesh.n_dofs
             nodes, values = problem.bc_nodes, problem.bc_values
             fixed = np.zeros(nd, dtype=bool)
@@ -134,11 +149,11 @@ class PicardSolver:
             for d in range(3):
                 fixed[d * n + nodes] = True
                 bc[d * n + nodes] = values[:, d]
-            valence = np.ones(nd)
-            valence[:3 * n] = np.tile(mesh.node_valence(), 3)
             self.fixed, self.bc_values = backend.asarray(fixed), backend.asarray(bc)
-            self.valence = backend.asarray(valence)
+            # elements sharing each unknown (all ranks')
+            self.valence = self.dist.sum_interface(backend.asarray(np.bincount(dofs.ravel(), minlength=nd).astype(np.float64)))
             self.p_weights = pressure_weights(backend, mesh)
+            self.volume = self.dist.allreduce_scalar(float(self.p_weights.sum()))
         self.b = xp.zeros(nd, dtype=np.float64)
 
     def initial_guess(self):
@@ -156,25 +171,27 @@ class PicardSolver:
             mats, rhs = element_matrices_chunk(xp, self.geometry[e], vel[self.cells[e]], self.problem.re, self.tables, self.problem.force, newton)
             op.mats[e] = mats
             self.b += xp.bincount(op.dofs[e].ravel(), weights=rhs.ravel(), minlength=mesh.n_dofs)
+        self.dist.sum_interface(self.b)
         apply_dirichlet_rows(xp, op.mats, op.dofs, self.fixed, self.valence)
         self.b[self.fixed] = self.bc_values[self.fixed]
-        scale_rows(op.mats, op.dofs, self.b, 1.0 / xp.sqrt(row_norms_squared(xp, op.mats, op.dofs, mesh.n_dofs)))
+        row_sq = self.dist.sum_interface(row_norms_squared(xp, op.mats, op.dofs, mesh.n_dofs))
+        scale_rows(op.mats, op.dofs, self.b, 1.0 / xp.sqrt(row_sq))
         return self.b
 
     def normalise_pressure(self, x):
         """Shift the pressure block of ``x`` to zero mean, in place."""
         p = x[3 * self.mesh.n_nodes:]
-        p -= (self.p_weights @ p) / self.p_weights.sum()
+        p -= self.dist.allreduce_scalar(float(self.p_weights @ p)) / self.volume
 
     def solve(self, x0=None, log: Callable[[str], None] | None = print, cg_progress=None) -> PicardResult:
         """Picard loop from ``x0`` (default: initial_guess); returns the last iterate.
 
         log(line) receives one line per Picard step; cg_progress(iteration, relres) is
         called at each CG residual check."""
-        xp, opt, op = self.xp, self.options, self.op
+        xp, opt, op, dist = self.xp, self.options, self.op, self.dist
         x = self.initial_guess() if x0 is None else self.backend.asarray(x0, dtype=np.float64).copy()
         work = xp.empty_like(x)
-        mixer = Anderson(opt.anderson, opt.relax)
+        mixer = Anderson(opt.anderson, opt.relax, dist.dot)
         steps, reason, first_residual, newton = [], "max_picard", None, False
         for k in range(1, opt.max_picard + 1):
             t0 = time.perf_counter()
@@ -184,12 +201,12 @@ class PicardSolver:
                 diag = op.normal_diagonal()
                 inv_diag = xp.where(diag > 0, 1.0 / xp.where(diag > 0, diag, 1.0), 0.0)
             with self.timer("solve"):
-                residual = float(xp.linalg.norm(b - op.matvec(x, work)) / xp.linalg.norm(b))
+                residual = dist.norm(b - op.matvec(x, work)) / dist.norm(b)
                 first_residual = residual if first_residual is None else first_residual
                 x_new = x.copy()
                 info = normal_pcg(op, b, x_new, inv_diag, opt.cg_tol, opt.max_cg, opt.check_every, cg_progress, opt.forcing)
                 self.normalise_pressure(x_new)
-                change = float(xp.linalg.norm(x_new - x) / xp.linalg.norm(x_new))
+                change = dist.norm(x_new - x) / dist.norm(x_new)
                 x_new = mixer.step(x, x_new)
             x = x_new
             step = PicardStep(k, "newton" if newton else "picard", residual, change, info.iterations, info.reason, info.relres,

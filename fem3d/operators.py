@@ -2,7 +2,9 @@
 
 A is never assembled: products with A and A^T go element by element through
 fem3d.kernels.ebe (NumPy reference or CUDA kernel, one launch per colour) from the
-one stored copy of the element matrices.
+one stored copy of the element matrices. On several ranks each holds its own
+elements; a product is completed by summing the interface entries with the
+neighbours (fem3d.partition.Distribution), so every rank holds A x on all its entries.
 """
 from __future__ import annotations
 
@@ -10,21 +12,24 @@ import numpy as np
 
 from .kernels import ebe
 from .kernels.ebe import LD, NL
+from .partition import Distribution
 
 
 class ElementOperator:
     """Element-by-element operator on a mesh's unknowns [u | v | w | p].
 
     mats  (E, NL, LD) float64 element matrices (filled by the caller), colour-major order
-    dofs  (E, NL) int32 global unknown of each local unknown
+    dofs  (E, NL) int32 unknown (of this rank's vector) of each local unknown
+    dist  fem3d.partition.Distribution of the n unknowns (default: one process)
     """
 
-    def __init__(self, backend, dofs: np.ndarray, colour_offsets: np.ndarray, n: int):
+    def __init__(self, backend, dofs: np.ndarray, colour_offsets: np.ndarray, n: int, dist=None):
         if n >= 2**31:
             raise ValueError(f"{n} unknowns exceed the int32 index range of the kernels")
         self.backend = backend
         self.xp = backend.xp
         self.n = int(n)
+        self.dist = dist or Distribution.serial(backend, n)
         self.dofs = backend.asarray(dofs, dtype=np.int32)
         self.colour_offsets = [int(v) for v in colour_offsets]
         self.mats = self.xp.zeros((dofs.shape[0], NL, LD), dtype=np.float64)
@@ -33,12 +38,12 @@ class ElementOperator:
     def matvec(self, x, out):
         """out = A x."""
         self._apply(self.mats, self.dofs, x, out, self.colour_offsets, False)
-        return out
+        return self.dist.sum_interface(out)
 
     def rmatvec(self, x, out):
         """out = A^T x."""
         self._apply(self.mats, self.dofs, x, out, self.colour_offsets, True)
-        return out
+        return self.dist.sum_interface(out)
 
     def normal_matvec(self, x, out, work):
         """out = A^T A x (``work`` holds A x)."""
@@ -48,8 +53,9 @@ class ElementOperator:
     def normal_diagonal(self, max_entries: int = 2**25):
         """diag(A^T A)_j = sum_i (A_ij)^2 exactly, with A_ij summed over all elements.
 
-        Entries of the element matrices are grouped by global (row, column) and summed
-        before squaring; rows are processed in blocks of about ``max_entries`` entries.
+        Entries of the element matrices are grouped by (row, column) and summed before
+        squaring; rows are processed in blocks of about ``max_entries`` entries. Entries
+        split between ranks add their cross terms (Distribution.normal_diagonal_cross_terms).
         """
         xp = self.xp
         n_elem = self.dofs.shape[0]
@@ -67,7 +73,8 @@ class ElementOperator:
             uniq, inv = xp.unique(key, return_inverse=True)
             sums = xp.bincount(inv.ravel(), weights=vals, minlength=uniq.size)
             diag += xp.bincount(uniq % self.n, weights=sums * sums, minlength=self.n)
-        return diag
+        diag += self.dist.normal_diagonal_cross_terms(self.mats, self.dofs)
+        return self.dist.sum_interface(diag)
 
     def to_scipy(self):
         """The assembled matrix as scipy.sparse CSR on the host (for tests and small problems)."""

@@ -17,7 +17,7 @@ def ensure_writable_dir(path: str, option: str = "--out") -> str:
     """Create ``path`` if needed and check that files can be written there (InputError if not)."""
     try:
         os.makedirs(path, exist_ok=True)
-        probe = os.path.join(path, ".write-test")
+        probe = os.path.join(path, f".write-test-{os.getpid()}")  # one per process: ranks probe the same folder
         with open(probe, "w"):
             pass
         os.remove(probe)
@@ -26,14 +26,40 @@ def ensure_writable_dir(path: str, option: str = "--out") -> str:
     return path
 
 
-def write_vtu(path: str, mesh, x: np.ndarray) -> None:
+def write_vtu(path: str, mesh, x: np.ndarray, node_sum=None) -> dict:
     """The solution ``x`` (host, layout [u | v | w | p]) on hexahedron27 cells, with point
-    data velocity, pressure (Q1 field at all 27 nodes), speed and vorticity."""
+    data velocity, pressure (Q1 field at all 27 nodes), speed and vorticity. For one
+    rank's piece of a distributed mesh, ``node_sum`` completes node sums over the ranks
+    (see fem3d.fields.nodal_fields). Returns {field name: number of components}."""
     import meshio
 
-    fields = nodal_fields(mesh, x)
+    fields = nodal_fields(mesh, x, node_sum=node_sum)
     cells = mesh.cells[:, TENSOR27_TO_VTK]
     meshio.write(path, meshio.Mesh(mesh.points, [("hexahedron27", cells)], point_data=fields), binary=True)
+    return {name: (1 if v.ndim == 1 else v.shape[1]) for name, v in fields.items()}
+
+
+def write_pvtu(path: str, pieces: list, components: dict) -> None:
+    """A parallel VTU file ``path`` that joins the VTU ``pieces`` (file names relative to
+    it, written by :func:`write_vtu`) into one dataset for ParaView and PyVista;
+    ``components`` is {point field: number of components}."""
+    arrays = "\n".join(f'      <PDataArray type="Float64" Name="{name}" NumberOfComponents="{k}"/>'
+                       for name, k in components.items())
+    sources = "\n".join(f'    <Piece Source="{piece}"/>' for piece in pieces)
+    with open(path, "w") as fh:
+        fh.write(f"""<?xml version="1.0"?>
+<VTKFile type="PUnstructuredGrid" version="0.1" byte_order="LittleEndian">
+  <PUnstructuredGrid GhostLevel="0">
+    <PPointData>
+{arrays}
+    </PPointData>
+    <PPoints>
+      <PDataArray type="Float64" Name="Points" NumberOfComponents="3"/>
+    </PPoints>
+{sources}
+  </PUnstructuredGrid>
+</VTKFile>
+""")
 
 
 def write_profiles_csv(path: str, profiles: dict) -> None:

@@ -29,6 +29,6 @@ def cavity_references(re: float) -> list[dict]:
         rows = [line for line in text.splitlines() if line and not line.startswith("#")]
         data = np.array([[float(v) for v in line.split(",")[:2]] for line in rows[1:]])
         order = np.argsort(data[:, 0])
-        out.append({"name": f"{m['source']} Re {m['re']}", "citation": comments[0].split(", Table")[0] if comments else m["source"],
+        out.append({"name": f"{m['source']} Re {m['re']}", "citation": regex.split(r", Table| \(", comments[0])[0] if comments else m["source"],
                     "profile": m["profile"], "coords": data[order, 0], "values": data[order, 1], "file": entry.name})
     return out

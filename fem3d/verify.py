@@ -3,7 +3,8 @@
 Solves the paper's analytic flow (Kao & Sheu 2018, section 5.1) and a smooth
 manufactured flow with body force (fem3d.exact) on N^3 unit-cube meshes, and prints
 the L2 errors of u, v, w, p with their convergence rates, like the paper's Table 2.
-Results go to a JSON file. Exit code 0 when every run converged, 3 otherwise.
+Results go to a JSON file. Exit code 0 when every run converged, 3 otherwise. Runs
+under MPI as well (``mpirun -n 4 python -m fem3d.verify``), one GPU per rank.
 
 The manufactured flow runs at Re = 10 by default: at Re = 100 its symmetric steady
 solution repels the Picard iteration (a mode seeded by round-off grows about 2x per
@@ -14,17 +15,20 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 import time
 
 import numpy as np
 
-from .backend import get_backend
 from .cli import add_solver_arguments, solver_options
+from .comm import agreed_errors
+from .distributed import add_parallel_arguments, partitioned_solver, start
 from .errors import ArgumentParser, InputError, check_range, run_cli
 from .exact import CASES
 from .fields import l2_errors
 from .mesh import box_mesh
-from .navier_stokes import FlowProblem, PicardOptions, PicardSolver
+from .navier_stokes import FlowProblem, PicardOptions
+from .partition import distribute
 
 # Kao & Sheu 2018, Table 2 (analytic case), L2 error norms at N^3 elements.
 PAPER_TABLE2 = {
@@ -36,14 +40,18 @@ PAPER_TABLE2 = {
 FIELDS = ("u", "v", "w", "p")
 
 
-def run_case(case, n: int, backend, options: PicardOptions, log=None) -> dict:
-    """Solve ``case`` on an n^3 unit cube; returns a row of the convergence table."""
+def run_case(case, n: int, backend, comm, options: PicardOptions, log=None) -> dict:
+    """Solve ``case`` on an n^3 unit cube (on every rank of ``comm``); returns a row of
+    the convergence table."""
     t0 = time.perf_counter()
     mesh = box_mesh(n)
     problem = FlowProblem.with_boundary_velocity(mesh, case.re, lambda x: case.velocity(np, x), force=case.force)
-    solver = PicardSolver(problem, backend, options)
+    with agreed_errors(comm):
+        part = distribute(mesh, comm, backend)
+    solver = partitioned_solver(problem, part, backend, options)
     result = solver.solve(log=log)
-    errors = l2_errors(backend, mesh, backend.asarray(result.x), case.velocity, case.pressure)
+    errors = l2_errors(backend, part.mesh, backend.asarray(result.x), case.velocity, case.pressure,
+                       total=part.dist.allreduce)
     return {
         "case": case.name, "re": case.re, "n": n, "elements": mesh.n_elements, "dofs": mesh.n_dofs,
         "errors": errors, "converged": result.converged, "reason": result.reason,
@@ -82,35 +90,41 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="verify.json", help="JSON results file (default verify.json)")
     ap.add_argument("--quiet", action="store_true", help="no per-step progress lines")
     add_solver_arguments(ap, tol=1e-8)
+    add_parallel_arguments(ap)
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = ap.parse_args(argv)
-
-    if args.re is not None:
-        check_range("--re", args.re, low=0, low_open=True)
-    for n in args.n:
-        check_range("--n", n, low=1, integer=True)
-    options = solver_options(args)
-    backend = get_backend(args.device)
-    try:
-        open(args.out, "a").close()
-    except OSError as exc:
-        raise InputError(f"--out {args.out} is not writable ({exc.strerror})") from None
+    backend, comm = start(args, argv)
+    root = comm.rank == 0
+    with agreed_errors(comm):
+        if args.re is not None:
+            check_range("--re", args.re, low=0, low_open=True)
+        for n in args.n:
+            check_range("--n", n, low=1, integer=True)
+        options = solver_options(args)
+        try:
+            open(args.out, "a").close()
+        except OSError as exc:
+            raise InputError(f"--out {args.out} is not writable ({exc.strerror})") from None
     names = ["paper", "manufactured"] if args.case == "both" else [args.case]
-    log = None if args.quiet else (lambda s: print("  " + s, flush=True))
-    report = {"device": backend.describe(), "options": vars(args), "cases": {}}
+    say = (lambda s: print(s, flush=True)) if root else (lambda s: None)
+    log = None if args.quiet or not root else (lambda s: say("  " + s))
+    ranks = f" on {comm.size} ranks ({comm.name})" if comm.size > 1 else ""
+    report = {"device": backend.describe(), "ranks": comm.size, "options": vars(args), "cases": {}}
     ok = True
     for name in names:
         case = CASES[name](args.re if args.re is not None else CASES[name].default_re)
-        print(f"case {name}, Re {case.re:g}, {backend.describe()}", flush=True)
+        say(f"case {name}, Re {case.re:g}, {backend.describe()}{ranks}")
         rows = []
         for n in sorted(set(args.n)):
-            rows.append(run_case(case, n, backend, options, log))
+            rows.append(run_case(case, n, backend, comm, options, log))
             ok &= rows[-1]["converged"]
         add_rates(rows)
-        print(format_table(rows), flush=True)
+        say(format_table(rows))
         report["cases"][name] = rows
-        with open(args.out, "w") as fh:
-            json.dump(report, fh, indent=1)
-    print(f"wrote {args.out}")
+        if root:
+            with open(args.out, "w") as fh:
+                json.dump(report, fh, indent=1)
+    say(f"wrote {args.out}")
     return 0 if ok else 3
 
 

@@ -72,14 +72,16 @@ def test_cuda_vector_kernels_match_numpy_reference():
     n = 300_001  # several blocks and a ragged tail
     r, z, s, x, p, q = (rng.standard_normal(n) for _ in range(6))
     minv = rng.random(n)
+    w = (rng.random(n) < 0.8).astype(float)  # owned entries of a rank
     dots_gpu, update_gpu = cg.for_backend(gpu)
-    for first in (1.0, 0.0):
+    for first, allreduce in ((1.0, None), (0.0, None), (0.0, lambda buf: buf.__imul__(3.0))):
         sc_h = np.array([0, 0, 0, 0.7, 1.3, 0, 0, first, 0])
         sc_d = cp.asarray(sc_h)
         dev = [cp.asarray(v) for v in (x, r, z, p, q, s)]
-        cg.dots_numpy(r, z, s, sc_h)
-        dots_gpu(dev[1], dev[2], dev[5], sc_d)
+        cg.dots_numpy(r, z, s, w, sc_h, allreduce)
+        dots_gpu(dev[1], dev[2], dev[5], cp.asarray(w), sc_d, allreduce)
         assert np.allclose(sc_d.get(), sc_h, rtol=1e-12, atol=0)
+        assert np.isclose(sc_h[0], (3.0 if allreduce else 1.0) * (w * r) @ z, rtol=1e-12)
         host = [v.copy() for v in (x, r, z, p, q, s)]
         cg.update_numpy(*host, minv, sc_h)
         update_gpu(*dev, cp.asarray(minv), sc_d)

@@ -6,18 +6,20 @@
 
 #define THREADS 256
 
-// Per-block partial sums of (r, z), (s, z), (r, r) into part[3 * blockIdx.x + k].
+// Per-block partial sums of the weighted products (w r, z), (w s, z), (w r, r) into
+// part[3 * blockIdx.x + k]; w is 1 at the entries this rank owns, 0 at other ranks' copies.
 extern "C" __global__ void __launch_bounds__(THREADS)
 cg_dots_partial(const double* __restrict__ r, const double* __restrict__ z,
-                const double* __restrict__ s, double* __restrict__ part, long n)
+                const double* __restrict__ s, const double* __restrict__ w,
+                double* __restrict__ part, long n)
 {
     __shared__ double sh[3][THREADS];
     double a = 0.0, b = 0.0, c = 0.0;
     for (long i = blockIdx.x * (long)THREADS + threadIdx.x; i < n; i += (long)gridDim.x * THREADS) {
-        const double ri = r[i], zi = z[i];
-        a += ri * zi;
-        b += s[i] * zi;
-        c += ri * ri;
+        const double wri = w[i] * r[i], zi = z[i];
+        a += wri * zi;
+        b += w[i] * s[i] * zi;
+        c += wri * r[i];
     }
     sh[0][threadIdx.x] = a; sh[1][threadIdx.x] = b; sh[2][threadIdx.x] = c;
     __syncthreads();
@@ -36,13 +38,29 @@ cg_dots_partial(const double* __restrict__ r, const double* __restrict__ z,
     }
 }
 
-// Sums the partials in a fixed order (deterministic) into gamma, delta, rr, then
-// derives alpha and beta (thread 0):
+// alpha and beta from gamma = sc[0], delta = sc[1]:
 //   beta = gamma / gamma_prev, alpha = gamma / (delta - beta gamma / alpha_prev)
 // (first iteration: beta = 0, alpha = gamma / delta); flags a breakdown when the
 // denominator is not positive or gamma is negative or NaN.
+__device__ void derive_scalars(double* sc)
+{
+    const double gamma = sc[0], delta = sc[1];
+    double beta = 0.0, denom = delta;
+    if (sc[7] == 0.0) {
+        beta = gamma / sc[3];
+        denom = delta - beta * gamma / sc[4];
+    }
+    const double alpha = gamma / denom;
+    if (!(denom > 0.0) || !(gamma >= 0.0)) sc[8] = 1.0;
+    sc[5] = alpha; sc[6] = beta;
+    sc[3] = gamma; sc[4] = alpha; sc[7] = 0.0;
+}
+
+// Sums the partials in a fixed order (deterministic) into gamma, delta, rr; with
+// derive != 0 then derives alpha and beta. (A distributed run sums gamma, delta, rr
+// over the ranks first and calls cg_scalars.)
 extern "C" __global__ void __launch_bounds__(THREADS)
-cg_dots_finish(const double* __restrict__ part, int n_part, double* __restrict__ sc)
+cg_dots_finish(const double* __restrict__ part, int n_part, double* __restrict__ sc, int derive)
 {
     __shared__ double sh[3][THREADS];
     double a = 0.0, b = 0.0, c = 0.0;
@@ -60,18 +78,14 @@ cg_dots_finish(const double* __restrict__ part, int n_part, double* __restrict__
         __syncthreads();
     }
     if (threadIdx.x == 0) {
-        const double gamma = sh[0][0], delta = sh[1][0];
-        double beta = 0.0, denom = delta;
-        if (sc[7] == 0.0) {
-            beta = gamma / sc[3];
-            denom = delta - beta * gamma / sc[4];
-        }
-        const double alpha = gamma / denom;
-        if (!(denom > 0.0) || !(gamma >= 0.0)) sc[8] = 1.0;
-        sc[0] = gamma; sc[1] = delta; sc[2] = sh[2][0];
-        sc[5] = alpha; sc[6] = beta;
-        sc[3] = gamma; sc[4] = alpha; sc[7] = 0.0;
+        sc[0] = sh[0][0]; sc[1] = sh[1][0]; sc[2] = sh[2][0];
+        if (derive) derive_scalars(sc);
     }
+}
+
+extern "C" __global__ void cg_scalars(double* __restrict__ sc)
+{
+    derive_scalars(sc);
 }
 
 // p = z + beta p; q = s + beta q; x += alpha p; r -= alpha q; z = minv * r.

@@ -3,7 +3,9 @@
 Scalars stay on the device in ``sc`` (9 float64):
   0 gamma = (r, z)   1 delta = (s, z)   2 rr = (r, r)   3 gamma_prev   4 alpha_prev
   5 alpha            6 beta             7 1 before the first iteration  8 breakdown flag
-``dots`` reduces and derives alpha, beta; ``update`` then advances all vectors in one pass.
+``dots`` reduces the products weighted by ``w`` (1 at owned entries), sums them over
+the ranks with ``allreduce`` (None: one process) and derives alpha, beta; ``update``
+then advances all vectors in one pass.
 """
 from __future__ import annotations
 
@@ -37,8 +39,11 @@ def _scalars(sc):
     sc[3], sc[4], sc[7] = gamma, alpha, 0.0
 
 
-def dots_numpy(r, z, s, sc):
-    sc[0], sc[1], sc[2] = r @ z, s @ z, r @ r
+def dots_numpy(r, z, s, w, sc, allreduce=None):
+    wr = w * r
+    sc[0], sc[1], sc[2] = wr @ z, (w * s) @ z, wr @ r
+    if allreduce is not None:
+        allreduce(sc[:3])
     _scalars(sc)
 
 
@@ -58,20 +63,24 @@ class _Cuda:
         mod = cuda_module("fem3d.kernels", "cg.cu")
         self.partial = mod.get_function("cg_dots_partial")
         self.finish = mod.get_function("cg_dots_finish")
+        self.derive = mod.get_function("cg_scalars")
         self.upd = mod.get_function("cg_update")
         self.part = None
 
     def blocks(self, n):
         return min(_MAX_BLOCKS, (n + _THREADS - 1) // _THREADS)
 
-    def dots(self, r, z, s, sc):
+    def dots(self, r, z, s, w, sc, allreduce=None):
         import cupy as cp
 
         nb = self.blocks(r.size)
         if self.part is None or self.part.size < 3 * nb:
             self.part = cp.empty(3 * nb, dtype=np.float64)
-        self.partial((nb,), (_THREADS,), (r, z, s, self.part, np.int64(r.size)))
-        self.finish((1,), (_THREADS,), (self.part, np.int32(nb), sc))
+        self.partial((nb,), (_THREADS,), (r, z, s, w, self.part, np.int64(r.size)))
+        self.finish((1,), (_THREADS,), (self.part, np.int32(nb), sc, np.int32(allreduce is None)))
+        if allreduce is not None:
+            allreduce(sc[:3])
+            self.derive((1,), (1,), (sc,))
 
     def update(self, x, r, z, p, q, s, minv, sc):
         nb = self.blocks(x.size)

@@ -1,0 +1,75 @@
+"""Running the solver on every rank of an MPI job (one rank per GPU).
+
+The entry points (fem3d.cavity, fem3d.verify) call these the same way on one process
+and on many: :func:`start` makes the backend and communicator and checks that every
+rank got the same command line, fem3d.partition.distribute cuts the mesh and
+:func:`partitioned_solver` gives each rank a PicardSolver on its part, :func:`write_solution_vtu` writes one VTU (one
+rank) or a piece per rank joined by a PVTU file, and :func:`rank_report` gathers
+what each rank did and how long it computed and communicated.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from .comm import COMMS, check_same_arguments, setup
+from .navier_stokes import PicardSolver
+from .output import write_pvtu, write_vtu
+
+
+def add_parallel_arguments(ap) -> None:
+    """--comm and --allow-shared-gpu."""
+    g = ap.add_argument_group("parallel runs (mpirun -n P python -m ...)")
+    g.add_argument("--comm", default="auto", help=f"{', '.join(COMMS)}: how ranks communicate (default auto: serial for one "
+                   "rank, NCCL between GPUs when CuPy has it, else MPI through host memory)")
+    g.add_argument("--allow-shared-gpu", action="store_true", help="let several ranks share one GPU (testing only)")
+
+
+def start(args, argv):
+    """(backend, communicator) of this process; InputError on every rank for an unknown
+    device or communicator, too few GPUs, or ranks given different arguments."""
+    backend, comm = setup(args.device, args.comm, args.allow_shared_gpu)
+    check_same_arguments(comm, argv)
+    return backend, comm
+
+
+def partitioned_solver(problem, part, backend, options) -> PicardSolver:
+    """PicardSolver on this rank's part (fem3d.partition.distribute) of ``problem``
+    (collective: every rank calls it)."""
+    local = problem if part.dist.is_serial else problem.restricted(part.mesh, part.nodes)
+    return PicardSolver(local, backend, options, part.dist)
+
+
+def node_sum(part):
+    """The function completing per-node host sums (n_nodes, k) of this rank's part over all ranks."""
+    def complete(a):
+        full = np.zeros((part.dist.n,) + a.shape[1:])
+        full[: len(a)] = a
+        return part.dist.sum_interface(full)[: len(a)]
+    return complete
+
+
+def write_solution_vtu(out: str, stem: str, part, x_local: np.ndarray, comm) -> str:
+    """``out/stem.vtu`` on one rank; on several, ``out/stem_<rank>.vtu`` from every rank
+    and ``out/stem.pvtu`` joining them (written by rank 0). Returns the file name to open."""
+    if comm.size == 1:
+        write_vtu(os.path.join(out, f"{stem}.vtu"), part.mesh, x_local)
+        return f"{stem}.vtu"
+    piece = f"{stem}_{comm.rank}.vtu"
+    components = write_vtu(os.path.join(out, piece), part.mesh, x_local, node_sum=node_sum(part))
+    pieces = comm.gather(piece)
+    if comm.rank == 0:
+        write_pvtu(os.path.join(out, f"{stem}.pvtu"), pieces, components)
+    return f"{stem}.pvtu"
+
+
+def rank_report(comm, solver, part, backend) -> list | None:
+    """Per rank (on rank 0, None elsewhere): elements, unknowns, interface unknowns, device,
+    seconds per phase, seconds communicating and computing (phases minus communication)."""
+    phases = solver.timer.as_dict()
+    mine = {"rank": comm.rank, "elements": int(part.mesh.n_elements), "unknowns": int(part.dist.n),
+            "interface_unknowns": int(len(part.dist.interface)), "device": backend.describe(), "communicator": comm.name,
+            "times_s": phases, "communication_s": comm.seconds,
+            "compute_s": max(0.0, sum(phases.values()) - comm.seconds)}
+    return comm.gather(mine)

@@ -1,0 +1,273 @@
+"""Elements partitioned across ranks, and how each rank's unknowns relate to the global ones.
+
+Every rank holds the global mesh topology (cheap next to the element matrices),
+partitions it the same way and keeps only its own elements: a local HexMesh whose
+unknowns are the entries its elements touch, in the same block layout [u | v | w | p].
+Entries on the interface between ranks are copies: after a local element-by-element
+sum, :meth:`Distribution.sum_interface` adds the neighbours' partial sums (point to
+point, interface entries only), so every copy holds the full value. Each unknown is
+owned by the lowest rank touching it; dot products sum owned entries and then reduce
+over the ranks.
+
+One process is the same code with :meth:`Distribution.serial` (no interface, every
+entry owned, a no-op communicator).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .comm import SerialComm
+from .errors import InputError
+from .mesh import HexMesh
+
+AXES = "xyz"
+
+
+def partition_elements(mesh: HexMesh, parts: int) -> np.ndarray:
+    """(E,) rank of each element.
+
+    Structured boxes are cut into slabs of whole element layers across their longest
+    axis (sizes differ by at most one layer); other meshes by recursive coordinate
+    bisection of the element centres (sizes differ by at most one element).
+    """
+    if parts == 1:
+        return np.zeros(mesh.n_elements, dtype=np.int64)
+    if mesh.grid is not None:
+        axis = int(np.argmax(mesh.grid))
+        layers = mesh.grid[axis]
+        if parts > layers:
+            raise InputError(f"{parts} ranks but the mesh has only {layers} element layers along {AXES[axis]}; "
+                             f"start at most {layers} ranks")
+        nx, ny, _ = mesh.grid
+        ids = mesh.element_ids
+        layer = (ids % nx, (ids // nx) % ny, ids // (nx * ny))[axis]
+        return (layer * parts) // layers
+    if parts > mesh.n_elements:
+        raise InputError(f"{parts} ranks but the mesh has only {mesh.n_elements} elements; start at most {mesh.n_elements} ranks")
+    part = np.empty(mesh.n_elements, dtype=np.int64)
+    centres = mesh.geometry.mean(axis=1)
+
+    def bisect(idx, first, count):
+        if count == 1:
+            part[idx] = first
+            return
+        pts = centres[idx]
+        axis = int(np.argmax(pts.max(axis=0) - pts.min(axis=0)))
+        order = idx[np.argsort(pts[:, axis], kind="stable")]
+        left = count // 2
+        cut = (len(idx) * left) // count
+        bisect(order[:cut], first, left)
+        bisect(order[cut:], first + left, count - left)
+
+    bisect(np.arange(mesh.n_elements), 0, parts)
+    return part
+
+
+def submesh(mesh: HexMesh, elements: np.ndarray):
+    """The mesh of ``elements`` (sorted global indices) with local numbering.
+
+    Returns (local HexMesh, nodes, pressure): the global Q2 node and pressure node of
+    each local one. Elements keep their colour order; boundary faces are the global
+    mesh's (interfaces between ranks are not boundary).
+    """
+    cells = mesh.cells[elements]
+    nodes = np.unique(cells)
+    pcells = mesh.pressure_cells[elements]
+    pressure = np.unique(pcells)
+    colour = np.repeat(np.arange(mesh.n_colours), np.diff(mesh.colour_offsets))[elements]
+    counts = np.bincount(colour, minlength=mesh.n_colours)
+    keep = np.isin(mesh.boundary_faces[:, 0], elements)
+    faces = mesh.boundary_faces[keep].copy()
+    faces[:, 0] = np.searchsorted(elements, faces[:, 0])
+    local = HexMesh(
+        points=mesh.points[nodes],
+        cells=np.searchsorted(nodes, cells),
+        pressure_cells=np.searchsorted(pressure, pcells),
+        pressure_nodes=np.searchsorted(nodes, mesh.pressure_nodes[pressure]),
+        geometry=mesh.geometry[elements],
+        colour_offsets=np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
+        element_ids=mesh.element_ids[elements],
+        boundary_faces=faces,
+        boundary_tags=mesh.boundary_tags[keep],
+        tag_names=dict(mesh.tag_names),
+    )
+    return local, nodes, pressure
+
+
+class Distribution:
+    """This rank's unknowns among all ranks'.
+
+    comm     communicator (fem3d.comm)
+    gdofs    (n,) int64 global unknown of each local one (host)
+    owned    (n,) bool, True where this rank owns the unknown (host)
+    shared   {peer: (m,) local indices of the unknowns shared with peer, in increasing
+             global order (the same order on both sides)}
+    weights  (n,) float64 on the backend: 1 at owned entries, else 0 (weighted dot products)
+    """
+
+    def __init__(self, comm, backend, gdofs: np.ndarray, owned: np.ndarray, shared: dict, n_global: int):
+        self.comm = comm
+        self.backend = backend
+        self.gdofs = np.asarray(gdofs, dtype=np.int64)
+        self.owned = np.asarray(owned, dtype=bool)
+        self.shared = {q: np.asarray(i, dtype=np.int64) for q, i in sorted(shared.items())}
+        self.n_global = int(n_global)
+        self.n = len(self.gdofs)
+        self.weights = backend.asarray(self.owned.astype(np.float64))
+        # interface entries, and where each peer's values land among them
+        iface = np.unique(np.concatenate(list(self.shared.values()))) if self.shared else np.zeros(0, np.int64)
+        self.interface = iface
+        self._slots = {q: np.searchsorted(iface, i) for q, i in self.shared.items()}
+        self._dev = {"iface": backend.asarray(iface), "shared": {q: backend.asarray(i) for q, i in self.shared.items()},
+                     "slots": {q: backend.asarray(s) for q, s in self._slots.items()}}
+        self._cross = None
+
+    @classmethod
+    def serial(cls, backend, n: int) -> "Distribution":
+        return cls(SerialComm(), backend, np.arange(n), np.ones(n, dtype=bool), {}, n)
+
+    @property
+    def is_serial(self) -> bool:
+        return self.comm.size == 1
+
+    def sum_interface(self, v):
+        """Complete the interface entries of the partial sums ``v`` (in place): every copy
+        becomes the sum of all ranks' partial sums, added in increasing rank order, so
+        the copies agree to the last bit."""
+        if not self.shared:
+            return v
+        host = isinstance(v, np.ndarray) and self.backend.is_gpu
+        idx = self.shared if host else self._dev["shared"]
+        slots = self._slots if host else self._dev["slots"]
+        iface = self.interface if host else self._dev["iface"]
+        xp = np if host else self.backend.xp
+        recv = self.comm.exchange({q: v[i] for q, i in idx.items()})
+        total = xp.zeros(iface.shape + v.shape[1:], dtype=v.dtype)
+        for q in sorted(list(recv) + [self.comm.rank]):
+            if q == self.comm.rank:
+                total += v[iface]
+            else:
+                total[slots[q]] += recv[q]
+        v[iface] = total
+        return v
+
+    def allreduce(self, buf):
+        """Sum the float64 array ``buf`` over the ranks, in place."""
+        return self.comm.allreduce(buf)
+
+    def allreduce_scalar(self, value: float) -> float:
+        return self.comm.allreduce_scalar(value)
+
+    def dot(self, a, b) -> float:
+        """Global dot product of two complete local vectors (owned entries count)."""
+        return self.comm.allreduce_scalar(float((self.weights * a) @ b))
+
+    def norm(self, v) -> float:
+        return math.sqrt(self.dot(v, v))
+
+    def gather(self, x_local: np.ndarray):
+        """The global vector on rank 0 from every rank's complete local host vector (None elsewhere)."""
+        if self.is_serial:
+            return x_local
+        pieces = self.comm.gather((self.gdofs, np.asarray(x_local)))
+        if pieces is None:
+            return None
+        out = np.empty(self.n_global, dtype=np.float64)
+        for gdofs, values in pieces:
+            out[gdofs] = values
+        return out
+
+    def normal_diagonal_cross_terms(self, mats, dofs):
+        """Terms of diag(A^T A) that come from entries split between ranks (local vector).
+
+        A global entry A_ij whose row and column both lie on the interface with a peer can
+        be a sum of partial sums a_r + a_q held by two ranks; (a_r + a_q)^2 then needs
+        2 a_r a_q besides the squares each rank adds. For every such pair the higher rank
+        adds 2 a_r a_q at its column j; add the result before :meth:`sum_interface`.
+        mats (E, NL, LD) element matrices and dofs (E, NL) local unknowns on the backend.
+        """
+        xp = self.backend.xp
+        out = xp.zeros(self.n, dtype=np.float64)
+        if not self.shared:
+            return out
+        if self._cross is None:
+            self._cross = self._cross_plan(self.backend.to_numpy(dofs), mats.shape)
+        flat = mats.reshape(-1)
+        sums = {q: xp.bincount(seg, weights=flat[pos], minlength=m) for q, (pos, seg, _, m) in self._cross.items()}
+        theirs = self.comm.exchange(sums)
+        for q, (_, _, cols, m) in self._cross.items():
+            if self.comm.rank > q:
+                out += xp.bincount(cols, weights=2.0 * sums[q] * theirs[q], minlength=self.n)
+        return out
+
+    def _cross_plan(self, dofs: np.ndarray, shape) -> dict:
+        """Per peer: positions in the flattened element matrices of the entries whose row
+        and column are shared with the peer, the pair (segment) of each, the local column
+        of each pair and the number of pairs; pairs both ranks hold, in one order."""
+        _, nl, ld = shape
+        keys_of, entries = {}, {}
+        for q, idx in self.shared.items():
+            on_q = np.zeros(self.n, dtype=bool)
+            on_q[idx] = True
+            mask = on_q[dofs]
+            elems = np.flatnonzero(mask.any(axis=1))
+            m = mask[elems]
+            e, r, c = np.nonzero(m[:, :, None] & m[:, None, :])
+            e = elems[e]
+            key = self.gdofs[dofs[e, r]] * self.n_global + self.gdofs[dofs[e, c]]
+            keys_of[q] = np.unique(key)
+            entries[q] = (e, r, c, key)
+        theirs = self.comm.exchange_objects(keys_of)
+        plan = {}
+        for q, (e, r, c, key) in entries.items():
+            common = np.intersect1d(keys_of[q], theirs[q], assume_unique=True)
+            seg = np.searchsorted(common, key)
+            keep = (seg < len(common)) & (common[np.minimum(seg, len(common) - 1)] == key)
+            e, r, c, seg = e[keep], r[keep], c[keep], seg[keep]
+            cols = np.empty(len(common), dtype=np.int64)
+            cols[seg] = dofs[e, c]
+            pos = (e * nl + r) * ld + c
+            plan[q] = tuple(self.backend.asarray(a) for a in (pos, seg, cols)) + (len(common),)
+        return plan
+
+
+@dataclass
+class Partition:
+    """This rank's part of a mesh: the local mesh, its Distribution, and for each local
+    Q2 node, pressure node and element its global index (host arrays)."""
+
+    mesh: HexMesh
+    dist: Distribution
+    nodes: np.ndarray
+    pressure: np.ndarray
+    elements: np.ndarray
+
+
+def distribute(mesh: HexMesh, comm, backend) -> Partition:
+    """This rank's part of ``mesh`` among ``comm.size`` ranks (every rank calls it)."""
+    if comm.size == 1:
+        all_elements = np.arange(mesh.n_elements)
+        return Partition(mesh, Distribution.serial(backend, mesh.n_dofs), np.arange(mesh.n_nodes),
+                         np.arange(mesh.n_pressure), all_elements)
+    part = partition_elements(mesh, comm.size)
+    elements = np.flatnonzero(part == comm.rank)
+    local, nodes, pressure = submesh(mesh, elements)
+    touching = np.zeros((mesh.n_nodes, comm.size), dtype=bool)  # ranks touching each global node
+    touching[mesh.cells.ravel(), np.repeat(part, 27)] = True
+    p_touching = np.zeros((mesh.n_pressure, comm.size), dtype=bool)
+    p_touching[mesh.pressure_cells.ravel(), np.repeat(part, 8)] = True
+    n, npr = mesh.n_nodes, mesh.n_pressure
+    gdofs = np.concatenate([nodes, nodes + n, nodes + 2 * n, pressure + 3 * n])
+    ranks_of = np.concatenate([touching[nodes]] * 3 + [p_touching[pressure]])  # (n_local, size)
+    owner = np.argmax(ranks_of, axis=1)
+    shared = {}
+    for q in range(comm.size):
+        if q != comm.rank:
+            idx = np.flatnonzero(ranks_of[:, q])
+            if idx.size:
+                shared[q] = idx[np.argsort(gdofs[idx], kind="stable")]
+    dist = Distribution(comm, backend, gdofs, owner == comm.rank, shared, 3 * n + npr)
+    return Partition(local, dist, nodes, pressure, elements)

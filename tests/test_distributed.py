@@ -1,0 +1,203 @@
+"""Distribution over MPI ranks.
+
+Tests marked ``mpi`` run under ``mpiexec -n 2`` and ``-n 3`` (tests/run-tests): each
+rank solves its part and the results are compared with a single-process solve of the
+same problem on every rank. The others run in the serial suite: partitions, and the
+command lines started under mpiexec as a user would (bad input, a failing rank).
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from fem3d.cavity import lid_driven_problem
+from fem3d.comm import launched_ranks
+from fem3d.errors import InputError
+from fem3d.exact import PaperFlow
+from fem3d.mesh import box_mesh
+from fem3d.navier_stokes import FlowProblem, PicardOptions, PicardSolver
+from fem3d.operators import ElementOperator
+from fem3d.partition import distribute, partition_elements
+from support import assembled, sample_mesh
+
+TIGHT = PicardOptions(tol=1e-11, cg_tol=1e-13, forcing=0.0, max_cg=5000, check_every=5, newton=1.0)
+
+
+# ----------------------------------------------------------------- partitions (serial)
+
+@pytest.mark.parametrize("parts", [2, 3, 4])
+def test_box_slabs_balanced_within_one_layer(parts):
+    mesh = box_mesh(3, 2, 7)
+    part = partition_elements(mesh, parts)
+    sizes = np.bincount(part, minlength=parts)
+    assert sizes.sum() == mesh.n_elements and sizes.min() > 0
+    assert sizes.max() - sizes.min() <= 3 * 2  # one layer of the longest (z) axis
+    k = mesh.element_ids // 6  # z layer
+    assert all(np.unique(part[k == layer]).size == 1 for layer in range(7))  # whole layers
+
+
+@pytest.mark.parametrize("parts", [2, 3, 5])
+def test_general_mesh_bisection_balanced_within_one_element(parts):
+    mesh = sample_mesh("distorted")
+    sizes = np.bincount(partition_elements(mesh, parts), minlength=parts)
+    assert sizes.sum() == mesh.n_elements and sizes.max() - sizes.min() <= 1
+
+
+def test_more_ranks_than_layers_or_elements_is_an_error():
+    with pytest.raises(InputError, match="3 ranks but the mesh has only 2 element layers along x; start at most 2"):
+        partition_elements(box_mesh(2, 1, 1), 3)
+    with pytest.raises(InputError, match="217 ranks but the mesh has only 216 elements"):
+        partition_elements(sample_mesh("distorted"), 217)
+
+
+# ------------------------------------------------- command lines under mpiexec (serial)
+
+MPIEXEC = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or shutil.which("mpiexec")
+needs_mpiexec = pytest.mark.skipif(MPIEXEC is None or launched_ranks() > 1, reason="needs mpiexec (and not already under it)")
+
+
+def mpiexec(*args, timeout=120, cwd=None):
+    return subprocess.run([MPIEXEC, *args], capture_output=True, text=True, timeout=timeout, cwd=cwd)
+
+
+@needs_mpiexec
+@pytest.mark.parametrize("ranks, args, message", [
+    (2, ["--re", "0"], "fem3d.cavity: error: --re must be > 0 (got 0.0)"),
+    (3, ["--n", "2"], "fem3d.cavity: error: 3 ranks but the mesh has only 2 element layers along x; start at most 2 ranks"),
+    (2, ["--comm", "carrier-pigeon"], "fem3d.cavity: error: --comm must be one of auto, serial, mpi, nccl"),
+    (2, ["--comm", "serial"], "fem3d.cavity: error: --comm serial but started as 2 MPI ranks"),
+])
+def test_bad_input_under_mpi_one_line_exit_2(tmp_path, ranks, args, message):
+    p = mpiexec("-n", str(ranks), sys.executable, "-m", "fem3d.cavity", "--out", str(tmp_path), "--quiet", *args)
+    assert p.returncode == 2, p.stdout + p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(message), p.stderr
+
+
+@needs_mpiexec
+def test_ranks_that_disagree_on_arguments_stop_with_exit_2(tmp_path):
+    cmd = [sys.executable, "-m", "fem3d.cavity", "--out", str(tmp_path), "--quiet", "--n", "2"]
+    p = mpiexec("-n", "1", *cmd, "--re", "100", ":", "-n", "1", *cmd, "--re", "200")
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert p.stderr.strip().splitlines() == [
+        f"fem3d.cavity: error: ranks disagree on the arguments: rank 1 got '{' '.join(cmd[3:])} --re 200', "
+        f"rank 0 got '{' '.join(cmd[3:])} --re 100'; give every rank the same command line"]
+
+
+@needs_mpiexec
+def test_a_failing_rank_aborts_every_rank_with_a_message():
+    """Rank 1 fails while rank 0 waits in a collective: the job must end, not hang."""
+    code = ("from fem3d.comm import setup\n"
+            "from fem3d.errors import run_cli\n"
+            "def main(argv):\n"
+            "    backend, comm = setup('cpu')\n"
+            "    if comm.rank == 1:\n"
+            "        raise MemoryError('out of device memory')\n"
+            "    comm.allgather(None)\n"
+            "raise SystemExit(run_cli(main, prog='demo'))\n")
+    p = mpiexec("-n", "2", sys.executable, "-c", code, timeout=60)
+    assert p.returncode != 0
+    assert "demo: rank 1 of 2 failed: MemoryError: out of device memory; aborting all ranks" in p.stderr
+
+
+# ------------------------------------------------------------ under mpiexec -n 2 / -n 3
+
+@pytest.fixture(scope="module", params=["cpu", pytest.param("gpu", marks=pytest.mark.gpu)])
+def ranks(request):
+    """(backend, communicator) of this rank, from fem3d.comm.setup as the entry points do."""
+    from fem3d.backend import cupy_module
+    from fem3d.comm import setup
+
+    if request.param == "gpu" and cupy_module() is None:
+        pytest.skip("no CUDA GPU")
+    if launched_ranks() < 2:
+        pytest.skip("run under mpiexec")
+    return setup(request.param, allow_shared_gpu=True)
+
+
+def relative(a, b):
+    return np.linalg.norm(a - b) / np.linalg.norm(b)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("name", ["box", "distorted"])
+def test_operator_products_and_diagonal_match_single_process(ranks, name):
+    backend, comm = ranks
+    mesh = sample_mesh(name) if name != "box" else box_mesh(3, 2, 2)
+    serial, _ = assembled(mesh, backend, seed=4)  # global element matrices, Dirichlet rows, equilibrated
+    part = distribute(mesh, comm, backend)
+    local = ElementOperator(backend, part.mesh.dofs(), part.mesh.colour_offsets, part.mesh.n_dofs, part.dist)
+    local.mats[...] = serial.op.mats[backend.asarray(part.elements)]
+    g = backend.asarray(part.dist.gdofs)
+    x = backend.asarray(np.random.default_rng(9).standard_normal(mesh.n_dofs))
+    xp = backend.xp
+    for mine, ref in ((local.matvec(x[g], xp.empty(local.n)), serial.op.matvec(x, xp.empty(mesh.n_dofs))),
+                      (local.rmatvec(x[g], xp.empty(local.n)), serial.op.rmatvec(x, xp.empty(mesh.n_dofs))),
+                      (local.normal_diagonal(), serial.op.normal_diagonal())):
+        assert relative(backend.to_numpy(mine), backend.to_numpy(ref[g])) < 1e-13
+    assert abs(part.dist.dot(x[g], x[g]) - float(x @ x)) < 1e-12 * float(x @ x)
+    everyone = comm.allgather(part.dist.gdofs[part.dist.owned])
+    assert np.array_equal(np.sort(np.concatenate(everyone)), np.arange(mesh.n_dofs))  # each unknown owned once
+
+
+def distributed_solve(problem, backend, comm, options):
+    from fem3d.distributed import partitioned_solver
+
+    part = distribute(problem.mesh, comm, backend)
+    result = partitioned_solver(problem, part, backend, options).solve(log=None)
+    return result, part.dist.gather(result.x)
+
+
+@pytest.mark.mpi
+def test_cavity_solution_matches_single_process(ranks):
+    backend, comm = ranks
+    problem = lid_driven_problem(box_mesh(4, 3, 3, grading=1.0), 50.0, "y=1")
+    result, x = distributed_solve(problem, backend, comm, TIGHT)
+    assert result.converged
+    if comm.rank == 0:
+        ref = PicardSolver(problem, backend, TIGHT).solve(log=None)
+        assert ref.converged and len(ref.steps) == len(result.steps)
+        assert relative(x, ref.x) < 1e-10
+
+
+@pytest.mark.mpi
+def test_paper_flow_on_a_general_mesh_matches_single_process(ranks):
+    backend, comm = ranks
+    case = PaperFlow(100.0)
+    problem = FlowProblem.with_boundary_velocity(sample_mesh("distorted"), case.re, lambda x: case.velocity(np, x))
+    result, x = distributed_solve(problem, backend, comm, TIGHT)
+    assert result.converged
+    if comm.rank == 0:
+        ref = PicardSolver(problem, backend, TIGHT).solve(log=None)
+        assert relative(x, ref.x) < 1e-10
+
+
+@pytest.mark.mpi
+def test_cavity_command_writes_pieces_joined_by_pvtu(ranks, tmp_path):
+    from fem3d import cavity
+
+    backend, comm = ranks
+    out = comm.bcast(str(tmp_path))  # one folder for all ranks
+    device = "gpu" if backend.is_gpu else "cpu"
+    assert cavity.main(["--n", "3", "--out", out, "--quiet", "--no-plots", "--device", device, "--allow-shared-gpu"]) == 0
+    if comm.rank != 0:
+        return
+    import pyvista
+
+    grid = pyvista.read(os.path.join(out, "cavity.pvtu"))
+    assert grid.n_cells == 27 and set(grid.point_data.keys()) >= {"velocity", "pressure", "speed", "vorticity"}
+    assert sorted(f for f in os.listdir(out) if f.endswith(".vtu")) == [f"cavity_{r}.vtu" for r in range(comm.size)]
+    summary = json.load(open(os.path.join(out, "summary.json")))
+    assert summary["ranks"] == comm.size and summary["converged"] and summary["files"][0] == "cavity.pvtu"
+    per_rank = summary["per_rank"]
+    assert [r["rank"] for r in per_rank] == list(range(comm.size))
+    assert sum(r["elements"] for r in per_rank) == 27
+    assert all(r["communication_s"] > 0 and r["compute_s"] > 0 and r["interface_unknowns"] > 0 for r in per_rank)
+    lid = np.abs(np.asarray(grid.points)[:, 1] - 1.0) < 1e-12
+    inner = lid & (np.asarray(grid.points)[:, 0] > 1e-12) & (np.asarray(grid.points)[:, 0] < 1 - 1e-12)
+    inner &= (np.asarray(grid.points)[:, 2] > 1e-12) & (np.asarray(grid.points)[:, 2] < 1 - 1e-12)
+    assert np.allclose(np.asarray(grid.point_data["velocity"])[inner], [1.0, 0.0, 0.0])
