@@ -6,11 +6,11 @@ NcclComm    device arrays through NCCL (cupy.cuda.nccl), bootstrapped over MPI;
             host arrays and Python objects still go over MPI.
 
 All share one interface: ``allreduce(buf)`` sums a float64 array over the ranks in
-place, ``exchange({peer: array})`` sends each float64 array to its peer and returns
-what each peer sent back (same lengths both ways, same kind of array), plus object
-collectives for set-up and output. ``seconds`` accumulates the time spent
-communicating (the device is synchronised around each call so that the time is
-charged here, not to the next computation).
+place, ``exchange(sends, recvs)`` sends each float64 array sends[peer] to its peer and
+receives into recvs[peer] (same shapes both ways), plus object collectives for
+set-up and output. ``seconds`` is the time spent communicating: host-staged calls are
+timed with the device synchronised around them; NCCL calls stay asynchronous on the
+device's stream and are timed there with CUDA events.
 
 :func:`setup` picks the communicator and this rank's device: under MPI each rank takes
 GPU ``local_rank % n_gpus`` (local rank from a shared-memory split of COMM_WORLD).
@@ -44,7 +44,12 @@ class SerialComm:
     rank, size, local_rank, local_size = 0, 1, 0, 1
 
     def __init__(self):
-        self.seconds = 0.0
+        self._seconds = 0.0
+
+    @property
+    def seconds(self) -> float:
+        """Seconds spent communicating so far."""
+        return self._seconds
 
     def allreduce(self, buf):
         return buf
@@ -52,8 +57,8 @@ class SerialComm:
     def allreduce_scalar(self, value: float) -> float:
         return value
 
-    def exchange(self, sends: dict) -> dict:
-        return {}
+    def exchange(self, sends: dict, recvs: dict) -> None:
+        pass
 
     def exchange_objects(self, sends: dict) -> dict:
         return {}
@@ -97,33 +102,34 @@ class MPIComm(SerialComm):
         host = np.ascontiguousarray(self.backend.to_numpy(buf), dtype=np.float64)
         self.comm.Allreduce(self.MPI.IN_PLACE, host, op=self.MPI.SUM)
         buf[...] = host if isinstance(buf, np.ndarray) else self.backend.asarray(host)
-        self.seconds += time.perf_counter() - t0
+        self._seconds += time.perf_counter() - t0
         return buf
 
     def allreduce_scalar(self, value: float) -> float:
         t0 = time.perf_counter()
         out = self.comm.allreduce(float(value), op=self.MPI.SUM)
-        self.seconds += time.perf_counter() - t0
+        self._seconds += time.perf_counter() - t0
         return out
 
-    def exchange(self, sends: dict) -> dict:
+    def exchange(self, sends: dict, recvs: dict) -> None:
         t0 = self._start()
-        on_host = all(isinstance(a, np.ndarray) for a in sends.values())
+        on_host = all(isinstance(a, np.ndarray) for a in recvs.values())
         host = {q: np.ascontiguousarray(self.backend.to_numpy(a), dtype=np.float64) for q, a in sends.items()}
-        recv = {q: np.empty_like(a) for q, a in host.items()}
-        reqs = [self.comm.Irecv(recv[q], source=q, tag=17) for q in recv]
+        into = recvs if on_host else {q: np.empty(a.shape, dtype=np.float64) for q, a in recvs.items()}
+        reqs = [self.comm.Irecv(into[q], source=q, tag=17) for q in into]
         reqs += [self.comm.Isend(host[q], dest=q, tag=17) for q in host]
         self.MPI.Request.Waitall(reqs)
-        out = recv if on_host else {q: self.backend.asarray(a) for q, a in recv.items()}
-        self.seconds += time.perf_counter() - t0
-        return out
+        if not on_host:
+            for q, a in into.items():
+                recvs[q][...] = self.backend.asarray(a)
+        self._seconds += time.perf_counter() - t0
 
     def exchange_objects(self, sends: dict) -> dict:
         t0 = time.perf_counter()
         reqs = [self.comm.isend(obj, dest=q, tag=23) for q, obj in sends.items()]
         out = {q: self.comm.recv(source=q, tag=23) for q in sends}
         self.MPI.Request.Waitall(reqs)
-        self.seconds += time.perf_counter() - t0
+        self._seconds += time.perf_counter() - t0
         return out
 
     def bcast(self, obj):
@@ -142,7 +148,11 @@ class MPIComm(SerialComm):
 
 
 class NcclComm(MPIComm):
-    """NCCL for device arrays (allreduce, point-to-point), MPI for the rest."""
+    """NCCL for device arrays (allreduce, point-to-point), MPI for the rest.
+
+    Device calls are queued on the current stream without waiting for them (the host
+    goes on launching the next kernels); each is timed by a pair of CUDA events, read
+    when ``seconds`` is asked for."""
 
     name = "nccl"
 
@@ -153,33 +163,48 @@ class NcclComm(MPIComm):
         self.nccl = nccl
         uid = nccl.get_unique_id() if self.rank == 0 else None
         self.nc = nccl.NcclCommunicator(self.size, mpi_comm.bcast(uid, root=0), self.rank)
+        self._events = []
+
+    @property
+    def seconds(self) -> float:
+        cp = self.backend.xp
+        for start, stop in self._events:
+            stop.synchronize()
+            self._seconds += cp.cuda.get_elapsed_time(start, stop) * 1e-3
+        self._events = []
+        return self._seconds
+
+    def _queue(self, issue) -> None:
+        """Run ``issue(stream pointer)`` between two recorded events."""
+        cp = self.backend.xp
+        start, stop = cp.cuda.Event(), cp.cuda.Event()
+        start.record()
+        issue(cp.cuda.get_current_stream().ptr)
+        stop.record()
+        self._events.append((start, stop))
+        if len(self._events) > 4096:
+            self.seconds  # noqa: B018 - folds the finished events into the total
 
     def allreduce(self, buf):
         if isinstance(buf, np.ndarray):
             return super().allreduce(buf)
-        t0 = self._start()
-        stream = self.backend.xp.cuda.get_current_stream().ptr
-        self.nc.allReduce(buf.data.ptr, buf.data.ptr, buf.size, self.nccl.NCCL_FLOAT64, self.nccl.NCCL_SUM, stream)
-        self.backend.synchronize()
-        self.seconds += time.perf_counter() - t0
+        nc, nccl = self.nc, self.nccl
+        self._queue(lambda s: nc.allReduce(buf.data.ptr, buf.data.ptr, buf.size, nccl.NCCL_FLOAT64, nccl.NCCL_SUM, s))
         return buf
 
-    def exchange(self, sends: dict) -> dict:
-        if any(isinstance(a, np.ndarray) for a in sends.values()):
-            return super().exchange(sends)
-        t0 = self._start()
-        xp = self.backend.xp
-        stream = xp.cuda.get_current_stream().ptr
-        sends = {q: xp.ascontiguousarray(a, dtype=np.float64) for q, a in sends.items()}
-        recv = {q: xp.empty_like(a) for q, a in sends.items()}
-        self.nccl.groupStart()
-        for q, a in sends.items():
-            self.nc.send(a.data.ptr, a.size, self.nccl.NCCL_FLOAT64, q, stream)
-            self.nc.recv(recv[q].data.ptr, a.size, self.nccl.NCCL_FLOAT64, q, stream)
-        self.nccl.groupEnd()
-        self.backend.synchronize()
-        self.seconds += time.perf_counter() - t0
-        return recv
+    def exchange(self, sends: dict, recvs: dict) -> None:
+        if any(isinstance(a, np.ndarray) for a in recvs.values()):
+            return super().exchange(sends, recvs)
+        nc, nccl = self.nc, self.nccl
+
+        def issue(stream):
+            nccl.groupStart()
+            for q, a in sends.items():
+                nc.send(a.data.ptr, a.size, nccl.NCCL_FLOAT64, q, stream)
+                nc.recv(recvs[q].data.ptr, recvs[q].size, nccl.NCCL_FLOAT64, q, stream)
+            nccl.groupEnd()
+
+        self._queue(issue)
 
 
 def launched_ranks() -> int:

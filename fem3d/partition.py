@@ -21,6 +21,7 @@ import numpy as np
 
 from .comm import SerialComm
 from .errors import InputError
+from .kernels import interface
 from .mesh import HexMesh
 
 AXES = "xyz"
@@ -117,13 +118,29 @@ class Distribution:
         self.n_global = int(n_global)
         self.n = len(self.gdofs)
         self.weights = backend.asarray(self.owned.astype(np.float64))
-        # interface entries, and where each peer's values land among them
-        iface = np.unique(np.concatenate(list(self.shared.values()))) if self.shared else np.zeros(0, np.int64)
-        self.interface = iface
-        self._slots = {q: np.searchsorted(iface, i) for q, i in self.shared.items()}
-        self._dev = {"iface": backend.asarray(iface), "shared": {q: backend.asarray(i) for q, i in self.shared.items()},
-                     "slots": {q: backend.asarray(s) for q, s in self._slots.items()}}
         self._cross = None
+        self._plan()
+
+    def _plan(self) -> None:
+        """What :meth:`sum_interface` sends (the shared entries of each peer, concatenated
+        in peer order; it receives the same layout) and how it adds the partial sums:
+        fem3d.kernels.interface's (iface, ptr, src), in increasing rank order per entry."""
+        peers = list(self.shared)
+        sizes = [len(self.shared[q]) for q in peers]
+        offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        self._blocks = {q: (int(offsets[k]), int(offsets[k + 1])) for k, q in enumerate(peers)}
+        send = np.concatenate([self.shared[q] for q in peers]) if peers else np.zeros(0, np.int64)
+        iface = np.unique(send)
+        m = len(iface)
+        slot = np.concatenate([np.arange(m)] + [np.searchsorted(iface, self.shared[q]) for q in peers])
+        rank = np.concatenate([np.full(m, self.comm.rank)] + [np.full(n, q) for q, n in zip(peers, sizes)])
+        src = np.concatenate([np.full(m, -1)] + [np.arange(*self._blocks[q]) for q in peers])
+        order = np.lexsort((rank, slot))
+        ptr = np.concatenate([[0], np.cumsum(np.bincount(slot, minlength=m))])
+        self.interface = iface
+        self._host = {"send": send, "iface": iface, "ptr": ptr, "src": src[order]}
+        self._dev = {k: self.backend.asarray(v, dtype=np.int32 if k != "send" else np.int64) for k, v in self._host.items()}
+        self._buffers = None
 
     @classmethod
     def serial(cls, backend, n: int) -> "Distribution":
@@ -134,24 +151,24 @@ class Distribution:
         return self.comm.size == 1
 
     def sum_interface(self, v):
-        """Complete the interface entries of the partial sums ``v`` (in place): every copy
-        becomes the sum of all ranks' partial sums, added in increasing rank order, so
-        the copies agree to the last bit."""
+        """Complete the interface entries of the partial sums ``v`` (n, ...) in place: every
+        copy becomes the sum of all ranks' partial sums, added in increasing rank order,
+        so the copies agree to the last bit. Device vectors (n,) use preallocated buffers
+        and stay asynchronous with NCCL; host arrays of any trailing shape work too."""
         if not self.shared:
             return v
-        host = isinstance(v, np.ndarray) and self.backend.is_gpu
-        idx = self.shared if host else self._dev["shared"]
-        slots = self._slots if host else self._dev["slots"]
-        iface = self.interface if host else self._dev["iface"]
-        xp = np if host else self.backend.xp
-        recv = self.comm.exchange({q: v[i] for q, i in idx.items()})
-        total = xp.zeros(iface.shape + v.shape[1:], dtype=v.dtype)
-        for q in sorted(list(recv) + [self.comm.rank]):
-            if q == self.comm.rank:
-                total += v[iface]
-            else:
-                total[slots[q]] += recv[q]
-        v[iface] = total
+        plan = self._host if isinstance(v, np.ndarray) else self._dev
+        if v.ndim == 1 and not isinstance(v, np.ndarray):
+            if self._buffers is None:
+                self._buffers = tuple(self.backend.xp.empty(len(plan["send"]), dtype=np.float64) for _ in range(2))
+            send, recv = self._buffers
+            self.backend.xp.take(v, plan["send"], out=send)
+        else:
+            send = v[plan["send"]]
+            recv = np.empty_like(send) if isinstance(v, np.ndarray) else self.backend.xp.empty_like(send)
+        self.comm.exchange({q: send[a:b] for q, (a, b) in self._blocks.items()},
+                           {q: recv[a:b] for q, (a, b) in self._blocks.items()})
+        interface.for_array(v)(v, plan["iface"], recv, plan["ptr"], plan["src"])
         return v
 
     def allreduce(self, buf):
@@ -197,7 +214,8 @@ class Distribution:
             self._cross = self._cross_plan(self.backend.to_numpy(dofs), mats.shape)
         flat = mats.reshape(-1)
         sums = {q: xp.bincount(seg, weights=flat[pos], minlength=m) for q, (pos, seg, _, m) in self._cross.items()}
-        theirs = self.comm.exchange(sums)
+        theirs = {q: xp.empty_like(a) for q, a in sums.items()}
+        self.comm.exchange(sums, theirs)
         for q, (_, _, cols, m) in self._cross.items():
             if self.comm.rank > q:
                 out += xp.bincount(cols, weights=2.0 * sums[q] * theirs[q], minlength=self.n)
