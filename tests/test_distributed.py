@@ -232,3 +232,19 @@ def test_cavity_command_writes_pieces_joined_by_pvtu(ranks, tmp_path):
     inner = lid & (np.asarray(grid.points)[:, 0] > 1e-12) & (np.asarray(grid.points)[:, 0] < 1 - 1e-12)
     inner &= (np.asarray(grid.points)[:, 2] > 1e-12) & (np.asarray(grid.points)[:, 2] < 1 - 1e-12)
     assert np.allclose(np.asarray(grid.point_data["velocity"])[inner], [1.0, 0.0, 0.0])
+
+
+@pytest.mark.mpi
+def test_verification_errors_match_single_process(ranks):
+    from fem3d.comm import SerialComm
+    from fem3d.exact import TrigFlow
+    from fem3d.verify import run_case
+
+    backend, comm = ranks
+    case = TrigFlow(10.0)
+    row = run_case(case, 3, backend, comm, TIGHT)
+    assert row["converged"]
+    if comm.rank == 0:
+        ref = run_case(case, 3, backend, SerialComm(), TIGHT)
+        for f in "uvwp":
+            assert abs(row["errors"][f] - ref["errors"][f]) <= 1e-9 * ref["errors"][f]

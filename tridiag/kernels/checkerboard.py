@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from .build import kernel
+from .pieces import pieces
 
 MEMORIES = ("shared", "global")
 THREADS = 128  # CB_THREADS in checkerboard.cu
@@ -42,14 +43,9 @@ def _piece_thomas(a, b, c, d, xl, xr):
 def checkerboard_numpy(a, b, c, d, dop: int, tol: float, maxiter: int, x0=None):
     """(x, iterations) of the systems (n, S)."""
     n, s = b.shape
-    nop = -(-n // dop)
-    pad = nop * dop - n
-
-    def pieces(v, fill):
-        return np.concatenate([v, np.full((pad, s), fill, v.dtype)]).reshape(nop, dop, s)
-
-    a3, b3, c3, d3 = pieces(a, 0), pieces(b, 1), pieces(c, 0), pieces(d, 0)
-    x = pieces(np.zeros_like(d) if x0 is None else x0.astype(d.dtype), 0)
+    a3, b3, c3, d3 = pieces(a, dop, 0), pieces(b, dop, 1), pieces(c, dop, 0), pieces(d, dop, 0)
+    x = pieces(np.zeros_like(d) if x0 is None else x0.astype(d.dtype), dop, 0)
+    nop = x.shape[0]
     active = np.ones(s, bool)
     iters = np.zeros(s, int)
     converged = np.zeros(s, bool)

@@ -13,6 +13,7 @@ import numpy as np
 
 from .build import MAX_SHARED, blocks, kernel, round_warp
 from .pcr import pcr_numpy
+from .pieces import pieces
 
 CHUNKS = (8, 16, 32)  # rows per thread of the one-block-per-system kernel
 GRID_CHUNK = 16  # rows per thread of the reduce/expand kernels
@@ -43,13 +44,8 @@ def _sweeps(a, b, c, d):
 def partition_numpy(a, b, c, d, chunk: int):
     """x of the systems (n, S) by the hybrid method with chunks of ``chunk`` rows."""
     n, s = b.shape
-    nchunks = -(-n // chunk)
-    pad = nchunks * chunk - n
-
-    def blocked(v, fill):
-        return np.concatenate([v, np.full((pad, s), fill, v.dtype)]).reshape(nchunks, chunk, s)
-
-    a4, b4, c4, d4 = blocked(a, 0), blocked(b, 1), blocked(c, 0), blocked(d, 0)
+    a4, b4, c4, d4 = pieces(a, chunk, 0), pieces(b, chunk, 1), pieces(c, chunk, 0), pieces(d, chunk, 0)
+    nchunks = a4.shape[0]
     D, A, C = _sweeps(a4, b4, c4, d4)
     if chunk >= 2:
         first = (D[:, 0], A[:, 0], C[:, 0])
