@@ -224,45 +224,41 @@ def setup(device: str = "auto", comm: str = "auto", allow_shared_gpu: bool = Fal
     unless ``allow_shared_gpu``.
     """
     launched = launched_ranks()
-    mpi_world = _mpi_world() if launched > 1 or comm in ("mpi", "nccl") else None  # first: errors then print once
+    host = _mpi_world() if launched > 1 or comm in ("mpi", "nccl") else None  # first: errors then print once
     if comm not in COMMS:
         raise InputError(f"--comm must be one of {', '.join(COMMS)} (got {comm!r})")
-    if mpi_world is None:
+    if host is None:
         backend, world = get_backend(device), SerialComm()
         _ACTIVE.append(world)
         return backend, world
     if comm == "serial":
         raise InputError(f"--comm serial but started as {launched} MPI ranks; use --comm auto, mpi or nccl")
-    from mpi4py import MPI
-
-    local = mpi_world.Split_type(MPI.COMM_TYPE_SHARED)
-    local_rank, local_size = local.Get_rank(), local.Get_size()
-    local.Free()
     cp = cupy_module() if device in ("auto", "gpu") else None
     if cp is not None:
         n_gpus = cp.cuda.runtime.getDeviceCount()
-        if local_size > n_gpus and not allow_shared_gpu:
-            raise InputError(f"{local_size} ranks on this node but only {n_gpus} GPU(s); start at most {n_gpus} ranks per node "
-                             "or pass --allow-shared-gpu")
-    backend = get_backend(device, local_rank)
+        if host.local_size > n_gpus and not allow_shared_gpu:
+            raise InputError(f"{host.local_size} ranks on this node but only {n_gpus} GPU(s); start at most {n_gpus} ranks "
+                             "per node or pass --allow-shared-gpu")
+    backend = get_backend(device, host.local_rank)
     if comm == "nccl" and not (backend.is_gpu and _has_nccl()):
         raise InputError("--comm nccl needs GPUs and CuPy built with NCCL")
-    use_nccl = comm == "nccl" or (comm == "auto" and backend.is_gpu and _has_nccl() and mpi_world.Get_size() > 1)
-    world = (NcclComm if use_nccl else MPIComm)(mpi_world, backend)
+    use_nccl = comm == "nccl" or (comm == "auto" and backend.is_gpu and _has_nccl() and host.size > 1)
+    world = (NcclComm if use_nccl else MPIComm)(host.comm, backend)
     _ACTIVE.append(world)
     return backend, world
 
 
-def _mpi_world():
-    """MPI's COMM_WORLD, registered (on host buffers) as the active communicator so that
+def _mpi_world() -> MPIComm:
+    """MPI's COMM_WORLD on host buffers, registered as the active communicator so that
     errors from here on are printed by rank 0 alone or stop every rank."""
     try:
         from mpi4py import MPI
     except ImportError:
         raise InputError(f"started as {launched_ranks()} MPI ranks, or --comm mpi/nccl given, but mpi4py is not "
                          "installed (pip install mpi4py)") from None
-    _ACTIVE.append(MPIComm(MPI.COMM_WORLD, get_backend("cpu")))
-    return MPI.COMM_WORLD
+    world = MPIComm(MPI.COMM_WORLD, get_backend("cpu"))
+    _ACTIVE.append(world)
+    return world
 
 
 def _has_nccl() -> bool:

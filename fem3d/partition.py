@@ -255,12 +255,11 @@ class Distribution:
 @dataclass
 class Partition:
     """This rank's part of a mesh: the local mesh, its Distribution, and for each local
-    Q2 node, pressure node and element its global index (host arrays)."""
+    Q2 node and element its global index (host arrays)."""
 
     mesh: HexMesh
     dist: Distribution
     nodes: np.ndarray
-    pressure: np.ndarray
     elements: np.ndarray
 
 
@@ -268,8 +267,7 @@ def distribute(mesh: HexMesh, comm, backend) -> Partition:
     """This rank's part of ``mesh`` among ``comm.size`` ranks (every rank calls it)."""
     if comm.size == 1:
         all_elements = np.arange(mesh.n_elements)
-        return Partition(mesh, Distribution.serial(backend, mesh.n_dofs), np.arange(mesh.n_nodes),
-                         np.arange(mesh.n_pressure), all_elements)
+        return Partition(mesh, Distribution.serial(backend, mesh.n_dofs), np.arange(mesh.n_nodes), all_elements)
     part = partition_elements(mesh, comm.size)
     elements = np.flatnonzero(part == comm.rank)
     local, nodes, pressure = submesh(mesh, elements)
@@ -288,4 +286,4 @@ def distribute(mesh: HexMesh, comm, backend) -> Partition:
             if idx.size:
                 shared[q] = idx[np.argsort(gdofs[idx], kind="stable")]
     dist = Distribution(comm, backend, gdofs, owner == comm.rank, shared, 3 * n + npr)
-    return Partition(local, dist, nodes, pressure, elements)
+    return Partition(local, dist, nodes, elements)
