@@ -30,8 +30,6 @@ PAPER_STRONG = "Kao & Sheu 2018: 1.12x from 2 to 4 P100 GPUs"
 
 def worker(args) -> None:
     """One run, on every rank of the job: writes rank 0's results to args.json."""
-    import numpy as np
-
     from fem3d.cavity import lid_driven_problem
     from fem3d.comm import setup
     from fem3d.distributed import partitioned_solver

@@ -1,0 +1,146 @@
+"""Time marching of the channel flow past a square cylinder (tridiag.channel) with the shared
+vorticity–stream-function core (tridiag.vorticity_solver).
+
+The run starts from the undisturbed parabolic channel flow with the cylinder inserted
+(tridiag.channel.Channel.initial_fields) and START_SWEEPS ψ sweeps that adjust ψ to the body
+(without them the first steps' Thom vorticity blows up on fine grids at CFL 1). Each step: the
+core's step (Thom wall vorticity, Peaceman–Rachford ADI of the vorticity transport,
+``psi_sweeps`` ADI sweeps of ∇²ψ = −ω), the outflow column (tridiag.channel.apply_outflow),
+with body="pressure" the cylinder's ψ from single-valued pressure (tridiag.body_pressure),
+then the probe value v = −∂ψ/∂x at the probe node and ψ on the cylinder are recorded on the
+device (copied to the host at each check). Fields are (ny+1, nx+1) device arrays; time in D/U_max.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from fem3d.errors import ConvergenceError, InputError
+
+from .body_pressure import PressureBodyValue
+from .channel import Channel, apply_outflow, pressure_mismatch
+from .vorticity import wall_vorticity
+from .vorticity_solver import VorticitySolver
+
+BODY = ("fixed", "pressure")  # the cylinder's ψ: ψ_in(y_c), or from single-valued pressure (body_pressure)
+CFL = {"unsteady": 0.5, "steady": 1.0}  # default U_max Δt / min(hx, hy)
+KICK_OFFSET = (1.0, 0.5)  # start-up vortex blob: (x, y) from the rear face centre, in D
+KICK_RADIUS = 0.5
+COUPLING = 1.0  # largest default wall coupling number Δt / (Re h²)
+CFL_LIMIT = 5.0  # largest convective CFL number run: blow-ups were seen from about 9 (40x250, Re 100)
+START_SWEEPS = 32  # ψ sweeps before the first step: the flow's initial adjustment to the body
+
+
+def default_dt(channel: Channel, cfl: float, re: float) -> float:
+    """Δt = min(cfl · min(hx, hy) / U_max, COUPLING · Re · min(hx, hy)²): the convective target
+    (the core's CFL number max(|u|Δt/hx + |v|Δt/hy) came out at 1.3–1.9 × cfl) capped by the core's wall coupling number Δt / (Re h²) (stable <= 2)."""
+    h = min(channel.grid.hx, channel.grid.hy)
+    return min(cfl * h, COUPLING * re * h**2)
+
+
+class CylinderFlow:
+    """State (ψ, ω, t) of one run and its probe time series.
+
+    probe: (x, y) in D; the nearest interior node is used (``probe_node`` gives its coordinates).
+    body: "fixed" or "pressure" (BODY); body_field: ψ₁ of an earlier run on the same channel
+    (``flow.body.psi1``) to skip its solve.
+    """
+
+    def __init__(self, xp, channel: Channel, re: float, dt: float, solver: str = "thomas",
+                 psi_sweeps: int = 2, dtype=np.float64, probe: tuple | None = None, body: str = "pressure",
+                 body_field=None):
+        self.xp, self.channel, self.grid = xp, channel, channel.grid
+        y_c = channel.centre[1]
+        px, py = probe if probe is not None else (channel.faces[3] + 2.0, y_c)
+        g = self.grid
+        i, j = round(px / g.hx), round(py / g.hy)
+        if not (1 <= i <= g.nx - 2 and 1 <= j <= g.ny - 2) or bool(channel.fixed_mask()[j, i]):
+            raise InputError(f"--probe ({px:g}, {py:g}) must lie in the fluid, inside the channel")
+        self.probe_index = (j, i)
+        self.probe_node = (i * g.hx, j * g.hy)
+        self.boundary = channel.boundary(xp, dtype)
+        self.core = VorticitySolver(xp, self.boundary, re, dt, solver=solver, psi_sweeps=psi_sweeps, dtype=dtype)
+        self.psi, self.omega = channel.initial_fields(xp, dtype)
+        for _ in range(START_SWEEPS):
+            self.core.poisson_sweep(self.psi, self.omega)
+        if body not in BODY:
+            raise InputError(f"--body must be one of {', '.join(BODY)} (got {body!r})")
+        self.body = PressureBodyValue(self, body_field) if body == "pressure" else None
+        self.t, self.steps = 0.0, 0
+        self.times, self.signal, self.body_psi = [], [], []  # host series, one entry per step
+        self._pending = []  # device (v at the probe, ψ on the cylinder) per step since the last check
+
+    @property
+    def dt(self) -> float:
+        return self.core.dt
+
+    def kick(self, amplitude: float) -> None:
+        """Add a Gaussian vortex blob ω = amplitude · exp(−r²/r₀²) (r₀ = 0.5 D) above the wake axis,
+        1 D behind the rear face: the asymmetric start-up that triggers shedding."""
+        if amplitude == 0:
+            return
+        x, y = self.grid.coordinates()
+        x0 = self.channel.faces[3] + KICK_OFFSET[0]
+        y0 = self.channel.centre[1] + KICK_OFFSET[1]
+        blob = amplitude * np.exp(-((x[None, :] - x0) ** 2 + (y[:, None] - y0) ** 2) / KICK_RADIUS**2)
+        blob[self.channel.fixed_mask()] = 0.0
+        self.omega += self.xp.asarray(blob, dtype=self.omega.dtype)
+
+    def step(self) -> None:
+        """One time step of (ψ, ω), the outflow column and the probe."""
+        self.core.step(self.psi, self.omega)
+        apply_outflow(self.psi, self.omega, self.grid, self.core.dt)
+        if self.body is not None:
+            self.body.correct(self.psi, self.omega)
+        self.steps += 1
+        self.t += self.core.dt
+        j, i = self.probe_index
+        j0, _, i0, _ = self.channel.body
+        self._pending.append(self.xp.stack([(self.psi[j, i - 1] - self.psi[j, i + 1]) * (0.5 / self.grid.hx),
+                                            self.psi[j0, i0]]))
+
+    def _flush(self) -> None:
+        """Move the probe and body values gathered on the device to the host series."""
+        if self._pending:
+            values = self.xp.stack(self._pending)
+            values = (values.get() if hasattr(values, "get") else np.asarray(values)).astype(np.float64)
+            first = self.steps - len(self._pending) + 1
+            self.times.extend(((first + np.arange(len(values))) * self.core.dt).tolist())
+            self.signal.extend(values[:, 0].tolist())
+            self.body_psi.extend(values[:, 1].tolist())
+            self._pending = []
+
+    def run(self, steps: int, check_every: int = 100, tol: float | None = None, progress=None) -> dict:
+        """Up to ``steps`` steps by the core's march (its residual and divergence checks every
+        ``check_every`` steps, and the CFL guard :meth:`check_cfl`); ``progress(self, residuals,
+        stability)`` is called at each check. With ``tol``, stop once the steady residual is <= tol.
+        Returns the core's {"steps", "converged", "residual", "history"}."""
+        def monitor() -> dict:
+            self._flush()
+            return self.check_cfl()
+
+        report = None if progress is None else (lambda done, res, stable: progress(self, res, stable))
+        return self.core.march(self.psi, self.omega, steps, tol, check_every, report, step=self.step, monitor=monitor)
+
+    def check_cfl(self) -> dict:
+        """The core's stability numbers now; ConvergenceError naming the limit if the convective
+        CFL number exceeds CFL_LIMIT (central-difference ADI is then unstable or, short of a
+        blow-up, far from time-accurate)."""
+        stable = self.core.stability(self.psi)
+        if not stable["cfl"] <= CFL_LIMIT:
+            raise ConvergenceError(
+                f"time step too large for the convective CFL condition at step {self.steps} (t = {self.t:g}): "
+                f"dt = {self.dt:g} gives max(|u|dt/hx + |v|dt/hy) = {stable['cfl']:.3g} > {CFL_LIMIT:g}; runs are "
+                f"stable at CFL <= 2: use dt <= {stable['dt_limit']:.3g}", "CFL")
+        return stable
+
+    def pressure_loop(self) -> float:
+        """(1/Re) ∮ ∂ω/∂n ds around the cylinder with the wall vorticity of the current ψ (host
+        float, ρU_max² units): zero for a single-valued pressure."""
+        scratch = self.omega.copy()
+        wall_vorticity(self.psi, scratch, self.boundary)
+        return pressure_mismatch(scratch, self.channel, self.core.re)
+
+    def load(self, other: "CylinderFlow") -> None:
+        """Start from ``other``'s fields (same grid), e.g. a developed wake at another Re."""
+        self.psi[...] = other.psi
+        self.omega[...] = other.omega

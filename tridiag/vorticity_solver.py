@@ -1,0 +1,204 @@
+"""Time stepping of the vorticity–stream-function equations with line-implicit solves.
+
+One step (``VorticitySolver.step``), every tridiagonal solve by tridiag.solve with the
+chosen line solver (tridiag.line_solver):
+
+1. Thom wall vorticity from the current ψ (tridiag.vorticity.wall_vorticity);
+2. vorticity transport by Peaceman–Rachford ADI, u, v from ψ by central differences:
+   (1 − Δt/2 Lx) ω* = (1 + Δt/2 Ly) ωⁿ,  (1 − Δt/2 Ly) ωⁿ⁺¹ = (1 + Δt/2 Lx) ω*,
+   L_s = −u_s δ_s + δ_ss / Re (δ_s, δ_ss: central first and second differences);
+3. ``psi_sweeps`` Peaceman–Rachford ADI sweeps of ∇²ψ = −ω warm-started from the
+   current ψ: (ρ − δxx) ψ* = (ρ + δyy) ψ + ω, (ρ − δyy) ψ⁺ = (ρ + δxx) ψ* + ω, the
+   pseudo-time parameter ρ cycling through a geometric sequence spanning the spectrum of
+   −δxx, −δyy (:func:`poisson_parameters`).
+
+A fixed point of the step satisfies the steady discrete equations exactly (for any Δt),
+so the same step serves steady problems (pseudo-time) and unsteady ones (Δt physical).
+Fixed nodes give identity rows and keep their field values.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from fem3d.errors import ConvergenceError, check_range
+
+from .line_solver import LineSystems
+from .vorticity import Boundary, interior_velocity, steady_residuals, wall_vorticity
+
+INTERIOR = (slice(1, -1), slice(1, -1))
+
+
+def poisson_parameters(grid, count: int) -> list:
+    """``count`` ADI parameters ρ, geometric from the largest to the smallest eigenvalue of
+    −δxx and −δyy on the grid's box (Dirichlet), largest first."""
+    lx, ly = grid.hx * (grid.nx - 1), grid.hy * (grid.ny - 1)
+    low = min(4 / h**2 * math.sin(math.pi * h / (2 * length)) ** 2 for h, length in ((grid.hx, lx), (grid.hy, ly)))
+    high = max(4 / h**2 for h in (grid.hx, grid.hy))
+    return [high * (low / high) ** ((k + 0.5) / count) for k in range(count)]
+
+
+class VorticitySolver:
+    """Steps (ψ, ω) on ``boundary``'s grid at Reynolds number ``re`` with time step ``dt``.
+
+    solver: a key of tridiag.line_solver.SOLVERS; psi_sweeps: ADI sweeps of the ψ Poisson
+    equation per step; poisson_cycle: length of the ρ cycle; wall_relaxation: α in (0, 1],
+    wall ω ← α ω_Thom + (1 − α) ω_previous (1 for time accuracy; below 1 lets steady runs
+    take larger Δt, the fixed point is the same); dtype: of the fields.
+    Fields are (ny, nx) arrays of ``xp`` updated in place by :meth:`step`.
+    """
+
+    def __init__(self, xp, boundary: Boundary, re: float, dt: float, solver: str = "thomas",
+                 psi_sweeps: int = 1, poisson_cycle: int = 8, wall_relaxation: float = 1.0, dtype=np.float64):
+        self.xp, self.boundary, self.grid = xp, boundary, boundary.grid
+        self.re = float(check_range("re", re, 0, low_open=True))
+        self.psi_sweeps = int(check_range("psi_sweeps", psi_sweeps, 1, integer=True))
+        self.wall_relaxation = float(check_range("wall_relaxation", wall_relaxation, 0, 1, low_open=True))
+        self.dtype = np.dtype(dtype)
+        self.solver = solver
+        shape = self.grid.shape
+        self.omega_lines = {s: LineSystems.create(xp, shape, self.dtype, s, solver) for s in "xy"}
+        self.psi_lines = {s: LineSystems.create(xp, shape, self.dtype, s, solver) for s in "xy"}
+        self.rho = poisson_parameters(self.grid, int(check_range("poisson_cycle", poisson_cycle, 1, integer=True)))
+        self.sweeps = 0  # ψ sweeps done so far (position in the ρ cycle)
+        free = boundary.free
+        for s, h in (("x", self.grid.hx), ("y", self.grid.hy)):
+            lines = self.psi_lines[s]
+            lines.a[INTERIOR] = free * (-1 / h**2)
+            lines.c[INTERIOR] = free * (-1 / h**2)
+        self.dt = dt
+
+    @property
+    def dt(self) -> float:
+        return self._dt
+
+    @dt.setter
+    def dt(self, value: float) -> None:
+        self._dt = float(check_range("dt", value, 0, low_open=True))
+        for s, h in (("x", self.grid.hx), ("y", self.grid.hy)):
+            self.omega_lines[s].b[INTERIOR] = 1 + self.boundary.free * (self._dt / self.re / h**2)
+
+    def step(self, psi, omega) -> None:
+        """One time step of (ψ, ω), in place."""
+        wall_vorticity(psi, omega, self.boundary, self.wall_relaxation)
+        self.transport(psi, omega)
+        for _ in range(self.psi_sweeps):
+            self.poisson_sweep(psi, omega)
+
+    def transport(self, psi, omega) -> None:
+        """One Peaceman–Rachford step of the vorticity transport (velocity from ψ), ω in place;
+        fixed nodes keep their ω."""
+        u, v = interior_velocity(psi, self.grid)
+        star = self._transport_half(omega, u, v, "x")
+        omega[...] = self._transport_half(star, u, v, "y")
+
+    def _transport_half(self, w, u, v, along: str):
+        """Half step implicit along ``along``, explicit across; returns the (ny, nx) result view."""
+        g, half = self.grid, self._dt / 2
+        lines = self.omega_lines[along]
+        (h, speed, h_across, speed_across) = (g.hx, u, g.hy, v) if along == "x" else (g.hy, v, g.hx, u)
+        diff, diff_across = half / self.re / h**2, half / self.re / h_across**2
+        free = self.boundary.free
+        conv = speed * (half / (2 * h))
+        lines.a[INTERIOR] = free * (-diff - conv)
+        lines.c[INTERIOR] = free * (conv - diff)
+        centre = w[INTERIOR]
+        plus, minus = (w[2:, 1:-1], w[:-2, 1:-1]) if along == "x" else (w[1:-1, 2:], w[1:-1, :-2])
+        explicit = diff_across * (plus - 2 * centre + minus) - (speed_across * (half / (2 * h_across))) * (plus - minus)
+        lines.d[INTERIOR] = centre + free * explicit
+        _copy_edges(lines.d, w)
+        return lines.solve()
+
+    def poisson_sweep(self, psi, omega) -> None:
+        """One ADI double sweep of ∇²ψ = −ω (x-lines, then y-lines), ψ in place; advances the ρ cycle."""
+        g = self.grid
+        rho = self.rho[self.sweeps % len(self.rho)]
+        self.sweeps += 1
+        free = self.boundary.free
+        src = omega[INTERIOR]
+        current = psi
+        for along, h, h_across in (("x", g.hx, g.hy), ("y", g.hy, g.hx)):
+            lines = self.psi_lines[along]
+            lines.b[INTERIOR] = 1 + free * (rho + 2 / h**2 - 1)
+            c = current[INTERIOR]
+            plus, minus = (current[2:, 1:-1], current[:-2, 1:-1]) if along == "x" else (current[1:-1, 2:], current[1:-1, :-2])
+            lines.d[INTERIOR] = c + free * ((rho - 1) * c + (plus - 2 * c + minus) / h_across**2 + src)
+            _copy_edges(lines.d, current)
+            current = lines.solve()
+        psi[...] = current
+
+    def march(self, psi, omega, steps: int, tol: float | None = None, check_every: int = 50,
+              progress=None, step=None, monitor=None) -> dict:
+        """Up to ``steps`` steps of (ψ, ω) in place, checking residuals and divergence every
+        ``check_every`` steps (and after the last); with ``tol``, stop once the residual is
+        <= tol. ``step()`` does one step (default ``self.step(psi, omega)``; cases that also
+        update boundary values pass their own); ``monitor()``, called before the first step and
+        after each check, returns the stability numbers quoted should the next steps blow up
+        (default ``self.stability(psi)``) and may raise to stop the run. ``progress(steps,
+        residuals, stability)`` is called at each check. Returns {"steps", "converged"
+        (residual <= tol; False without tol), "residual", "history": [[step, residual], ...]};
+        ConvergenceError("diverged") if the fields blow up."""
+        step = step or (lambda: self.step(psi, omega))
+        monitor = monitor or (lambda: self.stability(psi))
+        history, res, stable, done = [], {"residual": math.nan}, monitor(), 0
+        while done < steps:
+            chunk = min(check_every, steps - done)
+            with np.errstate(over="ignore", invalid="ignore"):  # a blow-up is reported by check()
+                for _ in range(chunk):
+                    step()
+            done += chunk
+            res = self.check(psi, omega, done, stable)
+            stable = monitor()
+            history.append([done, res["residual"]])
+            if progress is not None:
+                progress(done, res, stable)
+            if tol is not None and res["residual"] <= tol:
+                break
+        converged = tol is not None and res["residual"] <= tol
+        return {"steps": done, "converged": converged, "residual": res["residual"], "history": history}
+
+    def residuals(self, psi, omega) -> dict:
+        """Steady residuals (host floats): psi = max|∇²ψ + ω|, omega = max|steady transport residual|,
+        both relative to max|ω| over the free nodes; residual = the larger."""
+        r_psi, r_omega, scale = (float(r) for r in steady_residuals(psi, omega, self.re, self.boundary))
+        scale = scale if scale > 0 else 1.0
+        out = {"psi": r_psi / scale, "omega": r_omega / scale}
+        out["residual"] = max(out.values())
+        return out
+
+    def stability(self, psi) -> dict:
+        """Host floats: the convective CFL number max(|u| Δt/hx + |v| Δt/hy), the cell Reynolds
+        number Re max(|u| hx, |v| hy), the wall coupling number α Δt / (Re min(hx, hy)²) and the
+        largest Δt keeping CFL <= 2 and the coupling number <= 2 (the limits measured stable)."""
+        g, b, xp = self.grid, self.boundary, self.xp
+        u, v = interior_velocity(psi, g)
+        walls = [float(xp.abs(w).max()) if w.size else 0.0 for w in (b.wall_u, b.wall_v)]  # a moving lid counts from the start
+        rate = max(float((xp.abs(u) / g.hx + xp.abs(v) / g.hy).max()), walls[0] / g.hx + walls[1] / g.hy)
+        cell_re = self.re * max(float(xp.abs(u).max()), walls[0]) * g.hx
+        cell_re = max(cell_re, self.re * max(float(xp.abs(v).max()), walls[1]) * g.hy)
+        coupling = self.wall_relaxation / (self.re * min(g.hx, g.hy) ** 2)
+        return {"cfl": rate * self._dt, "cell_re": cell_re, "coupling": coupling * self._dt,
+                "dt_limit": min(2 / rate if rate > 0 else math.inf, 2 / coupling)}
+
+    def check(self, psi, omega, iteration: int, last_stable: dict | None = None) -> dict:
+        """Residuals at ``iteration``; ConvergenceError("diverged") naming Δt and the limits if the
+        fields are no longer finite. ``last_stable``: stability() of an earlier, finite state
+        (quoted when the current velocities are NaN)."""
+        res = self.residuals(psi, omega)
+        if math.isfinite(res["residual"]) and res["residual"] < 1e12:
+            return res
+        info = last_stable or {}
+        raise ConvergenceError(
+            f"diverged at step {iteration} (ψ, ω no longer finite) with time step Δt = {self._dt:g}: convective CFL "
+            f"number max(|u|Δt/hx + |v|Δt/hy) = {info.get('cfl', math.nan):.3g} at cell Reynolds number "
+            f"{info.get('cell_re', math.nan):.3g}, wall coupling αΔt/(Re h²) = {info.get('coupling', math.nan):.3g} "
+            f"(α = wall relaxation {self.wall_relaxation:g}) before it blew up; stable runs keep the CFL number <= 2 "
+            f"at cell Reynolds numbers above 2 and the coupling <= 2: use Δt <= {info.get('dt_limit', math.nan):.3g}",
+            "diverged")
+
+
+def _copy_edges(dst, src) -> None:
+    """The four box-edge rows/columns of ``src`` into ``dst`` (identity rows keep the field values)."""
+    dst[0], dst[-1] = src[0], src[-1]
+    dst[:, 0], dst[:, -1] = src[:, 0], src[:, -1]
