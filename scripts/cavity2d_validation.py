@@ -16,32 +16,24 @@ import csv
 import json
 import math
 import os
-import subprocess
 import sys
-import time
+
+from cli_case import run_case
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GOAL = 0.01  # issue 8: max |Δu|, |Δv| <= 0.01 at 256^2
 
 
-def run_case(re, n, args, extra):
+def validate_case(re, n, args, extra):
     out = os.path.join(args.runs, f"re{re:g}_n{n}")
-    cmd = [sys.executable, "-m", "tridiag.cavity2d", "--re", f"{re:g}", "--n", str(n), "--device", args.device,
-           "--solver", args.solver, "--out", out, "--check-every", "500", *extra]
-    print(" ".join(cmd[1:]), flush=True)
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode not in (0, 3):
-        print(proc.stderr, file=sys.stderr)
-        raise SystemExit(proc.returncode)
-    with open(os.path.join(out, "summary.json")) as fh:
-        s = json.load(fh)
+    s, seconds = run_case("tridiag.cavity2d", ["--re", f"{re:g}", "--n", str(n), "--device", args.device,
+                                               "--solver", args.solver, "--check-every", "500", *extra], out)
     g = s["ghia"] or {}
     profile = os.path.join(out, "profiles.csv")
     ghia_points = ([r for r in csv.DictReader(open(profile)) if r["point"] == "ghia"]
                    if os.path.exists(profile) else [])
     row = {"re": re, "n": n, "converged": s["converged"], "iterations": s["iterations"], "residual": s["residual"],
-           "seconds": time.perf_counter() - t0, "seconds_per_iteration": s["seconds_per_iteration"],
+           "seconds": seconds, "seconds_per_iteration": s["seconds_per_iteration"],
            "device": s["device"], "solver": s["solver"], "dt": s["dt"], "psi_min": s["psi_min"],
            "max_abs_du": g.get("max_abs_du"), "at_y": g.get("at_y"), "max_abs_dv": g.get("max_abs_dv"),
            "at_x": g.get("at_x"), "max_abs_du_without_suspect": g.get("max_abs_du_without_suspect"),
@@ -117,7 +109,7 @@ def main():
     ap.add_argument("extra", nargs=argparse.REMAINDER, help="further tridiag.cavity2d options after --")
     args = ap.parse_args()
     extra = [a for a in args.extra if a != "--"]
-    rows = [run_case(re, n, args, extra) for re in args.re for n in args.n]
+    rows = [validate_case(re, n, args, extra) for re in args.re for n in args.n]
     orders = convergence(rows)
     command = " ".join(["python scripts/cavity2d_validation.py", *sys.argv[1:]])
     text = markdown(rows, orders, command)

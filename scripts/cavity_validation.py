@@ -12,9 +12,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
-import time
+
+from cli_case import run_case
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -37,19 +37,11 @@ def main():
     rows = []
     for re, n in zip(args.re, sizes):
         out = os.path.join(args.runs, f"re{re:g}_n{n}")
-        cmd = [sys.executable, "-m", "fem3d.cavity", "--re", f"{re:g}", "--n", str(n), "--grading", f"{args.grading:g}",
-               "--device", args.device, "--out", out, "--quiet", *extra]
-        print(" ".join(cmd[1:]), flush=True)
-        t0 = time.perf_counter()
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        if proc.returncode not in (0, 3):
-            print(proc.stderr, file=sys.stderr)
-            raise SystemExit(proc.returncode)
-        with open(os.path.join(out, "summary.json")) as fh:
-            summary = json.load(fh)
+        summary, seconds = run_case("fem3d.cavity", ["--re", f"{re:g}", "--n", str(n), "--grading", f"{args.grading:g}",
+                                                     "--device", args.device, "--quiet", *extra], out)
         rows.append({"re": re, "n": n, "grading": args.grading, "converged": summary["converged"], "reason": summary["reason"],
                      "picard_steps": summary["picard_steps"], "cg_iterations": summary["cg_iterations"],
-                     "seconds": time.perf_counter() - t0, "t_unit_us": summary["t_unit_us"], "device": summary["device"],
+                     "seconds": seconds, "t_unit_us": summary["t_unit_us"], "device": summary["device"],
                      "validation": summary["validation"]})
     lines = ["| Re | N | reference | profile | max abs diff | at | converged | Picard | CG its | s |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
