@@ -25,14 +25,15 @@ BODY = ("fixed", "pressure")  # the cylinder's ψ: ψ_in(y_c), or from single-va
 CFL = {"unsteady": 0.5, "steady": 1.0}  # default U_max Δt / min(hx, hy)
 KICK_OFFSET = (1.0, 0.5)  # start-up vortex blob: (x, y) from the rear face centre, in D
 KICK_RADIUS = 0.5
-COUPLING = 1.0  # largest default wall coupling number Δt / (Re h²)
+COUPLING = 0.5  # largest default wall coupling number Δt / (Re h²): at 1.0 the steady march at Re 10
+# on 200x1000 cells drifts away (residual growing from t ≈ 10; 4 ψ sweeps diverge by t = 3); at 0.5 it falls steadily
 CFL_LIMIT = 5.0  # largest convective CFL number run: blow-ups were seen from about 9 (40x250, Re 100)
 START_SWEEPS = 32  # ψ sweeps before the first step: the flow's initial adjustment to the body
 
 
 def default_dt(channel: Channel, cfl: float, re: float) -> float:
     """Δt = min(cfl · min(hx, hy) / U_max, COUPLING · Re · min(hx, hy)²): the convective target
-    (the core's CFL number max(|u|Δt/hx + |v|Δt/hy) came out at 1.3–1.9 × cfl) capped by the core's wall coupling number Δt / (Re h²) (stable <= 2)."""
+    (the core's CFL number max(|u|Δt/hx + |v|Δt/hy) came out at 1.3–1.9 × cfl) capped by the wall coupling number Δt / (Re h²) <= COUPLING."""
     h = min(channel.grid.hx, channel.grid.hy)
     return min(cfl * h, COUPLING * re * h**2)
 
