@@ -5,8 +5,6 @@ Global vector layout: [u (n_nodes) | v (n_nodes) | w (n_nodes) | p (n_pressure)]
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from .assembly import ReferenceTables, quadrature_geometry

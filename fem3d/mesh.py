@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .element import FACES, Q1, Q2, face_nodes
+from .element import Q1, Q2, face_nodes
 from .errors import InputError
 from .geometry import check_elements
 

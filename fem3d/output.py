@@ -26,6 +26,25 @@ def ensure_writable_dir(path: str, option: str = "--out") -> str:
     return path
 
 
+def pyplot():
+    """matplotlib.pyplot on the non-interactive Agg backend (figures written to files, no display)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def write_csv(path: str, header, rows) -> None:
+    """Rows (sequences of numbers or strings) under ``header``; floats with 12 significant digits."""
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(header)
+        for row in rows:
+            w.writerow([f"{v:.12g}" if isinstance(v, (float, np.floating)) else v for v in row])
+
+
 def write_vtu(path: str, mesh, x: np.ndarray, node_sum=None) -> dict:
     """The solution ``x`` (host, layout [u | v | w | p]) on hexahedron27 cells, with point
     data velocity, pressure (Q1 field at all 27 nodes), speed and vorticity. For one

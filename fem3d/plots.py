@@ -4,15 +4,12 @@ from __future__ import annotations
 import numpy as np
 
 from .fields import evaluate, locate
+from .output import pyplot
 
 
 def profiles_png(path: str, profiles: dict, references: list, re: float) -> str:
     """u(y) on the vertical and v(x) on the horizontal centre line, with reference points."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(10, 4.5))
     for ax, name, label in ((axes[0], "u_vertical", ("y", "u(0.5, y, 0.5)")), (axes[1], "v_horizontal", ("x", "v(x, 0.5, 0.5)"))):
         prof = profiles[name]

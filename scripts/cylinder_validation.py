@@ -27,7 +27,7 @@ from tridiag.channel import FLUX, Channel, parse_grid
 from tridiag.cylinder import centre_line
 from tridiag.cylinder_flow import CFL, CylinderFlow, default_dt
 from tridiag.cylinder_output import validation_png
-from tridiag.flow_output import write_csv
+from fem3d.output import write_csv
 from tridiag.line_solver import check_solver
 from tridiag.vorticity import velocity
 from tridiag.wake import recirculation_length, shedding

@@ -16,7 +16,7 @@ import numpy as np
 
 from fem3d.backend import get_backend, resolve_dtype
 from fem3d.errors import ArgumentParser, ConvergenceError, check_range, run_cli
-from fem3d.output import ensure_writable_dir, write_json
+from fem3d.output import ensure_writable_dir, write_csv, write_json
 
 from . import ghia1982
 from .flow_analysis import minimum, sample
@@ -164,7 +164,7 @@ def main(argv=None) -> int:
 
 def _outputs(args, argv, out, vs, psi, omega, backend, result, converged, seconds, t_start, tol, error, say) -> dict:
     """summary.json, profiles.csv, cavity2d.vtu and the PNGs; returns the summary."""
-    from .flow_output import fields_png, profiles_png, write_csv, write_vtu
+    from .flow_output import fields_png, profiles_png, write_vtu
 
     grid = vs.grid
     u, v = velocity(psi, grid, vs.boundary)

@@ -20,7 +20,7 @@ import numpy as np
 
 from fem3d.backend import get_backend, resolve_dtype
 from fem3d.errors import ArgumentParser, ConvergenceError, InputError, check_range, run_cli
-from fem3d.output import ensure_writable_dir, write_json
+from fem3d.output import ensure_writable_dir, write_csv, write_json
 
 from . import breuer2000
 from .channel import FLUX, Channel, parse_grid
@@ -224,8 +224,6 @@ def _summary(args, argv, flow, backend, kick, tol, result, history, mismatch, se
 def _outputs(args, out, flow, backend, summary, error) -> list:
     """summary.json, probe.csv and (unless --no-plots or diverged) fields.png, probe.png; returns the file names."""
     from .cylinder_output import fields_png, probe_png
-    from .flow_output import write_csv
-
     write_csv(os.path.join(out, "probe.csv"), ["t", "v", "psi_body"],
               [list(row) for row in zip(flow.times, flow.signal, flow.body_psi)])
     files = ["summary.json", "probe.csv", *summary["snapshots"]]

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from fem3d.output import pyplot
+
 from .flow_output import fields_png as grid_fields_png
 from .vorticity import Grid
 
@@ -21,18 +23,9 @@ def fields_png(path: str, flow, backend, title: str) -> None:
     grid_fields_png(path, window, psi, omega, title + ": vorticity and streamlines")
 
 
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def probe_png(path: str, t, v, title: str) -> None:
     """The probe's cross-stream velocity v(t)."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(8, 3))
     ax.plot(t, v, "k-", lw=0.8)
     ax.set(xlabel="t  [D / U_max]", ylabel="v  [U_max]", title=title)
@@ -45,7 +38,7 @@ def probe_png(path: str, t, v, title: str) -> None:
 def validation_png(path: str, steady: list, unsteady: list, lr_reference, title: str) -> None:
     """Two panels: L_r/D against Re (ours: points (re, lr); the reference fit ``lr_reference(re)``,
     None outside its range, as a line) and St against Re (ours: points (re, st))."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
     re = np.linspace(5.0, 60.0, 111)
     fit = [lr_reference(r) for r in re]

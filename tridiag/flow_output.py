@@ -1,12 +1,12 @@
-"""Result files of the 2D flow cases: VTU (meshio), CSV and PNG (matplotlib, Agg).
+"""Result files of the 2D flow cases: VTU (meshio) and PNG (matplotlib, Agg).
 
 Fields are host (ny, nx) arrays on a tridiag.vorticity.Grid.
 """
 from __future__ import annotations
 
-import csv
-
 import numpy as np
+
+from fem3d.output import pyplot
 
 from .vorticity import Grid
 
@@ -25,30 +25,12 @@ def write_vtu(path: str, grid: Grid, fields: dict) -> None:
     meshio.write(path, meshio.Mesh(points, [("quad", quads)], point_data=data), binary=True)
 
 
-def write_csv(path: str, header: list, rows: list) -> None:
-    """Rows (lists of numbers or strings) under ``header``; floats with 10 significant digits."""
-    with open(path, "w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(header)
-        for row in rows:
-            w.writerow([f"{v:.10g}" if isinstance(v, (float, np.floating)) else v for v in row])
-
-
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def fields_png(path: str, grid: Grid, psi, omega, title: str, omega_range: float | None = None,
                streamlines: int = 30) -> None:
     """Vorticity (filled contours, clipped to ±omega_range; default: the 99th percentile of
     |ω|) with streamlines (ψ contours: ``streamlines`` levels spread over ψ's range, with
     extra levels inside the extremes so secondary eddies show)."""
-    plt = _pyplot()
+    plt = pyplot()
     x, y = grid.coordinates()
     lim = omega_range or float(np.percentile(np.abs(omega), 99)) or 1.0
     width = 9.0
@@ -76,7 +58,7 @@ def profiles_png(path: str, u_line: tuple, v_line: tuple, reference: dict | None
                  label: str, reference_label: str = "reference") -> None:
     """u(y) on the vertical and v(x) on the horizontal centre line, u_line = (y, u), v_line = (x, v),
     with reference points {"u": (y, u), "v": (x, v)} when given."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4.5))
     left.plot(u_line[1], u_line[0], "k-", label=label)
     right.plot(v_line[0], v_line[1], "k-", label=label)

@@ -23,7 +23,7 @@ import numpy as np
 import tridiag
 from fem3d.backend import DEVICES, DTYPES, get_backend, resolve_dtype
 from fem3d.errors import ArgumentParser, ConvergenceError, check_range, run_cli
-from fem3d.output import ensure_writable_dir, write_json
+from fem3d.output import ensure_writable_dir, write_csv, write_json
 
 from . import heat_output
 from .adi import SWEEPS
@@ -119,8 +119,7 @@ def unsteady(args, xp, options, out) -> dict:
         _say(f"  eq. 10 against the serial CPU ADI: {res['eq10_vs_cpu']:.3e}; CPU {res['cpu_seconds']:.2f} s")
     j = args.n // 2
     x = np.arange(args.n) * args.dx
-    heat_output.write_profile_csv(os.path.join(out, "centreline.csv"), ("x", "T", "T_exact"),
-                                  (x, field[j], exact[j]))
+    write_csv(os.path.join(out, "centreline.csv"), ("x", "T", "T_exact"), zip(x, field[j], exact[j]))
     title = f"ADI {args.n}² {args.solver}/{args.sweep} {args.dtype}, t = {res['t_end']:g}"
     heat_output.field_png(os.path.join(out, "field.png"), field, res["length"], title)
     heat_output.profile_png(os.path.join(out, "profile.png"), x, field[j], exact[j], "x",
@@ -152,7 +151,7 @@ def steady(args, xp, options, out) -> dict:
     res["centreline_max_error"] = float(np.abs(line - exact)[1:-1].max())
     res["t_centre_series"] = float(steady_series(0.5, 0.5, args.t1, terms=50))
     _say(f"  centre line x = 1/2: max |T - series| = {res['centreline_max_error']:.3e}")
-    heat_output.write_profile_csv(os.path.join(out, "centreline.csv"), ("y", "T", "T_series"), (y, line, exact))
+    write_csv(os.path.join(out, "centreline.csv"), ("y", "T", "T_series"), zip(y, line, exact))
     title = f"steady {args.n}² {args.solver} ({params}, stop {args.stop}), T_c = {centre(field):.6f}"
     heat_output.field_png(os.path.join(out, "field.png"), field, 1.0, title)
     heat_output.profile_png(os.path.join(out, "profile.png"), y, line, exact, "y", "T(1/2, y)", title)

@@ -1,37 +1,19 @@
-"""Result files of the heat-conduction cases: centre-line CSV and PNGs (matplotlib, Agg).
+"""PNG files of the heat-conduction cases (matplotlib, Agg).
 
 Fields are host (n, n) arrays T[j, i] on the nodes x_i = i h, y_j = j h.
 """
 from __future__ import annotations
 
-import csv
-
 import numpy as np
+
+from fem3d.output import pyplot
 
 PLOT_NODES = 1024  # larger fields are subsampled for the picture
 
 
-def write_profile_csv(path: str, header: tuple, columns: tuple) -> None:
-    """Equal-length columns under ``header``, 12 significant digits."""
-    with open(path, "w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(header)
-        for row in zip(*columns):
-            w.writerow([f"{float(v):.12g}" for v in row])
-
-
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def field_png(path: str, field: np.ndarray, length: float, title: str) -> None:
     """T over the square [0, length]² (colour map, y upwards)."""
-    plt = _pyplot()
+    plt = pyplot()
     step = max(1, -(-field.shape[0] // PLOT_NODES))
     fig, ax = plt.subplots(figsize=(5.5, 4.5))
     im = ax.imshow(field[::step, ::step], origin="lower", extent=(0, length, 0, length), cmap="inferno")
@@ -47,7 +29,7 @@ def field_png(path: str, field: np.ndarray, length: float, title: str) -> None:
 def profile_png(path: str, coord: np.ndarray, numerical: np.ndarray, exact: np.ndarray, xlabel: str,
                 ylabel: str, title: str) -> None:
     """A centre-line profile against the exact solution, with the difference below."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(6, 6), sharex=True, gridspec_kw={"height_ratios": (2, 1)})
     top.plot(coord, exact, "k-", lw=1, label="exact")
     step = max(1, len(coord) // 40)
