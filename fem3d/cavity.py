@@ -9,7 +9,8 @@ elements) finish on a laptop CPU in well under a minute; use ``--n 24`` or
 Under MPI (``mpirun -n 4 python -m fem3d.cavity --re 1000``) every rank solves on its
 part of the mesh, one GPU each; the results do not depend on the number of ranks.
 
-Writes to --out: cavity.vtu (hexahedron27 cells: velocity, pressure, speed, vorticity;
+Writes to --out: solution.npy (the unknowns [u | v | w | p], the input of --initial for a
+restart), cavity.vtu (unless --no-vtu; hexahedron27 cells: velocity, pressure, speed, vorticity;
 under MPI cavity.pvtu joining one cavity_<rank>.vtu piece per rank), profiles.csv (u on the vertical and v on the horizontal centre line, evaluated from the
 finite element field), summary.json, profiles.png and, with PyVista installed,
 slice.png. Exit code 0 when converged, 3 when not (results still written and marked),
@@ -76,6 +77,17 @@ def lid_driven_problem(mesh, re: float, lid: str, lid_velocity=(1.0, 0.0, 0.0)) 
     values = np.zeros((len(all_nodes), 3))
     values[np.isin(all_nodes, moving)] = lid_velocity
     return FlowProblem(mesh, re, all_nodes, values)
+
+
+def read_initial(path: str, n_dofs: int) -> np.ndarray:
+    """The solution vector (n_dofs,) [u | v | w | p] that an earlier run saved as solution.npy."""
+    try:
+        x = np.load(path)
+    except (OSError, ValueError) as exc:
+        raise InputError(f"--initial {path}: cannot read a .npy solution ({exc})") from None
+    if x.shape != (n_dofs,) or not np.issubdtype(x.dtype, np.floating) or not np.all(np.isfinite(x)):
+        raise InputError(f"--initial {path}: expected {n_dofs} finite values for this mesh, got an array of shape {x.shape}")
+    return x.astype(np.float64)
 
 
 def continuation_steps(spec: str, re: float) -> list[float]:
@@ -154,8 +166,11 @@ def parse(argv):
     ap.add_argument("--lid", default="y=1", help="the lid: a boundary tag name or a plane such as y=1 (default y=1)")
     ap.add_argument("--continuation", default="auto",
                     help="Reynolds numbers solved first: auto (steps of at most 2.5x from 400 when Re > 400), none, or a list like 100,400")
+    ap.add_argument("--initial", help="start from this solution.npy of an earlier run on the same mesh (restart; "
+                    "combine with --continuation none to stay at --re)")
     ap.add_argument("--out", default="cavity-out", help="output directory (default cavity-out)")
     ap.add_argument("--no-plots", action="store_true", help="skip profiles.png and slice.png")
+    ap.add_argument("--no-vtu", action="store_true", help="skip the VTU/PVTU solution files (benchmarks of large meshes)")
     ap.add_argument("--quiet", action="store_true", help="no progress lines")
     add_solver_arguments(ap, tol=1e-6, max_picard=200, newton=1.0)  # Newton after the first Picard step: Picard stalls near Re 1000
     add_parallel_arguments(ap)
@@ -175,6 +190,7 @@ def main(argv=None) -> int:
         out = ensure_writable_dir(args.out)
         mesh, mesh_info = build_mesh(args)
         problem = lid_driven_problem(mesh, args.re, args.lid)
+        x0 = read_initial(args.initial, mesh.n_dofs) if args.initial else None
         part = distribute(mesh, comm, backend)
     solver = partitioned_solver(problem, part, backend, options)
     t_prep = time.perf_counter() - t_start
@@ -182,7 +198,7 @@ def main(argv=None) -> int:
     ranks = f" on {comm.size} ranks ({comm.name})" if comm.size > 1 else ""
     say(f"cavity Re {args.re:g}: {mesh.n_elements} elements, {mesh.n_dofs} unknowns, {backend.describe()}{ranks}")
 
-    x, history, steps_total = None, [], 0
+    x, history, steps_total = (None if x0 is None else x0[part.dist.gdofs]), [], 0
     result = None
     for re in stages + [args.re]:
         solver.problem.re = re
@@ -199,10 +215,11 @@ def main(argv=None) -> int:
 
     t_out = time.perf_counter()
     x_global = part.dist.gather(result.x)
-    vtu = write_solution_vtu(out, "cavity", part, result.x, comm)
+    vtu = None if args.no_vtu else write_solution_vtu(out, "cavity", part, result.x, comm)
     ranks_info = rank_report(comm, solver, part, backend)
     converged = result.converged and result.reason == "converged"
     if root:
+        np.save(os.path.join(out, "solution.npy"), x_global)
         summary = _outputs(args, argv, out, mesh, mesh_info, x_global, vtu, backend, comm, solver, history, steps_total,
                            converged, result.reason, t_prep, t_out, ranks_info, say)
         say(f"T_unit {summary['t_unit_us']:.1f} us ({steps_total} Picard steps, {summary['cg_iterations']} CG iterations, "
@@ -244,7 +261,7 @@ def _outputs(args, argv, out, mesh, mesh_info, x, vtu, backend, comm, solver, hi
         "continuation": history, "times_s": times, "t_run_s": t_run,
         "t_unit_us": t_run * 1e6 / (max(steps_total, 1) * mesh.n_elements),
         "per_rank": ranks_info,
-        "options": vars(solver.options), "validation": comparison, "files": [vtu, "profiles.csv", "summary.json", *plots],
+        "options": vars(solver.options), "validation": comparison, "files": [f for f in (vtu, "solution.npy", "profiles.csv", "summary.json", *plots) if f],
         "command": " ".join(["python -m fem3d.cavity", *argv]),
     }
     write_json(os.path.join(out, "summary.json"), summary)

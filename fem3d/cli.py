@@ -23,10 +23,12 @@ def add_solver_arguments(ap, tol: float, max_picard: int | None = None, newton: 
     g.add_argument("--newton", type=float, default=newton,
                    help=f"switch from Picard to Newton steps once the relative change is below this, 0 for Picard only (default {newton:g})")
     g.add_argument("--check-every", type=int, default=10, help="CG iterations between residual checks (default 10)")
+    g.add_argument("--matrix-dtype", default=d.matrix_dtype,
+                   help=f"storage of the element matrices: float64 or float32 (half the memory and time per product; default {d.matrix_dtype})")
 
 
 def solver_options(args) -> PicardOptions:
     """PicardOptions from parsed arguments (ranges checked there)."""
     return PicardOptions(tol=args.tol, max_picard=args.max_picard, relax=args.relax,
                          anderson=args.anderson, forcing=args.forcing, newton=args.newton, cg_tol=args.cg_tol, max_cg=args.max_cg,
-                         check_every=args.check_every)
+                         check_every=args.check_every, matrix_dtype=args.matrix_dtype)

@@ -22,8 +22,9 @@ import numpy as np
 from .anderson import Anderson
 from .assembly import ReferenceTables, apply_dirichlet_rows, element_matrices_chunk, row_norms_squared, scale_rows
 from .backend import PhaseTimer
-from .errors import check_range
+from .errors import InputError, check_range
 from .fields import nodal_velocity, pressure_weights
+from .kernels.ebe import MATRIX_DTYPES
 from .krylov import normal_pcg
 from .mesh import HexMesh
 from .operators import ElementOperator
@@ -70,7 +71,9 @@ class PicardOptions:
     to Newton steps (fem3d.assembly, newton=True) for the rest of the solve (0: never);
     cg_tol, max_cg, check_every: passed to fem3d.krylov.normal_pcg; chunk: elements
     per batch of element matrices (memory bound); diverge: stop when the nonlinear
-    residual exceeds this factor times its first value."""
+    residual exceeds this factor times its first value; matrix_dtype: storage of the
+    element matrices, float64 or float32 (half the memory and bytes per product; the
+    solution is then that of the rounded system)."""
 
     tol: float = 1e-8
     max_picard: int = 30
@@ -83,6 +86,7 @@ class PicardOptions:
     check_every: int = 1
     chunk: int | None = None
     diverge: float = 1e6
+    matrix_dtype: str = "float64"
 
     def __post_init__(self):
         check_range("--tol", self.tol, low=0, low_open=True)
@@ -94,6 +98,8 @@ class PicardOptions:
         check_range("--cg-tol", self.cg_tol, low=0, low_open=True)
         check_range("--max-cg", self.max_cg, low=1, integer=True)
         check_range("--check-every", self.check_every, low=1, integer=True)
+        if self.matrix_dtype not in MATRIX_DTYPES:
+            raise InputError(f"--matrix-dtype must be one of {', '.join(MATRIX_DTYPES)} (got {self.matrix_dtype!r})")
 
 
 @dataclass
@@ -141,7 +147,8 @@ class PicardSolver:
             self.geometry = backend.asarray(mesh.geometry)
             self.cells = backend.asarray(mesh.cells)
             dofs = mesh.dofs()
-            self.op = ElementOperator(backend, dofs, mesh.colour_offsets, mesh.n_dofs, self.dist)
+            self.op = ElementOperator(backend, dofs, mesh.colour_offsets, mesh.n_dofs, self.dist,
+                                     MATRIX_DTYPES[self.options.matrix_dtype])
             n, nd = mesh.n_nodes, mesh.n_dofs
             nodes, values = problem.bc_nodes, problem.bc_values
             fixed = np.zeros(nd, dtype=bool)
@@ -166,15 +173,18 @@ class PicardSolver:
         xp, mesh, op = self.xp, self.mesh, self.op
         vel = nodal_velocity(xp, x, mesh.n_nodes)
         self.b.fill(0.0)
+        row_sq = xp.zeros(mesh.n_dofs, dtype=np.float64)
         for s in range(0, mesh.n_elements, self.chunk):
             e = slice(s, min(s + self.chunk, mesh.n_elements))
             mats, rhs = element_matrices_chunk(xp, self.geometry[e], vel[self.cells[e]], self.problem.re, self.tables, self.problem.force, newton)
+            dofs = op.dofs[e]
+            apply_dirichlet_rows(xp, mats, dofs, self.fixed, self.valence)
+            row_sq += row_norms_squared(xp, mats, dofs, mesh.n_dofs)
             op.mats[e] = mats
-            self.b += xp.bincount(op.dofs[e].ravel(), weights=rhs.ravel(), minlength=mesh.n_dofs)
+            self.b += xp.bincount(dofs.ravel(), weights=rhs.ravel(), minlength=mesh.n_dofs)
         self.dist.sum_interface(self.b)
-        apply_dirichlet_rows(xp, op.mats, op.dofs, self.fixed, self.valence)
         self.b[self.fixed] = self.bc_values[self.fixed]
-        row_sq = self.dist.sum_interface(row_norms_squared(xp, op.mats, op.dofs, mesh.n_dofs))
+        self.dist.sum_interface(row_sq)
         scale_rows(op.mats, op.dofs, self.b, 1.0 / xp.sqrt(row_sq))
         return self.b
 

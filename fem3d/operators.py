@@ -18,12 +18,14 @@ from .partition import Distribution
 class ElementOperator:
     """Element-by-element operator on a mesh's unknowns [u | v | w | p].
 
-    mats  (E, NL, LD) float64 element matrices (filled by the caller), colour-major order
+    mats  (E, NL, LD) element matrices (filled by the caller), colour-major order, stored as
+          ``matrix_dtype``: float64, or float32 to halve the bytes each product reads
+          (products and sums stay float64; the operator is then the rounded matrix)
     dofs  (E, NL) int32 unknown (of this rank's vector) of each local unknown
     dist  fem3d.partition.Distribution of the n unknowns (default: one process)
     """
 
-    def __init__(self, backend, dofs: np.ndarray, colour_offsets: np.ndarray, n: int, dist=None):
+    def __init__(self, backend, dofs: np.ndarray, colour_offsets: np.ndarray, n: int, dist=None, matrix_dtype=np.float64):
         if n >= 2**31:
             raise ValueError(f"{n} unknowns exceed the int32 index range of the kernels")
         self.backend = backend
@@ -32,7 +34,7 @@ class ElementOperator:
         self.dist = dist or Distribution.serial(backend, n)
         self.dofs = backend.asarray(dofs, dtype=np.int32)
         self.colour_offsets = [int(v) for v in colour_offsets]
-        self.mats = self.xp.zeros((dofs.shape[0], NL, LD), dtype=np.float64)
+        self.mats = self.xp.zeros((dofs.shape[0], NL, LD), dtype=matrix_dtype)
         self._apply = ebe.for_backend(backend)
 
     def matvec(self, x, out):
@@ -80,7 +82,7 @@ class ElementOperator:
         """The assembled matrix as scipy.sparse CSR on the host (for tests and small problems)."""
         import scipy.sparse as sp
 
-        mats = self.backend.to_numpy(self.mats)[:, :, :NL]
+        mats = self.backend.to_numpy(self.mats)[:, :, :NL].astype(np.float64)
         dofs = self.backend.to_numpy(self.dofs).astype(np.int64)
         rows = np.repeat(dofs[:, :, None], NL, axis=2).ravel()
         cols = np.repeat(dofs[:, None, :], NL, axis=1).ravel()

@@ -116,6 +116,34 @@ def test_not_converged_still_writes_marked_results(tmp_path):
     assert (tmp_path / "cavity.vtu").exists() and (tmp_path / "profiles.csv").exists()
 
 
+def test_no_vtu_skips_the_solution_file_and_float32_storage_is_recorded(tmp_path):
+    p = run("--n", "2", "--device", "cpu", "--out", str(tmp_path), "--no-plots", "--no-vtu", "--matrix-dtype", "float32", "--quiet")
+    assert p.returncode == 0, p.stderr
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["files"] == ["solution.npy", "profiles.csv", "summary.json"] and not (tmp_path / "cavity.vtu").exists()
+    assert summary["options"]["matrix_dtype"] == "float32" and summary["converged"]
+
+
+def test_restart_from_a_saved_solution(tmp_path):
+    first, second = tmp_path / "first", tmp_path / "second"
+    p = run("--n", "2", "--re", "50", "--device", "cpu", "--out", str(first), "--no-plots", "--no-vtu", "--quiet")
+    assert p.returncode == 0, p.stderr
+    x = np.load(first / "solution.npy")
+    assert x.shape == (json.loads((first / "summary.json").read_text())["dofs"],)
+    p = run("--n", "2", "--re", "50", "--initial", str(first / "solution.npy"), "--continuation", "none", "--device", "cpu",
+            "--out", str(second), "--no-plots", "--no-vtu", "--quiet")
+    assert p.returncode == 0, p.stderr
+    summary = json.loads((second / "summary.json").read_text())
+    assert summary["picard_steps"] == 1 and summary["continuation"][0]["steps"][0]["change"] < 1e-6
+    assert np.abs(np.load(second / "solution.npy") - x).max() < 1e-6
+
+
+def test_restart_file_must_match_the_mesh(tmp_path):
+    np.save(tmp_path / "x.npy", np.zeros(10))
+    p = run("--n", "2", "--initial", str(tmp_path / "x.npy"), "--device", "cpu", "--out", str(tmp_path), "--quiet")
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "--initial" in p.stderr and "expected" in p.stderr
+
+
 def test_nan_during_picard_stops_and_writes_marked_results(tmp_path, monkeypatch, capsys):
     import fem3d.assembly as asm
 

@@ -2,25 +2,36 @@
 // element matrices, one launch per colour. Elements of one colour share no node, so
 // the read-add-write of y needs no atomics and the summation order is fixed.
 //
-// A     (E, NL, LD) row-major element matrices, rows padded with zeros to LD columns
+// A     (E, NL, LD) row-major element matrices of type MAT_T (double, or float summed in
+//       double); entries beyond column NL of a row are never read
 // dofs  (E, NL) int32 global unknown of each local unknown
-// x, y  global vectors; elements e0 <= e < e1 form the colour
+// x, y  global float64 vectors; elements e0 <= e < e1 form the colour
+//
+// Compile-time: LD (row length in entries) and MAT_T, set by fem3d.kernels.ebe.
 
 #define NL 89
-#define LD 96
+#ifndef LD
+#define LD 89
+#endif
+#ifndef MAT_T
+#define MAT_T double
+#endif
 #define WARPS 4
 
-// One block of WARPS warps per element; warp w takes rows w, w + WARPS, ...; each lane
-// reads three consecutive-in-row entries so that a warp reads a whole row coalesced.
+// One block of WARPS warps per element; warp w takes rows w, w + WARPS, ...; lane l
+// reads columns l, l + 32, l + 64 of a row, so a warp reads the row coalesced. The
+// row sums go to shared memory and are added to y together at the end, so no warp
+// waits on a read of y inside the loop.
 extern "C" __global__ void __launch_bounds__(32 * WARPS)
-ebe_apply(const double* __restrict__ A, const int* __restrict__ dofs,
+ebe_apply(const MAT_T* __restrict__ A, const int* __restrict__ dofs,
           const double* __restrict__ x, double* __restrict__ y, int e0, int e1)
 {
-    __shared__ double xs[LD];
+    __shared__ double xs[96];
+    __shared__ double ys[NL];
     __shared__ int ds[NL];
     const long e = e0 + blockIdx.x;
     if (e >= e1) return;
-    for (int t = threadIdx.x; t < LD; t += blockDim.x) {
+    for (int t = threadIdx.x; t < 96; t += blockDim.x) {
         if (t < NL) {
             const int g = dofs[e * NL + t];
             ds[t] = g;
@@ -31,38 +42,46 @@ ebe_apply(const double* __restrict__ A, const int* __restrict__ dofs,
     }
     __syncthreads();
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const double* Ae = A + e * (long)(NL * LD);
+    const double x0 = xs[lane], x1 = xs[lane + 32], x2 = xs[lane + 64];
+    const int c2 = lane + 64 < NL ? lane + 64 : NL - 1;  // lanes past the last column reread it, times x2 = 0
+    const MAT_T* Ae = A + e * (long)(NL * LD);
+#pragma unroll 2
     for (int row = warp; row < NL; row += WARPS) {
-        const double* Ar = Ae + row * LD;
-        double s = Ar[lane] * xs[lane] + Ar[lane + 32] * xs[lane + 32] + Ar[lane + 64] * xs[lane + 64];
+        const MAT_T* Ar = Ae + row * LD;
+        double s = (double)Ar[lane] * x0 + (double)Ar[lane + 32] * x1 + (double)Ar[c2] * x2;
         for (int off = 16; off > 0; off >>= 1) s += __shfl_down_sync(0xffffffffu, s, off);
-        if (lane == 0) y[ds[row]] += s;
+        if (lane == 0) ys[row] = s;
     }
+    __syncthreads();
+    for (int t = threadIdx.x; t < NL; t += blockDim.x) y[ds[t]] += ys[t];
 }
 
 // Transposed product: thread j accumulates column j over the rows; at each row the
-// block reads the row's LD entries coalesced.
-extern "C" __global__ void __launch_bounds__(LD)
-ebe_apply_t(const double* __restrict__ A, const int* __restrict__ dofs,
+// block reads the row's NL entries coalesced.
+extern "C" __global__ void __launch_bounds__(96)
+ebe_apply_t(const MAT_T* __restrict__ A, const int* __restrict__ dofs,
             const double* __restrict__ x, double* __restrict__ y, int e0, int e1)
 {
     __shared__ double xs[NL];
     const long e = e0 + blockIdx.x;
     if (e >= e1) return;
     const int j = threadIdx.x;
-    int g = -1;
+    int g = 0;
     if (j < NL) {
         g = dofs[e * NL + j];
         xs[j] = x[g];
     }
     __syncthreads();
-    const double* Ae = A + e * (long)(NL * LD) + j;
-    double s0 = 0.0, s1 = 0.0;
+    if (j >= NL) return;
+    const MAT_T* Ae = A + e * (long)(NL * LD) + j;
+    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
     int i = 0;
-    for (; i + 1 < NL; i += 2) {
-        s0 += Ae[i * LD] * xs[i];
-        s1 += Ae[(i + 1) * LD] * xs[i + 1];
+    for (; i + 3 < NL; i += 4) {
+        s0 += (double)Ae[i * LD] * xs[i];
+        s1 += (double)Ae[(i + 1) * LD] * xs[i + 1];
+        s2 += (double)Ae[(i + 2) * LD] * xs[i + 2];
+        s3 += (double)Ae[(i + 3) * LD] * xs[i + 3];
     }
-    s0 += Ae[i * LD] * xs[i];  // NL is odd: the last row
-    if (j < NL) y[g] += s0 + s1;
+    for (; i < NL; ++i) s0 += (double)Ae[i * LD] * xs[i];
+    y[g] += (s0 + s1) + (s2 + s3);
 }
