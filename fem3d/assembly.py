@@ -14,7 +14,7 @@ The Galerkin part is the paper's matrix (Kao & Sheu 2018, section 3, eq. 5). The
 streamline part S_i weights the whole momentum residual (convection, viscous and
 pressure terms and the body force), so the exact solution satisfies the discrete
 equations and stabilisation does not lower the convergence order. Integrals use
-the 3x3x3 Gauss rule. Matrices are stored padded to LD columns (fem3d.kernels.ebe).
+the 3x3x3 Gauss rule. Matrices are stored with rows of LD entries (fem3d.kernels.ebe).
 """
 from __future__ import annotations
 
