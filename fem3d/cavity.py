@@ -33,7 +33,7 @@ from .errors import ArgumentParser, ConvergenceError, InputError, check_range, r
 from .fields import evaluate, locate
 from .mesh import Q1_FACE_NODES, Q2_FACE_NODES, box_mesh, read_mesh
 from .navier_stokes import FlowProblem
-from .output import ensure_writable_dir, write_json, write_profiles_csv
+from .output import ensure_writable_dir, save_npy, write_json, write_profiles_csv
 from .partition import distribute
 from .references import cavity_references
 
@@ -219,7 +219,7 @@ def main(argv=None) -> int:
     ranks_info = rank_report(comm, solver, part, backend)
     converged = result.converged and result.reason == "converged"
     if root:
-        np.save(os.path.join(out, "solution.npy"), x_global)
+        save_npy(os.path.join(out, "solution.npy"), x_global)
         summary = _outputs(args, argv, out, mesh, mesh_info, x_global, vtu, backend, comm, solver, history, steps_total,
                            converged, result.reason, t_prep, t_out, ranks_info, say)
         say(f"T_unit {summary['t_unit_us']:.1f} us ({steps_total} Picard steps, {summary['cg_iterations']} CG iterations, "

@@ -7,6 +7,7 @@ NaN). The message is always one line; no traceback reaches the user for these.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 
 EXIT_INPUT = 2
@@ -71,13 +72,14 @@ def _say_once(message: str) -> None:
 
 
 def check_range(name: str, value, low=None, high=None, low_open=False, integer=False):
-    """Raise InputError unless ``low <(=) value <= high``; returns value.
+    """Raise InputError unless ``value`` is finite and ``low <(=) value <= high``; returns value.
 
-    The message names ``name`` and the allowed range, e.g. ``--re must be > 0 (got -1)``.
+    The message names ``name`` and the allowed range, e.g. ``--re must be > 0 (got -1)``;
+    NaN and infinities are always rejected.
     """
-    if integer and (isinstance(value, bool) or int(value) != value):
+    if integer and (isinstance(value, bool) or not math.isfinite(value) or int(value) != value):
         raise InputError(f"{name} must be an integer (got {value!r})")
-    ok = value == value  # rejects NaN
+    ok = math.isfinite(value)
     if low is not None:
         ok = ok and (value > low if low_open else value >= low)
     if high is not None:
@@ -88,5 +90,6 @@ def check_range(name: str, value, low=None, high=None, low_open=False, integer=F
             parts.append(f"{'>' if low_open else '>='} {low}")
         if high is not None:
             parts.append(f"<= {high}")
-        raise InputError(f"{name} must be {' and '.join(parts)} (got {value!r})")
+        parts = parts or ["finite"]
+        raise InputError(f"{name} must be {' and '.join(parts)}{'' if math.isfinite(value) else ' and finite'} (got {value!r})")
     return value

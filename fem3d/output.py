@@ -5,6 +5,8 @@ import csv
 import json
 import math
 import os
+import tempfile
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -26,6 +28,30 @@ def ensure_writable_dir(path: str, option: str = "--out") -> str:
     return path
 
 
+@contextmanager
+def atomic_path(path: str):
+    """A temporary file name beside ``path`` to write to; renamed onto ``path`` when the
+    block succeeds, removed when it fails, so ``path`` holds either its old content or
+    the complete new file, never a partial one (a crash or a kill mid-write loses nothing)."""
+    folder, name = os.path.split(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".part" + os.path.splitext(name)[1], dir=folder)
+    os.close(fd)
+    try:
+        yield tmp
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+def save_npy(path: str, array) -> None:
+    """``array`` as a .npy file, atomically."""
+    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+        np.save(fh, np.asarray(array))
+
+
 def pyplot():
     """matplotlib.pyplot on the non-interactive Agg backend (figures written to files, no display)."""
     import matplotlib
@@ -37,8 +63,8 @@ def pyplot():
 
 
 def write_csv(path: str, header, rows) -> None:
-    """Rows (sequences of numbers or strings) under ``header``; floats with 12 significant digits."""
-    with open(path, "w", newline="") as fh:
+    """Rows (sequences of numbers or strings) under ``header``; floats with 12 significant digits (atomic)."""
+    with atomic_path(path) as tmp, open(tmp, "w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(header)
         for row in rows:
@@ -54,7 +80,8 @@ def write_vtu(path: str, mesh, x: np.ndarray, node_sum=None) -> dict:
 
     fields = nodal_fields(mesh, x, node_sum=node_sum)
     cells = mesh.cells[:, TENSOR27_TO_VTK]
-    meshio.write(path, meshio.Mesh(mesh.points, [("hexahedron27", cells)], point_data=fields), binary=True)
+    with atomic_path(path) as tmp:
+        meshio.write(tmp, meshio.Mesh(mesh.points, [("hexahedron27", cells)], point_data=fields), file_format="vtu", binary=True)
     return {name: (1 if v.ndim == 1 else v.shape[1]) for name, v in fields.items()}
 
 
@@ -65,7 +92,7 @@ def write_pvtu(path: str, pieces: list, components: dict) -> None:
     arrays = "\n".join(f'      <PDataArray type="Float64" Name="{name}" NumberOfComponents="{k}"/>'
                        for name, k in components.items())
     sources = "\n".join(f'    <Piece Source="{piece}"/>' for piece in pieces)
-    with open(path, "w") as fh:
+    with atomic_path(path) as tmp, open(tmp, "w") as fh:
         fh.write(f"""<?xml version="1.0"?>
 <VTKFile type="PUnstructuredGrid" version="0.1" byte_order="LittleEndian">
   <PUnstructuredGrid GhostLevel="0">
@@ -84,9 +111,9 @@ def write_pvtu(path: str, pieces: list, components: dict) -> None:
 def write_profiles_csv(path: str, profiles: dict) -> None:
     """profiles: name -> dict(coord_name, coords (m,), points (m, 3), velocity (m, 3), pressure (m,)).
 
-    One row per point: profile, s (coordinate along the line), x, y, z, u, v, w, p.
+    One row per point: profile, s (coordinate along the line), x, y, z, u, v, w, p (atomic).
     """
-    with open(path, "w", newline="") as fh:
+    with atomic_path(path) as tmp, open(tmp, "w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["profile", "s", "x", "y", "z", "u", "v", "w", "p"])
         for name, prof in profiles.items():
@@ -109,6 +136,7 @@ def _jsonable(obj):
 
 
 def write_json(path: str, data: dict) -> None:
-    """``data`` as indented JSON (NumPy scalars converted, NaN/inf written as null)."""
-    with open(path, "w") as fh:
-        json.dump(_jsonable(data), fh, indent=1)
+    """``data`` as indented JSON (NumPy scalars converted, NaN/inf written as null), atomically."""
+    text = json.dumps(_jsonable(data), indent=1)
+    with atomic_path(path) as tmp, open(tmp, "w") as fh:
+        fh.write(text)
