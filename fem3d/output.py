@@ -19,12 +19,23 @@ def ensure_writable_dir(path: str, option: str = "--out") -> str:
     """Create ``path`` if needed and check that files can be written there (InputError if not)."""
     try:
         os.makedirs(path, exist_ok=True)
-        probe = os.path.join(path, f".write-test-{os.getpid()}")  # one per process: ranks probe the same folder
-        with open(probe, "w"):
+        with tempfile.TemporaryFile(dir=path):  # unnamed where the system allows: ranks probe the same folder
             pass
-        os.remove(probe)
     except OSError as exc:
         raise InputError(f"{option} {path} is not a writable directory ({exc.strerror or exc})") from None
+    return path
+
+
+def check_writable_file(path: str, option: str = "--out") -> str:
+    """Check that ``path`` can be written atomically (its folder exists and takes new
+    files, and it is no folder) without creating it; InputError if not."""
+    if os.path.isdir(path):
+        raise InputError(f"{option} {path} is not writable (it is a directory)")
+    try:
+        with tempfile.TemporaryFile(dir=os.path.dirname(os.path.abspath(path))):
+            pass
+    except OSError as exc:
+        raise InputError(f"{option} {path} is not writable ({exc.strerror or exc})") from None
     return path
 
 

@@ -1,10 +1,13 @@
 import json
+import os
 import subprocess
 import sys
 
 import pytest
 
+from fem3d import verify
 from fem3d.backend import cupy_module
+from fem3d.errors import run_cli
 from fem3d.verify import add_rates, format_table
 
 
@@ -22,9 +25,36 @@ def test_paper_case_table_and_json(tmp_path):
     assert rows[1]["errors"]["p"] < rows[0]["errors"]["p"] and "rates" in rows[1]
 
 
-def test_not_converged_exit_code_3(tmp_path):
-    p = run("--case", "manufactured", "--n", "2", "--max-picard", "2", "--device", "cpu", "--quiet", "--out", str(tmp_path / "v.json"))
+def test_not_converged_exit_code_3_with_one_line_and_marked_json(tmp_path):
+    out = tmp_path / "v.json"
+    p = run("--case", "manufactured", "--n", "1", "2", "--max-picard", "2", "--device", "cpu", "--quiet", "--out", str(out))
     assert p.returncode == 3 and "NOT CONVERGED (max_picard)" in p.stdout
+    assert p.stderr == f"fem3d.verify: not converged (max_picard): case manufactured N=2 (Re 10); results in {out} are marked\n"
+    rows = json.loads(out.read_text())["cases"]["manufactured"]
+    assert [(r["n"], r["converged"], r["reason"], r["picard_steps"]) for r in rows] == [(1, True, "converged", 1),
+                                                                                        (2, False, "max_picard", 2)]
+
+
+def test_json_holds_every_finished_run_when_a_later_one_fails(tmp_path, monkeypatch):
+    """The results file is rewritten (atomically) after each mesh size: a crash in the
+    second run keeps the first; a crash in the first leaves no file (never an empty one)."""
+    solve = verify.run_case
+
+    def failing_at_2(case, n, *args):
+        if n == 2:
+            raise MemoryError("N=2 does not fit")
+        return solve(case, n, *args)
+
+    monkeypatch.setattr(verify, "run_case", failing_at_2)
+    out = tmp_path / "v.json"
+    with pytest.raises(MemoryError):
+        run_cli(verify.main, ["--case", "paper", "--n", "1", "2", "--device", "cpu", "--quiet", "--out", str(out)])
+    rows = json.loads(out.read_text())["cases"]["paper"]
+    assert [(r["n"], r["converged"]) for r in rows] == [(1, True)] and rows[0]["errors"]["u"] > 0
+    assert os.listdir(tmp_path) == ["v.json"]
+    with pytest.raises(MemoryError):
+        run_cli(verify.main, ["--case", "paper", "--n", "2", "--device", "cpu", "--quiet", "--out", str(tmp_path / "w.json")])
+    assert os.listdir(tmp_path) == ["v.json"]
 
 
 def test_table_compares_with_paper_at_its_mesh_sizes():
