@@ -24,70 +24,17 @@ import sys
 import time
 from dataclasses import replace
 
-import numpy as np
-
 from .cli import add_solver_arguments, solver_options
 from .comm import agreed_errors
 from .distributed import add_parallel_arguments, partitioned_solver, rank_report, start, write_solution_vtu
 from .errors import ArgumentParser, ConvergenceError, InputError, check_range, run_cli
-from .fields import evaluate, locate
-from .mesh import Q1_FACE_NODES, Q2_FACE_NODES, box_mesh, read_mesh
-from .navier_stokes import FlowProblem
+from .mesh import box_mesh, read_mesh
 from .output import ensure_writable_dir, save_npy, write_json, write_profiles_csv
 from .partition import distribute
-from .references import cavity_references
+from .problems import lid_driven_problem, read_initial
+from .references import cavity_references, centre_line_profiles, compare_with_references
 
-PROFILE_POINTS = 129
 CONTINUATION_TOL = 1e-4  # Picard tolerance of the intermediate Reynolds numbers
-
-
-def lid_faces(mesh, lid: str) -> np.ndarray:
-    """Boolean mask over mesh.boundary_faces of the lid: a tag name, or a plane "y=1"
-    (faces whose vertices all lie on it, to 1e-9 of the mesh size)."""
-    if "=" in lid:
-        axis, _, value = lid.partition("=")
-        if axis.strip() not in ("x", "y", "z"):
-            raise InputError(f"--lid {lid}: the plane must read x=VALUE, y=VALUE or z=VALUE")
-        try:
-            level = float(value)
-        except ValueError:
-            raise InputError(f"--lid {lid}: {value!r} is not a number") from None
-        d = "xyz".index(axis.strip())
-        faces = mesh.boundary_faces
-        verts = mesh.points[mesh.pressure_nodes][mesh.pressure_cells[faces[:, 0][:, None], Q1_FACE_NODES[faces[:, 1]]]]
-        tol = 1e-9 * float(np.ptp(mesh.points, axis=0).max())
-        mask = np.all(np.abs(verts[..., d] - level) <= tol, axis=1)
-    else:
-        mask = np.isin(mesh.boundary_tags, mesh.tag_ids([lid]))
-    if not mask.any():
-        raise InputError(f"--lid {lid}: no boundary face of the mesh is on the lid (tags: {', '.join(sorted(mesh.tag_names)) or 'none'})")
-    return mask
-
-
-def lid_driven_problem(mesh, re: float, lid: str, lid_velocity=(1.0, 0.0, 0.0)) -> FlowProblem:
-    """No-slip walls, ``lid_velocity`` on the lid nodes that are on no wall face."""
-    mask = lid_faces(mesh, lid)
-    faces = mesh.boundary_faces
-
-    def nodes(sel):
-        return np.unique(mesh.cells[faces[sel, 0][:, None], Q2_FACE_NODES[faces[sel, 1]]])
-
-    all_nodes = nodes(np.ones(len(faces), dtype=bool))
-    moving = np.setdiff1d(nodes(mask), nodes(~mask))
-    values = np.zeros((len(all_nodes), 3))
-    values[np.isin(all_nodes, moving)] = lid_velocity
-    return FlowProblem(mesh, re, all_nodes, values)
-
-
-def read_initial(path: str, n_dofs: int) -> np.ndarray:
-    """The solution vector (n_dofs,) [u | v | w | p] that an earlier run saved as solution.npy."""
-    try:
-        x = np.load(path)
-    except (OSError, ValueError) as exc:
-        raise InputError(f"--initial {path}: cannot read a .npy solution ({exc})") from None
-    if x.shape != (n_dofs,) or not np.issubdtype(x.dtype, np.floating) or not np.all(np.isfinite(x)):
-        raise InputError(f"--initial {path}: expected {n_dofs} finite values for this mesh, got an array of shape {x.shape}")
-    return x.astype(np.float64)
 
 
 def continuation_steps(spec: str, re: float) -> list[float]:
@@ -105,36 +52,6 @@ def continuation_steps(spec: str, re: float) -> list[float]:
     for s in steps:
         check_range("--continuation", s, low=0, high=re, low_open=True)
     return [s for s in steps if s < re]
-
-
-def centre_line_profiles(mesh, x: np.ndarray, references: list) -> dict:
-    """u along the vertical and v along the horizontal line through the centre of the
-    mesh's bounding box (spanwise centre), at uniform points and every reference point."""
-    lo, hi = mesh.points.min(axis=0), mesh.points.max(axis=0)
-    centre = 0.5 * (lo + hi)
-    out = {}
-    for name, axis in (("u_vertical", 1), ("v_horizontal", 0)):
-        coords = np.linspace(lo[axis], hi[axis], PROFILE_POINTS)
-        extra = [c for ref in references if ref["profile"] == name for c in ref["coords"]]
-        coords = np.unique(np.concatenate([coords, np.clip(extra, lo[axis], hi[axis])]))
-        pts = np.tile(centre, (len(coords), 1))
-        pts[:, axis] = coords
-        elem, xi = locate(mesh, pts)
-        vel, pr = evaluate(mesh, x, elem, xi)
-        out[name] = {"coords": coords, "points": pts, "velocity": vel, "pressure": pr, "component": 0 if axis == 1 else 1}
-    return out
-
-
-def compare_with_references(profiles: dict, references: list) -> list:
-    """max |difference| of the profile from each reference set at its points."""
-    rows = []
-    for ref in references:
-        prof = profiles[ref["profile"]]
-        ours = np.interp(ref["coords"], prof["coords"], prof["velocity"][:, prof["component"]])
-        diff = np.abs(ours - ref["values"])
-        rows.append({"reference": ref["name"], "citation": ref["citation"], "profile": ref["profile"], "points": len(diff),
-                     "max_abs_diff": float(diff.max()), "at": float(ref["coords"][int(np.argmax(diff))])})
-    return rows
 
 
 def build_mesh(args):

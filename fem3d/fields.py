@@ -1,5 +1,6 @@
 """Finite element fields on a HexMesh: splitting the unknown vector, values at Gauss
-points, and L2 norms of errors against exact solutions.
+points, L2 norms of errors against exact solutions, and values at physical points
+(located in the mesh) and along a centre line.
 
 Global vector layout: [u (n_nodes) | v (n_nodes) | w (n_nodes) | p (n_pressure)].
 """
@@ -153,3 +154,21 @@ def nodal_fields(mesh, x: np.ndarray, chunk: int = 4096, node_sum=None) -> dict:
         sums = node_sum(sums)
     vorticity = sums[:, :3] / sums[:, 3:]
     return {"velocity": vel, "pressure": pressure, "speed": np.linalg.norm(vel, axis=1), "vorticity": vorticity}
+
+
+def centre_line(mesh, x: np.ndarray, axis: int, points: int, extra_coords=()) -> dict:
+    """Velocity and pressure of the host vector ``x`` along the line parallel to ``axis``
+    (0, 1, 2) through the centre of the mesh's bounding box, at ``points`` uniform
+    coordinates plus ``extra_coords`` (clipped to the box), sorted and without repeats.
+
+    Returns coords (m,), points (m, 3), velocity (m, 3) and pressure (m,); NaN at points
+    outside the mesh.
+    """
+    lo, hi = mesh.points.min(axis=0), mesh.points.max(axis=0)
+    coords = np.linspace(lo[axis], hi[axis], points)
+    coords = np.unique(np.concatenate([coords, np.clip(np.asarray(extra_coords, dtype=float), lo[axis], hi[axis])]))
+    pts = np.tile(0.5 * (lo + hi), (len(coords), 1))
+    pts[:, axis] = coords
+    velocity, pressure = evaluate(mesh, x, *locate(mesh, pts))
+    return {"coords": coords, "points": pts, "velocity": velocity, "pressure": pressure}
+

@@ -12,6 +12,8 @@ from fem3d.backend import cupy_module
 from fem3d.errors import InputError
 from fem3d.fields import evaluate, locate
 from fem3d.mesh import box_mesh
+from fem3d.problems import lid_driven_problem
+from fem3d.references import PROFILE_POINTS
 from support import MESHES
 
 
@@ -60,7 +62,7 @@ def test_profiles_are_finite_element_values(small_run):
     _, out = small_run
     rows = np.genfromtxt(out / "profiles.csv", delimiter=",", names=True, dtype=None, encoding=None)
     vert = rows[rows["profile"] == "u_vertical"]
-    assert len(vert) >= cavity.PROFILE_POINTS and np.all(np.diff(vert["s"]) > 0)
+    assert len(vert) >= PROFILE_POINTS and np.all(np.diff(vert["s"]) > 0)
     assert np.allclose(vert["x"], 0.5) and np.allclose(vert["z"], 0.5)
     assert vert["u"][-1] == pytest.approx(0.0, abs=1e-8) or vert["y"][-1] == 1.0
     assert vert["u"].min() < -0.1  # the return flow under the primary vortex
@@ -85,7 +87,7 @@ def test_evaluation_on_a_mesh_matches_the_interpolant():
 
 def test_lid_nodes_and_continuation_steps():
     mesh = box_mesh(2)
-    problem = cavity.lid_driven_problem(mesh, 100.0, "y=1")
+    problem = lid_driven_problem(mesh, 100.0, "y=1")
     moving = problem.bc_nodes[problem.bc_values[:, 0] == 1.0]
     assert len(moving) == 3 * 3 and np.all(mesh.points[moving, 1] == 1.0)
     assert len(problem.bc_nodes) == mesh.n_nodes - 3**3

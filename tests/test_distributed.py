@@ -14,7 +14,6 @@ import sys
 import numpy as np
 import pytest
 
-from fem3d.cavity import lid_driven_problem
 from fem3d.comm import launched_ranks
 from fem3d.errors import InputError
 from fem3d.exact import PaperFlow
@@ -22,6 +21,7 @@ from fem3d.mesh import box_mesh
 from fem3d.navier_stokes import FlowProblem, PicardOptions, PicardSolver
 from fem3d.operators import ElementOperator
 from fem3d.partition import distribute, partition_elements
+from fem3d.problems import lid_driven_problem
 from support import assembled, sample_mesh
 
 TIGHT = PicardOptions(tol=1e-11, cg_tol=1e-13, forcing=0.0, max_cg=5000, check_every=5, newton=1.0)

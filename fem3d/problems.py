@@ -1,0 +1,62 @@
+"""The lid-driven cavity as a FlowProblem: the lid's faces, the boundary velocity, and
+the initial state of a restart.
+
+The lid moves at ``lid_velocity`` (default unit speed in +x); every other boundary face
+is a no-slip wall, and where the lid meets a wall the wall's zero velocity is imposed.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import InputError
+from .mesh import Q1_FACE_NODES, Q2_FACE_NODES
+from .navier_stokes import FlowProblem
+
+
+def lid_faces(mesh, lid: str) -> np.ndarray:
+    """Boolean mask over mesh.boundary_faces of the lid: a tag name, or a plane "y=1"
+    (faces whose vertices all lie on it, to 1e-9 of the mesh size)."""
+    if "=" in lid:
+        axis, _, value = lid.partition("=")
+        if axis.strip() not in ("x", "y", "z"):
+            raise InputError(f"--lid {lid}: the plane must read x=VALUE, y=VALUE or z=VALUE")
+        try:
+            level = float(value)
+        except ValueError:
+            raise InputError(f"--lid {lid}: {value!r} is not a number") from None
+        d = "xyz".index(axis.strip())
+        faces = mesh.boundary_faces
+        verts = mesh.points[mesh.pressure_nodes][mesh.pressure_cells[faces[:, 0][:, None], Q1_FACE_NODES[faces[:, 1]]]]
+        tol = 1e-9 * float(np.ptp(mesh.points, axis=0).max())
+        mask = np.all(np.abs(verts[..., d] - level) <= tol, axis=1)
+    else:
+        mask = np.isin(mesh.boundary_tags, mesh.tag_ids([lid]))
+    if not mask.any():
+        raise InputError(f"--lid {lid}: no boundary face of the mesh is on the lid (tags: {', '.join(sorted(mesh.tag_names)) or 'none'})")
+    return mask
+
+
+def lid_driven_problem(mesh, re: float, lid: str, lid_velocity=(1.0, 0.0, 0.0)) -> FlowProblem:
+    """No-slip walls, ``lid_velocity`` on the lid nodes that are on no wall face."""
+    mask = lid_faces(mesh, lid)
+    faces = mesh.boundary_faces
+
+    def nodes(sel):
+        return np.unique(mesh.cells[faces[sel, 0][:, None], Q2_FACE_NODES[faces[sel, 1]]])
+
+    all_nodes = nodes(np.ones(len(faces), dtype=bool))
+    moving = np.setdiff1d(nodes(mask), nodes(~mask))
+    values = np.zeros((len(all_nodes), 3))
+    values[np.isin(all_nodes, moving)] = lid_velocity
+    return FlowProblem(mesh, re, all_nodes, values)
+
+
+def read_initial(path: str, n_dofs: int) -> np.ndarray:
+    """The solution vector (n_dofs,) [u | v | w | p] that an earlier run saved as solution.npy."""
+    try:
+        x = np.load(path)
+    except (OSError, ValueError) as exc:
+        raise InputError(f"--initial {path}: cannot read a .npy solution ({exc})") from None
+    if x.shape != (n_dofs,) or not np.issubdtype(x.dtype, np.floating) or not np.all(np.isfinite(x)):
+        raise InputError(f"--initial {path}: expected {n_dofs} finite values for this mesh, got an array of shape {x.shape}")
+    return x.astype(np.float64)
