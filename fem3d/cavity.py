@@ -9,30 +9,32 @@ elements) finish on a laptop CPU in well under a minute; use ``--n 24`` or
 Under MPI (``mpirun -n 4 python -m fem3d.cavity --re 1000``) every rank solves on its
 part of the mesh, one GPU each; the results do not depend on the number of ranks.
 
-Writes to --out: solution.npy (the unknowns [u | v | w | p], the input of --initial for a
-restart), cavity.vtu (unless --no-vtu; hexahedron27 cells: velocity, pressure, speed, vorticity;
-under MPI cavity.pvtu joining one cavity_<rank>.vtu piece per rank), profiles.csv (u on the vertical and v on the horizontal centre line, evaluated from the
-finite element field), summary.json, profiles.png and, with PyVista installed,
-slice.png. Exit code 0 when converged, 3 when not (results still written and marked),
-2 for bad input.
+Writes to --out, results first, each file atomically: solution.npy (the unknowns
+[u | v | w | p], the input of --initial for a restart), cavity.vtu (unless --no-vtu;
+hexahedron27 cells: velocity, pressure, speed, vorticity; under MPI cavity.pvtu joining
+one cavity_<rank>.vtu piece per rank), profiles.csv (u on the vertical and v on the
+horizontal centre line, evaluated from the finite element field) and summary.json; then
+the pictures profiles.png and slice.png (mid-plane speed and streamlines), each drawn in
+a child process: a picture that fails is a warning on stderr, and summary.json lists the
+files written. Exit code 0 when converged, 3 when not (results still written and
+marked), 2 for bad input.
 """
 from __future__ import annotations
 
 import math
-import os
 import sys
 import time
 from dataclasses import replace
 
+from .cavity_output import CavityRun, final_lines, write_pictures, write_results, write_summary
 from .cli import add_solver_arguments, solver_options
 from .comm import agreed_errors
-from .distributed import add_parallel_arguments, partitioned_solver, rank_report, start, write_solution_vtu
+from .distributed import add_parallel_arguments, partitioned_solver, rank_report, start
 from .errors import ArgumentParser, ConvergenceError, InputError, check_range, run_cli
 from .mesh import box_mesh, read_mesh
-from .output import ensure_writable_dir, save_npy, write_json, write_profiles_csv
+from .output import ensure_writable_dir
 from .partition import distribute
 from .problems import lid_driven_problem, read_initial
-from .references import cavity_references, centre_line_profiles, compare_with_references
 
 CONTINUATION_TOL = 1e-4  # Picard tolerance of the intermediate Reynolds numbers
 
@@ -115,76 +117,56 @@ def main(argv=None) -> int:
     ranks = f" on {comm.size} ranks ({comm.name})" if comm.size > 1 else ""
     say(f"cavity Re {args.re:g}: {mesh.n_elements} elements, {mesh.n_dofs} unknowns, {backend.describe()}{ranks}")
 
-    x, history, steps_total = (None if x0 is None else x0[part.dist.gdofs]), [], 0
-    result = None
-    for re in stages + [args.re]:
-        solver.problem.re = re
-        solver.options = options if re == args.re else replace(options, tol=max(options.tol, CONTINUATION_TOL))
-        say(f"Re {re:g}" + (" (continuation)" if re != args.re else ""))
-        result = solver.solve(x0=x, log=(lambda s: say("  " + s)) if root else None,
-                              cg_progress=_progress_bar() if root and not args.quiet and sys.stdout.isatty() else None)
-        history.append({"re": re, "converged": result.converged, "reason": result.reason,
-                        "steps": [vars(s) for s in result.steps]})
-        steps_total += len(result.steps)
-        x = result.x
-        if result.reason in ("nan", "breakdown", "diverged"):
-            break
+    result, history = solve_stages(solver, stages, args.re, options, None if x0 is None else x0[part.dist.gdofs], say,
+                                   _progress_bar() if root and not args.quiet and sys.stdout.isatty() else None)
 
-    t_out = time.perf_counter()
-    x_global = part.dist.gather(result.x)
-    vtu = None if args.no_vtu else write_solution_vtu(out, "cavity", part, result.x, comm)
-    ranks_info = rank_report(comm, solver, part, backend)
-    converged = result.converged and result.reason == "converged"
+    t_output = time.perf_counter()
+    x, per_rank = part.dist.gather(result.x), rank_report(comm, solver, part, backend)  # collective: every rank, this order
+    run = CavityRun(command=" ".join(["python -m fem3d.cavity", *argv]), out=out, re=args.re, mesh=mesh, mesh_info=mesh_info,
+                    part=part, x_local=result.x, x=x, comm=comm, device=backend.describe(), history=history,
+                    options=vars(solver.options), times_s=_phase_seconds(solver, t_prep), output_started=t_output,
+                    per_rank=per_rank, converged=result.converged and result.reason == "converged", reason=result.reason,
+                    vtu=not args.no_vtu)
+    files = write_results(run)
     if root:
-        save_npy(os.path.join(out, "solution.npy"), x_global)
-        summary = _outputs(args, argv, out, mesh, mesh_info, x_global, vtu, backend, comm, solver, history, steps_total,
-                           converged, result.reason, t_prep, t_out, ranks_info, say)
-        say(f"T_unit {summary['t_unit_us']:.1f} us ({steps_total} Picard steps, {summary['cg_iterations']} CG iterations, "
-            f"{summary['t_run_s']:.1f} s)")
-        say(f"wrote {out}/: {', '.join(summary['files'])}")
-    if not converged:
+        warnings = []
+
+        def warn(message):
+            warnings.append(message)
+            print(f"fem3d.cavity: warning: {message}", file=sys.stderr, flush=True)
+
+        pictures = [] if args.no_plots else write_pictures(run, warn)
+        for line in final_lines(run, write_summary(run, files + pictures, warnings)):
+            say(line)
+    if not run.converged:
         raise ConvergenceError(f"results in {out} are marked as not converged; last change {result.steps[-1].change:.2e}"
                                if result.steps else "no Picard step completed", result.reason)
     return 0
 
 
-def _outputs(args, argv, out, mesh, mesh_info, x, vtu, backend, comm, solver, history, steps_total, converged, reason,
-             t_prep, t_out, ranks_info, say) -> dict:
-    """Profiles, plots and summary.json from the global solution ``x`` (rank 0)."""
-    references = cavity_references(args.re)
-    profiles = centre_line_profiles(mesh, x, references)
-    comparison = compare_with_references(profiles, references)
-    write_profiles_csv(os.path.join(out, "profiles.csv"), profiles)
-    plots = []
-    if not args.no_plots:
-        from .plots import profiles_png, slice_png
+def solve_stages(solver, stages: list[float], re: float, options, x, say, cg_progress):
+    """Solve at each continuation Reynolds number, then at ``re``, each from the last
+    solution (``x``: this rank's initial guess or None). Returns the last PicardResult and
+    the history: per Reynolds number re, converged, reason and steps."""
+    history, result = [], None
+    for stage_re in stages + [re]:
+        solver.problem.re = stage_re
+        solver.options = options if stage_re == re else replace(options, tol=max(options.tol, CONTINUATION_TOL))
+        say(f"Re {stage_re:g}" + (" (continuation)" if stage_re != re else ""))
+        result = solver.solve(x0=x, log=lambda s: say("  " + s), cg_progress=cg_progress)
+        history.append({"re": stage_re, "converged": result.converged, "reason": result.reason,
+                        "steps": [vars(s) for s in result.steps]})
+        x = result.x
+        if result.reason in ("nan", "breakdown", "diverged"):
+            break
+    return result, history
 
-        plots.append(profiles_png(os.path.join(out, "profiles.png"), profiles, references, args.re))
-        png = slice_png(os.path.join(out, "slice.png"), mesh, x, args.re)
-        if png:
-            plots.append(png)
+
+def _phase_seconds(solver, t_prep: float) -> dict:
+    """The solver's seconds per phase, its set-up counted in data_preparation with ``t_prep``."""
     times = dict(solver.timer.as_dict())
     times["data_preparation"] = t_prep + times.pop("setup", 0.0)
-    times["output"] = time.perf_counter() - t_out
-    t_run = sum(times.get(k, 0.0) for k in ("data_preparation", "element_matrices", "preconditioner", "solve"))
-    summary = {
-        "re": args.re, "converged": converged, "reason": reason,
-        "mesh": {**mesh_info, "elements": mesh.n_elements, "velocity_nodes": mesh.n_nodes, "pressure_nodes": mesh.n_pressure,
-                 "colours": mesh.n_colours},
-        "dofs": mesh.n_dofs, "device": backend.describe(), "ranks": comm.size, "communicator": comm.name,
-        "picard_steps": steps_total,
-        "newton_steps": sum(s["kind"] == "newton" for h in history for s in h["steps"]),
-        "cg_iterations": sum(s["cg_iterations"] for h in history for s in h["steps"]),
-        "continuation": history, "times_s": times, "t_run_s": t_run,
-        "t_unit_us": t_run * 1e6 / (max(steps_total, 1) * mesh.n_elements),
-        "per_rank": ranks_info,
-        "options": vars(solver.options), "validation": comparison, "files": [f for f in (vtu, "solution.npy", "profiles.csv", "summary.json", *plots) if f],
-        "command": " ".join(["python -m fem3d.cavity", *argv]),
-    }
-    write_json(os.path.join(out, "summary.json"), summary)
-    for row in comparison:
-        say(f"{row['profile']:>13} vs {row['reference']}: max |diff| {row['max_abs_diff']:.4f} at {row['at']:.4f}")
-    return summary
+    return times
 
 
 def _progress_bar():

@@ -1,6 +1,6 @@
 """Finite element fields on a HexMesh: splitting the unknown vector, values at Gauss
 points, L2 norms of errors against exact solutions, and values at physical points
-(located in the mesh) and along a centre line.
+(located in the mesh), along a centre line and over the mid-plane.
 
 Global vector layout: [u (n_nodes) | v (n_nodes) | w (n_nodes) | p (n_pressure)].
 """
@@ -172,3 +172,17 @@ def centre_line(mesh, x: np.ndarray, axis: int, points: int, extra_coords=()) ->
     velocity, pressure = evaluate(mesh, x, *locate(mesh, pts))
     return {"coords": coords, "points": pts, "velocity": velocity, "pressure": pressure}
 
+
+def mid_plane(mesh, x: np.ndarray, samples: int = 121) -> dict:
+    """Velocity of the host vector ``x`` on a uniform ``samples`` x ``samples`` grid over
+    the bounding box of the mesh in the plane z = its centre.
+
+    Returns x (samples,), y (samples,), z (float) and velocity (samples, samples, 3) with
+    velocity[j, i] at (x[i], y[j], z); NaN at points outside the mesh.
+    """
+    lo, hi = mesh.points.min(axis=0), mesh.points.max(axis=0)
+    xs, ys, z = np.linspace(lo[0], hi[0], samples), np.linspace(lo[1], hi[1], samples), 0.5 * (lo[2] + hi[2])
+    gx, gy = np.meshgrid(xs, ys)
+    pts = np.stack([gx.ravel(), gy.ravel(), np.full(gx.size, z)], axis=1)
+    velocity, _ = evaluate(mesh, x, *locate(mesh, pts))
+    return {"x": xs, "y": ys, "z": float(z), "velocity": velocity.reshape(samples, samples, 3)}

@@ -1,10 +1,8 @@
 """Drawing functions that fail the way a plotting library can, for fem3d.picture_process
-to run in its child (which imports this module: the tests put tests/ on PYTHONPATH)."""
+to run in its child (which imports this module: fixture child_imports_tests)."""
 import ctypes
 import os
 import time
-
-TESTS = os.path.dirname(os.path.abspath(__file__))
 
 
 def segfault(path, **data):

@@ -2,19 +2,24 @@ import json
 import os
 import subprocess
 import sys
+from functools import partial
 
 import meshio
 import numpy as np
 import pytest
 
-from fem3d import cavity
+import broken_drawings
+from fem3d import cavity, plots
 from fem3d.backend import cupy_module
-from fem3d.errors import InputError
-from fem3d.fields import evaluate, locate
+from fem3d.errors import InputError, run_cli
+from fem3d.fields import centre_line, evaluate, locate, mid_plane
 from fem3d.mesh import box_mesh
 from fem3d.problems import lid_driven_problem
 from fem3d.references import PROFILE_POINTS
 from support import MESHES
+
+RESULTS = ["solution.npy", "cavity.vtu", "profiles.csv", "summary.json"]
+PICTURES = ["profiles.png", "slice.png"]
 
 
 def run(*args, cwd=None):
@@ -22,33 +27,52 @@ def run(*args, cwd=None):
 
 
 @pytest.fixture(scope="module")
-def small_run(tmp_path_factory):
-    out = tmp_path_factory.mktemp("cavity")
-    p = run("--n", "3", "--re", "100", "--device", "cpu", "--out", str(out))
-    return p, out
+def readme_run(tmp_path_factory):
+    """The README's first cavity command, exactly: Re 100 on 8^3 elements into ./cavity-out."""
+    cwd = tmp_path_factory.mktemp("readme")
+    p = subprocess.run([sys.executable, "-m", "fem3d.cavity"], capture_output=True, text=True, cwd=cwd)
+    return p, cwd / "cavity-out"
 
 
-def test_small_run_writes_every_output(small_run):
-    p, out = small_run
-    assert p.returncode == 0, p.stderr
+def test_readme_command_writes_every_promised_file(readme_run):
+    p, out = readme_run
+    assert p.returncode == 0 and p.stderr == "", p.stderr
     assert "picard   1  residual" in p.stdout and "T_unit" in p.stdout
+    assert p.stdout.strip().splitlines()[-1] == f"wrote cavity-out/: {', '.join(RESULTS + PICTURES)}"
     summary = json.loads((out / "summary.json").read_text())
     assert summary["converged"] and summary["reason"] == "converged" and summary["re"] == 100.0
-    assert summary["mesh"]["box"] == [3, 3, 3] and summary["dofs"] == 3 * 7**3 + 4**3
+    assert summary["command"] == "python -m fem3d.cavity" and summary["warnings"] == []
+    assert summary["mesh"]["box"] == [8, 8, 8] and summary["dofs"] == 3 * 17**3 + 9**3
     assert summary["picard_steps"] == len(summary["continuation"][0]["steps"]) > 2
     assert summary["t_unit_us"] > 0 and summary["cg_iterations"] > 0
     assert {"data_preparation", "element_matrices", "preconditioner", "solve", "output"} <= set(summary["times_s"])
-    assert set(summary["files"]) >= {"cavity.vtu", "profiles.csv", "summary.json", "profiles.png"}
+    assert summary["files"] == RESULTS + PICTURES and sorted(os.listdir(out)) == sorted(RESULTS + PICTURES)  # no temporaries
     for f in summary["files"]:
         assert (out / f).stat().st_size > 1000
+    assert np.load(out / "solution.npy").shape == (summary["dofs"],)
 
 
-def test_vtu_holds_the_solution_on_hexahedron27_cells(small_run):
-    _, out = small_run
+def test_readme_command_draws_the_mid_plane_with_streamlines(readme_run):
+    from PIL import Image
+
+    _, out = readme_run
+    img = np.asarray(Image.open(out / "slice.png").convert("RGB"), dtype=float)
+    assert img.shape[0] > 600 and img.shape[1] > 700 and img.std() > 20  # a real picture, not a blank canvas
+    h, w, _ = img.shape
+    inner = img[int(0.3 * h):int(0.7 * h), int(0.25 * w):int(0.6 * w)]  # inside the axes: the flow, away from the walls
+    white = (inner > 200).all(axis=2).mean()
+    coloured = (np.ptp(inner, axis=2) > 30).mean()  # viridis speed: not grey
+    assert 0.01 < white < 0.3 and coloured > 0.5, (white, coloured)
+    profiles = np.asarray(Image.open(out / "profiles.png").convert("L"), dtype=float)
+    assert profiles.shape[1] > 1000 and profiles.std() > 20
+
+
+def test_vtu_holds_the_solution_on_hexahedron27_cells(readme_run):
+    _, out = readme_run
     m = meshio.read(out / "cavity.vtu")
-    assert m.cells[0].type == "hexahedron27" and m.cells[0].data.shape == (27, 27)
+    assert m.cells[0].type == "hexahedron27" and m.cells[0].data.shape == (512, 27)
     vel, p, speed, vort = (m.point_data[k] for k in ("velocity", "pressure", "speed", "vorticity"))
-    assert vel.shape == (7**3, 3) and vort.shape == (7**3, 3)
+    assert vel.shape == (17**3, 3) and vort.shape == (17**3, 3)
     assert np.allclose(speed, np.linalg.norm(vel, axis=1))
     lid = np.isclose(m.points[:, 1], 1) & (m.points[:, 0] > 0) & (m.points[:, 0] < 1) & (m.points[:, 2] > 0) & (m.points[:, 2] < 1)
     assert np.allclose(vel[lid], [1, 0, 0], atol=1e-8)
@@ -58,8 +82,8 @@ def test_vtu_holds_the_solution_on_hexahedron27_cells(small_run):
     assert np.abs(vort[:, 2]).max() > 1.0  # the lid shears the flow about z
 
 
-def test_profiles_are_finite_element_values(small_run):
-    _, out = small_run
+def test_profiles_are_finite_element_values(readme_run):
+    _, out = readme_run
     rows = np.genfromtxt(out / "profiles.csv", delimiter=",", names=True, dtype=None, encoding=None)
     vert = rows[rows["profile"] == "u_vertical"]
     assert len(vert) >= PROFILE_POINTS and np.all(np.diff(vert["s"]) > 0)
@@ -83,6 +107,21 @@ def test_evaluation_on_a_mesh_matches_the_interpolant():
     assert np.allclose(vel, f(pts), atol=1e-13) and np.allclose(p, pts @ [1.0, -2.0, 0.5], atol=1e-13)
     elem, _ = locate(mesh, np.array([[1.5, 0.5, 0.5]]))
     assert elem[0] == -1
+
+
+def test_centre_line_and_mid_plane_sample_the_field():
+    mesh = box_mesh(2, 1, 3, lengths=(2.0, 1.0, 1.5), origin=(-1.0, 0.0, 0.0), grading=0.5)
+    f = lambda p: np.stack([p[:, 0] + 2 * p[:, 1], p[:, 2] ** 2, -p[:, 0] * p[:, 1]], axis=1)  # in the Q2 space
+    x = np.concatenate([f(mesh.points).T.ravel(), mesh.points[mesh.pressure_nodes] @ [1.0, 0.0, 3.0]])
+    line = centre_line(mesh, x, 1, 5, extra_coords=[0.3, 0.5, 7.0])
+    assert line["coords"].tolist() == [0.0, 0.25, 0.3, 0.5, 0.75, 1.0]  # extra points sorted in, clipped, no repeats
+    assert np.allclose(line["points"][:, [0, 2]], [0.0, 0.75]) and np.allclose(line["points"][:, 1], line["coords"])
+    assert np.allclose(line["velocity"], f(line["points"]), atol=1e-12) and np.allclose(line["pressure"], 2.25)
+    plane = mid_plane(mesh, x, samples=7)
+    assert plane["x"].tolist() == np.linspace(-1, 1, 7).tolist() and plane["z"] == 0.75
+    gx, gy = np.meshgrid(plane["x"], plane["y"])
+    expected = f(np.stack([gx.ravel(), gy.ravel(), np.full(gx.size, 0.75)], axis=1)).reshape(7, 7, 3)
+    assert np.allclose(plane["velocity"], expected, atol=1e-12)
 
 
 def test_lid_nodes_and_continuation_steps():
@@ -191,13 +230,49 @@ def test_help_mentions_defaults():
     assert p.returncode == 0 and "laptop CPU" in p.stdout and "--continuation" in p.stdout
 
 
-def test_slice_png_rendered_off_screen(small_run):
-    pytest.importorskip("pyvista")
-    _, out = small_run
-    from PIL import Image
+def test_results_are_on_disk_before_the_pictures_start(tmp_path, monkeypatch):
+    """A run killed while drawing keeps its results, and summary.json lists only them."""
+    def killed(run, warn):
+        assert sorted(os.listdir(tmp_path)) == sorted(RESULTS)
+        raise KeyboardInterrupt
 
-    img = np.asarray(Image.open(out / "slice.png").convert("RGB"), dtype=float)
-    assert img.shape[0] > 500 and img.std() > 20  # a real picture, not a blank canvas
+    monkeypatch.setattr(cavity, "write_pictures", killed)
+    with pytest.raises(KeyboardInterrupt):
+        cavity.main(["--n", "1", "--device", "cpu", "--out", str(tmp_path), "--quiet"])
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["converged"] and summary["files"] == RESULTS and summary["warnings"] == []
+    assert np.load(tmp_path / "solution.npy").shape == (summary["dofs"],) == (3 * 3**3 + 2**3,)
+
+
+def test_a_crashing_picture_is_one_warning_and_the_results_stay(tmp_path, monkeypatch, capsys, child_imports_tests):
+    """slice.png's drawing process dies of SIGSEGV (as VTK's streamline filter did): the
+    run warns in one line, keeps its complete results and profiles.png, and exits 0."""
+    monkeypatch.setattr(plots, "slice_png", broken_drawings.segfault)
+    monkeypatch.setattr("fem3d.cavity_output.mid_plane", partial(mid_plane, samples=9))  # the real sampling, smaller
+    code = run_cli(cavity.main, ["--n", "2", "--device", "cpu", "--out", str(tmp_path), "--quiet"], prog="fem3d.cavity")
+    warning = "slice.png not written (the drawing process died of SIGSEGV)"
+    assert code == 0 and capsys.readouterr().err == f"fem3d.cavity: warning: {warning}\n"
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["converged"] and summary["files"] == RESULTS + ["profiles.png"] and summary["warnings"] == [warning]
+    assert sorted(os.listdir(tmp_path)) == sorted(RESULTS + ["profiles.png"])  # no slice.png, no temporary
+    assert np.load(tmp_path / "solution.npy").shape == (summary["dofs"],) == (3 * 5**3 + 3**3,)
+    assert meshio.read(tmp_path / "cavity.vtu").point_data["velocity"].shape == (5**3, 3)
+    rows = np.genfromtxt(tmp_path / "profiles.csv", delimiter=",", names=True, dtype=None, encoding=None)
+    assert len(rows) >= 2 * PROFILE_POINTS and np.isfinite(rows["u"]).all()
+
+
+def test_a_picture_whose_data_fails_is_a_warning(tmp_path, monkeypatch, capsys):
+    def broken_plane(mesh, x):
+        raise MemoryError("mid-plane too large")
+
+    monkeypatch.setattr("fem3d.cavity_output.mid_plane", broken_plane)
+    code = run_cli(cavity.main, ["--n", "1", "--device", "cpu", "--out", str(tmp_path), "--quiet", "--max-picard", "1"],
+                   prog="fem3d.cavity")
+    err = capsys.readouterr().err.splitlines()
+    assert code == 3 and err[0] == "fem3d.cavity: warning: slice.png not written (MemoryError: mid-plane too large)"
+    assert len(err) == 2 and err[1].startswith("fem3d.cavity: not converged (max_picard)")
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["files"] == RESULTS + ["profiles.png"] and summary["converged"] is False
 
 
 @pytest.mark.gpu

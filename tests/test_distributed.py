@@ -219,7 +219,7 @@ def test_cavity_command_writes_pieces_joined_by_pvtu(ranks, tmp_path):
         return
     assert sorted(f for f in os.listdir(out) if f.endswith(".vtu")) == [f"cavity_{r}.vtu" for r in range(comm.size)]
     summary = json.load(open(os.path.join(out, "summary.json")))
-    assert summary["ranks"] == comm.size and summary["converged"] and summary["files"][0] == "cavity.pvtu"
+    assert summary["ranks"] == comm.size and summary["converged"] and summary["files"] == ["solution.npy", "cavity.pvtu", "profiles.csv", "summary.json"]
     assert summary["communicator"] == comm.name
     per_rank = summary["per_rank"]
     assert [r["rank"] for r in per_rank] == list(range(comm.size))

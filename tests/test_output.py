@@ -11,12 +11,6 @@ from fem3d.output import atomic_path, check_writable_file, save_npy, write_csv, 
 from fem3d.picture_process import PictureError, draw_in_child
 
 
-@pytest.fixture
-def child_imports_tests(monkeypatch):
-    """Let the drawing child import tests/broken_drawings.py."""
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [broken_drawings.TESTS, os.environ.get("PYTHONPATH")])))
-
-
 def test_a_writer_failing_midway_leaves_the_old_file_and_no_temporary(tmp_path):
     path = tmp_path / "table.csv"
     write_csv(path, ["a", "b"], [[1, 2.5], [3, 4.0]])

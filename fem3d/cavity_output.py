@@ -1,0 +1,138 @@
+"""What a cavity run leaves in its output folder, results first and pictures last.
+
+:class:`CavityRun` records a finished run. :func:`write_results` writes solution.npy,
+the VTU (or the pieces and the PVTU joining them), profiles.csv and summary.json, each
+atomically, so that a later failure loses none of them; :func:`write_pictures` then
+draws profiles.png and slice.png, each in a child process (fem3d.picture_process), and
+turns a picture that fails into a warning. summary.json lists the files on disk when it
+is written; :func:`write_summary` rewrites it once the pictures are there.
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from . import plots
+from .distributed import write_solution_vtu
+from .fields import mid_plane
+from .mesh import HexMesh
+from .output import save_npy, write_json, write_profiles_csv
+from .partition import Partition
+from .picture_process import PictureError, draw_in_child
+from .references import cavity_references, centre_line_profiles, compare_with_references
+
+
+@dataclass
+class CavityRun:
+    """A finished cavity run as the writers need it. Every rank holds one; ``x``,
+    ``per_rank`` and the profiles derived from ``x`` are rank 0's alone."""
+
+    command: str  # the command line, "python -m fem3d.cavity ..."
+    out: str  # the output folder
+    re: float
+    mesh: HexMesh  # the whole mesh
+    mesh_info: dict  # how it was made: {"box": [nx, ny, nz], "grading": g} or {"file": path}
+    part: Partition  # this rank's part of the mesh
+    x_local: np.ndarray  # this rank's solution on ``part`` (host)
+    x: np.ndarray | None  # the global solution [u | v | w | p] (host; None except on rank 0)
+    comm: object  # the communicator (rank, size, name)
+    device: str  # the backend, as backend.describe() gives it
+    history: list  # per Reynolds number solved: re, converged, reason, steps (PicardStep fields)
+    options: dict  # the PicardOptions of the last Reynolds number
+    times_s: dict  # seconds per phase: data_preparation, element_matrices, preconditioner, solve, ...
+    output_started: float  # time.perf_counter() when the output began
+    per_rank: list | None  # fem3d.distributed.rank_report (rank 0; None elsewhere)
+    converged: bool
+    reason: str  # converged, max_picard, nan, breakdown, diverged, ...
+    vtu: bool = True  # write the VTU (or PVTU) solution
+
+    @cached_property
+    def references(self) -> list:
+        """Published profiles at this Reynolds number (fem3d.references)."""
+        return cavity_references(self.re)
+
+    @cached_property
+    def profiles(self) -> dict:
+        """The centre-line profiles of ``x`` (rank 0)."""
+        return centre_line_profiles(self.mesh, self.x, self.references)
+
+    @cached_property
+    def comparison(self) -> list:
+        """max |difference| from each reference set (rank 0)."""
+        return compare_with_references(self.profiles, self.references)
+
+
+def write_results(run: CavityRun) -> list[str]:
+    """solution.npy, cavity.vtu (cavity_<rank>.vtu pieces and cavity.pvtu on several ranks;
+    none with ``run.vtu`` false), profiles.csv and summary.json, in that order, each
+    atomically. Every rank calls it; returns the files written (rank 0; [] elsewhere)."""
+    root = run.comm.rank == 0
+    files = []
+    if root:
+        save_npy(os.path.join(run.out, "solution.npy"), run.x)
+        files.append("solution.npy")
+    if run.vtu:
+        files.append(write_solution_vtu(run.out, "cavity", run.part, run.x_local, run.comm))
+    if not root:
+        return []
+    write_profiles_csv(os.path.join(run.out, "profiles.csv"), run.profiles)
+    files += ["profiles.csv", "summary.json"]
+    write_summary(run, files)
+    return files
+
+
+def write_pictures(run: CavityRun, warn) -> list[str]:
+    """profiles.png and slice.png (rank 0), each drawn in a child process; a picture that
+    cannot be made becomes ``warn("NAME not written (why)")`` and the next is tried.
+    Returns the pictures written."""
+    pictures = {
+        "profiles.png": lambda: (plots.profiles_png, {"profiles": run.profiles, "references": run.references, "re": run.re}),
+        "slice.png": lambda: (plots.slice_png, {"plane": mid_plane(run.mesh, run.x), "re": run.re}),
+    }
+    written = []
+    for name, job in pictures.items():
+        try:
+            draw, data = job()
+            draw_in_child(draw, os.path.join(run.out, name), **data)
+        except Exception as exc:  # a picture is never worth the run: its results are already on disk
+            warn(f"{name} not written ({exc if isinstance(exc, PictureError) else f'{type(exc).__name__}: {exc}'})")
+        else:
+            written.append(name)
+    return written
+
+
+def write_summary(run: CavityRun, files: list[str], warnings: list[str] = ()) -> dict:
+    """summary.json (atomically) listing ``files`` and ``warnings``; returns its content."""
+    steps = [s for stage in run.history for s in stage["steps"]]
+    times = {**run.times_s, "output": time.perf_counter() - run.output_started}
+    t_run = sum(times.get(k, 0.0) for k in ("data_preparation", "element_matrices", "preconditioner", "solve"))
+    summary = {
+        "re": run.re, "converged": run.converged, "reason": run.reason,
+        "mesh": {**run.mesh_info, "elements": run.mesh.n_elements, "velocity_nodes": run.mesh.n_nodes,
+                 "pressure_nodes": run.mesh.n_pressure, "colours": run.mesh.n_colours},
+        "dofs": run.mesh.n_dofs, "device": run.device, "ranks": run.comm.size, "communicator": run.comm.name,
+        "picard_steps": len(steps),
+        "newton_steps": sum(s["kind"] == "newton" for s in steps),
+        "cg_iterations": sum(s["cg_iterations"] for s in steps),
+        "continuation": run.history, "times_s": times, "t_run_s": t_run,
+        "t_unit_us": t_run * 1e6 / (max(len(steps), 1) * run.mesh.n_elements),
+        "per_rank": run.per_rank, "options": run.options, "validation": run.comparison,
+        "files": list(files), "warnings": list(warnings), "command": run.command,
+    }
+    write_json(os.path.join(run.out, "summary.json"), summary)
+    return summary
+
+
+def final_lines(run: CavityRun, summary: dict) -> list[str]:
+    """The lines that end a run's progress report: differences from the references,
+    T_unit, and the files written."""
+    lines = [f"{row['profile']:>13} vs {row['reference']}: max |diff| {row['max_abs_diff']:.4f} at {row['at']:.4f}"
+             for row in summary["validation"]]
+    lines.append(f"T_unit {summary['t_unit_us']:.1f} us ({summary['picard_steps']} Picard steps, {summary['cg_iterations']} CG "
+                 f"iterations, {summary['t_run_s']:.1f} s)")
+    lines.append(f"wrote {run.out}/: {', '.join(summary['files'])}")
+    return lines
