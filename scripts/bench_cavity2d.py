@@ -24,7 +24,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from fem3d.backend import get_backend, resolve_dtype  # noqa: E402
-from tridiag.cavity2d import cavity  # noqa: E402
+from tridiag.cavity2d_problem import cavity  # noqa: E402
 
 PAPER = "Souri et al. 2020 (GTX 580 vs Core i7 990x): 1024^2, 1000 iterations, CPU Thomas 331.73 s, PTA 8.6 s (38.5x); CR 4.4x, PCR 5.2x"
 
