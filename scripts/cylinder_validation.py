@@ -24,9 +24,9 @@ from fem3d.output import ensure_writable_dir, write_json
 
 from tridiag import breuer2000
 from tridiag.channel import FLUX, Channel, parse_grid
-from tridiag.cylinder import centre_line
+
 from tridiag.cylinder_flow import CFL, CylinderFlow, default_dt
-from tridiag.cylinder_output import validation_png
+from tridiag.cylinder_output import centre_line, validation_png
 from fem3d.output import write_csv
 from tridiag.line_solver import check_solver
 from tridiag.vorticity import velocity

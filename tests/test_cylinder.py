@@ -9,7 +9,8 @@ from tridiag import breuer2000
 from tridiag.channel import (FLUX, HEIGHT, LENGTH, Channel, apply_outflow, inflow_omega, inflow_psi, inflow_u,
                              normal_vorticity_flux, pressure_mismatch, section_flux)
 from tridiag.body_pressure import RELAX
-from tridiag.cylinder import centre_line, main
+from tridiag.cylinder import main
+from tridiag.cylinder_output import centre_line
 from tridiag.cylinder_flow import CylinderFlow, default_dt
 from tridiag.line_solver import SOLVERS
 from tridiag.vorticity import laplacian, velocity, wall_vorticity
@@ -164,7 +165,7 @@ def test_cli_writes_its_files(tmp_path, capsys):
 @pytest.mark.parametrize("argv, message", [
     (["--grid", "160x"], "--grid must look like 160x800"),
     (["--grid", "8x800"], "--grid needs at least"),
-    (["--re", "-1"], "--re must be > 0"),
+    (["--re", "-1"], "--re must be >= 0.001 and <= 100000"),
     (["--solver", "magic"], "--solver must be one of"),
     (["--probe", "3"], "--probe must be X,Y"),
     (["--probe", "12.5,4"], "--probe (12.5, 4) must lie in the fluid"),

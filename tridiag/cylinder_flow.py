@@ -29,6 +29,9 @@ COUPLING = 0.5  # largest default wall coupling number Δt / (Re h²): at 1.0 th
 # on 200x1000 cells drifts away (residual growing from t ≈ 10; 4 ψ sweeps diverge by t = 3); at 0.5 it falls steadily
 CFL_LIMIT = 5.0  # largest convective CFL number run: blow-ups were seen from about 9 (40x250, Re 100)
 START_SWEEPS = 32  # ψ sweeps before the first step: the flow's initial adjustment to the body
+MAX_KICK = 100.0  # strongest start-up blob: far beyond the wake's own vorticity (of order 10 near the body)
+ARRAYS = 58  # (ny+1)(nx+1)-node arrays of the field dtype at the peak of a run (fields, line systems, solver work)
+HOST_ARRAYS = 8  # float64 (ny+1)(nx+1)-node arrays of its results on the host (fields, snapshots, pictures)
 
 
 def default_dt(channel: Channel, cfl: float, re: float) -> float:
