@@ -20,7 +20,7 @@ from fem3d.errors import ArgumentParser, ConvergenceError, InputError, check_ran
 from fem3d.output import ensure_writable_dir
 
 from .cavity2d_output import CavityRun, draw_pictures, report, write_results, write_summary
-from .cavity2d_problem import ARRAYS, HOST_ARRAYS, cavity, default_tol
+from .cavity2d_problem import ARRAYS, HOST_ARRAYS, cavity, default_dt, default_tol, wall_relaxation
 from .cli import MAX_STEPS, RE_RANGE, add_flow_arguments, check_flow_arguments
 from .memory import check_fits
 from .vorticity import velocity
@@ -56,13 +56,29 @@ def check(args) -> np.dtype:
     check_range("--max-iterations", args.max_iterations, 1, MAX_STEPS, integer=True)
     if args.dt is not None:
         check_range("--dt", args.dt, 0, low_open=True)
-        if not args.iterations and 1 / args.dt > args.max_iterations:
-            raise InputError(f"--dt {args.dt:g} is too small to reach a steady state: the lid's flow needs about "
-                             f"1/dt = {1 / args.dt:.3g} iterations to cross the cavity, more than --max-iterations "
-                             f"{args.max_iterations}")
     if args.wall_relaxation is not None:
         check_range("--wall-relaxation", args.wall_relaxation, 0, 1, low_open=True)
+    if not args.iterations:
+        check_reachable(args)
     return dtype
+
+
+def check_reachable(args) -> None:
+    """InputError if a steady state cannot be reached within --max-iterations: the lid's flow needs
+    about 1/Δt iterations to cross the cavity, and the wall vorticity, under-relaxed by α, about 1/α
+    to follow ψ (the default α = Re h²/Δt falls as Δt grows)."""
+    h = 1 / args.n
+    dt = default_dt(args.re, h) if args.dt is None else args.dt
+    alpha = wall_relaxation(dt, args.re, h) if args.wall_relaxation is None else args.wall_relaxation
+    cap = f"within --max-iterations {args.max_iterations}"
+    if 1 / dt > args.max_iterations:
+        raise InputError(f"--dt {dt:g} is too small to reach a steady state {cap}: the lid's flow needs about "
+                         f"1/dt = {1 / dt:.3g} iterations to cross the cavity")
+    if 1 / alpha > args.max_iterations:
+        given = "" if args.wall_relaxation is None else f" {alpha:g}"
+        default = f" (default Re h^2/dt = {alpha:.3g} at dt {dt:g})" if args.wall_relaxation is None else ""
+        raise InputError(f"--wall-relaxation{given}{default} is too small to reach a steady state {cap}: the wall "
+                         f"vorticity needs about 1/alpha = {1 / alpha:.3g} iterations to follow the stream function")
 
 
 def main(argv=None) -> int:

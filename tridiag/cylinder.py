@@ -23,7 +23,7 @@ from fem3d.output import ensure_writable_dir
 
 from .channel import HEIGHT, LENGTH, Channel, parse_grid
 from .cli import MAX_STEPS, RE_RANGE, add_flow_arguments, check_flow_arguments
-from .cylinder_flow import ARRAYS, BODY, CFL, HOST_ARRAYS, MAX_KICK, CylinderFlow, default_dt
+from .cylinder_flow import ARRAYS, BODY, CFL, CFL_LIMIT, HOST_ARRAYS, MAX_KICK, CylinderFlow, default_dt
 from .cylinder_output import CylinderRun, draw_pictures, report, summary, write_results, write_snapshot, write_summary
 from .memory import check_fits
 from .vorticity import velocity
@@ -46,7 +46,8 @@ def parse(argv):
     ap.add_argument("--dt", type=float, default=None,
                     help="time step in D/U_max (default --cfl * min(hx, hy), at most Re min(hx, hy)^2)")
     ap.add_argument("--cfl", type=float, default=None,
-                    help=f"U_max dt / min(hx, hy) for the default dt (default {CFL['unsteady']:g}, --steady {CFL['steady']:g})")
+                    help=f"U_max dt / min(hx, hy) for the default dt (at most {CFL_LIMIT:g}; default {CFL['unsteady']:g}, "
+                         f"--steady {CFL['steady']:g})")
     ap.add_argument("--t-end", type=float, default=None,
                     help=f"end time in D/U_max (default {DEFAULT_T_END['unsteady']:g}; --steady: the pseudo-time cap, "
                          f"default {DEFAULT_T_END['steady']:g})")
@@ -74,9 +75,11 @@ def check(args) -> tuple:
     if args.body not in BODY:
         raise InputError(f"--body must be one of {', '.join(BODY)} (got {args.body!r})")
     check_range("--snapshots", args.snapshots, 1, MAX_STEPS, integer=True)
-    for name in ("dt", "cfl", "t_end"):
+    for name in ("dt", "t_end"):
         if getattr(args, name) is not None:
             check_range("--" + name.replace("_", "-"), getattr(args, name), 0, low_open=True)
+    if args.cfl is not None:
+        check_range("--cfl", args.cfl, 0, CFL_LIMIT, low_open=True)
     if args.kick is not None:
         check_range("--kick", args.kick, 0, MAX_KICK)
     probe = None
@@ -90,6 +93,12 @@ def check(args) -> tuple:
         check_range("--probe X", probe[0], 0, LENGTH)
         check_range("--probe Y", probe[1], 0, HEIGHT)
     return ny, nx, probe, dtype
+
+
+def largest_grid(nodes: int) -> str:
+    """The largest grid of the paper's shape (nx = 5 ny cells) with at most ``nodes`` nodes."""
+    ny = max(0, math.isqrt(nodes // 5) - 1)
+    return f"--grid {ny}x{5 * ny}"
 
 
 def step_count(t_end: float, dt: float, snapshots: int) -> int:
@@ -113,8 +122,7 @@ def main(argv=None) -> int:
     channel = Channel.create(ny, nx)
     backend = get_backend(args.device)
     nodes = (ny + 1) * (nx + 1)
-    check_fits(backend, nodes, ARRAYS, dtype, HOST_ARRAYS, f"--grid {ny}x{nx} ({args.dtype})",
-               lambda most: f"--grid {math.floor(ny * math.sqrt(most / nodes))}x{math.floor(nx * math.sqrt(most / nodes))}")
+    check_fits(backend, nodes, ARRAYS, dtype, HOST_ARRAYS, f"--grid {ny}x{nx} ({args.dtype})", largest_grid)
     dt = args.dt if args.dt is not None else default_dt(channel, args.cfl or CFL[mode], args.re)
     t_end = args.t_end or DEFAULT_T_END[mode]
     steps = step_count(t_end, dt, args.snapshots)

@@ -99,12 +99,14 @@ def check(args) -> dict:
         check_tolerance("--tol", args.tol)
         check_range("--maxiter", args.maxiter, 1, MAX_STEPS, integer=True)
         check_range("--t1", args.t1, *T1_RANGE)
-    if args.solver != "checkerboard":
+        check_tolerance("--inner-tol", args.inner_tol)
+    checkerboard = args.solver == "checkerboard"
+    check_range("--dop", args.dop, 1, args.n if checkerboard else None, integer=True)
+    if not checkerboard:
         return {}
-    check_range("--dop", args.dop, 1, args.n, integer=True)
     opts = {"dop": args.dop, "maxiter": 1000000}
     if args.case == "steady":
-        opts["tol"] = check_tolerance("--inner-tol", args.inner_tol)
+        opts["tol"] = args.inner_tol
     if args.memory:
         opts["memory"] = args.memory
     return opts
