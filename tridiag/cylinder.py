@@ -101,12 +101,12 @@ def largest_grid(nodes: int) -> str:
     return f"--grid {ny}x{5 * ny}"
 
 
-def step_count(t_end: float, dt: float, snapshots: int) -> int:
-    """Steps of a run to ``t_end`` with steps ``dt`` (at least one); InputError beyond MAX_STEPS or
-    below the number of snapshots."""
+def step_count(t_end: float, dt: float, snapshots: int, option: str = "--t-end") -> int:
+    """Steps of a run to ``t_end`` (given by ``option``) with steps ``dt`` (at least one); InputError
+    beyond MAX_STEPS or below the number of snapshots."""
     if not t_end / dt <= MAX_STEPS:
-        raise InputError(f"--t-end {t_end:g} at dt {dt:g} takes {t_end / dt:.3g} steps, more than {MAX_STEPS:.0e}: "
-                         "raise --dt (or --cfl) or lower --t-end")
+        raise InputError(f"{option} {t_end:g} at dt {dt:g} takes {t_end / dt:.3g} steps, more than {MAX_STEPS:.0e}: "
+                         f"shorten {option} or take a larger time step")
     steps = max(1, round(t_end / dt))
     if snapshots > steps:
         raise InputError(f"--snapshots must be <= the number of steps, {steps} (got {snapshots})")

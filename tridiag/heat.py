@@ -94,7 +94,7 @@ def check(args) -> dict:
         check_range("--steps", args.steps, 0, MAX_STEPS, integer=True)
         check_range("--dx", args.dx, *SPACING)
         check_range("--dt", args.dt, *SPACING)
-        check_decay(args)
+        check_decay(args.n, args.steps, args.dx, args.dt)
     else:
         check_tolerance("--tol", args.tol)
         check_range("--maxiter", args.maxiter, 1, MAX_STEPS, integer=True)
@@ -112,16 +112,17 @@ def check(args) -> dict:
     return opts
 
 
-def check_decay(args) -> None:
-    """InputError if the hot plate's exact amplitude exp(-2π² t / L²) at t = steps dt falls out of
-    float64's normal range (with full precision), where its errors could not be measured."""
-    length = (args.n - 1) * args.dx
-    decay = 2 * math.pi**2 * args.steps * args.dt / length**2
+def check_decay(n: int, steps: int, dx: float, dt: float) -> None:
+    """InputError if the hot plate's exact amplitude exp(-2π² t / L²) at t = steps dt, L = (n - 1) dx,
+    falls out of float64's normal range (with full precision), where its errors could not be measured."""
+    length = (n - 1) * dx
+    decay = 2 * math.pi**2 * steps * dt / length**2
     limit = math.log(np.finfo(np.float64).eps / np.finfo(np.float64).tiny)
     if decay > limit:
-        raise InputError(f"--steps {args.steps} x --dt {args.dt:g}: by t = {args.steps * args.dt:g} the hot plate on the "
-                         f"{length:g}-wide square decays by exp(-{decay:.3g}), beyond float64's range (exp(-{limit:.0f})), "
-                         "so its errors cannot be measured; lower --steps or --dt, or raise --n or --dx")
+        raise InputError(f"by t = {steps * dt:g} ({steps} steps of dt {dt:g}) the hot plate on the {length:g}-wide square "
+                         f"({n}² nodes, dx {dx:g}) decays by exp(-{decay:.3g}), beyond float64's range "
+                         f"(exp(-{limit:.0f})), so its errors cannot be measured: take fewer or shorter steps or a "
+                         "larger square")
 
 
 def _say(message: str) -> None:
