@@ -130,8 +130,8 @@ def check_range(name: str, value, low=None, high=None, low_open=False, integer=F
             parts.append(f"{'>' if low_open else '>='} {_number(low)}")
         if high is not None:
             parts.append(f"{'<' if high_open else '<='} {_number(high)}")
-        parts = parts or ["finite"]
-        raise InputError(f"{name} must be {' and '.join(parts)}{'' if math.isfinite(value) else ' and finite'} (got {value!r})")
+        finite = "" if math.isfinite(value) or not parts else " and finite"
+        raise InputError(f"{name} must be {' and '.join(parts or ['finite'])}{finite} (got {value!r})")
     return value
 
 
