@@ -103,11 +103,12 @@ def _show(held) -> None:
 
 
 def _say_once(message: str) -> None:
-    """Print ``message`` to stderr on rank 0 (or without MPI)."""
+    """Print ``message`` to stderr on rank 0: of the communicator, or before one is made (or in a
+    command that makes none) of the MPI launcher."""
     from .comm import active
 
     comm = active()
-    if comm is None or comm.rank == 0:
+    if (launcher_rank() if comm is None else comm.rank) == 0:
         print(message, file=sys.stderr, flush=True)
 
 

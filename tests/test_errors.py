@@ -61,6 +61,15 @@ def test_argument_errors_print_on_rank_0_alone(monkeypatch, capsys, variable):
         assert exc.value.code == 2 and capsys.readouterr().err == printed
 
 
+def test_input_errors_without_a_communicator_print_on_launcher_rank_0(monkeypatch, capsys):
+    def main(argv):
+        raise InputError("--re must be > 0 (got 0.0)")
+
+    for rank, printed in (("1", ""), ("0", "demo: error: --re must be > 0 (got 0.0)\n")):
+        monkeypatch.setenv("PMI_RANK", rank)
+        assert run_cli(main, [], prog="demo") == 2 and capsys.readouterr().err == printed
+
+
 @needs_mpiexec
 def test_argument_error_under_mpiexec_printed_once():
     p = mpiexec("-n", "2", sys.executable, "-m", "fem3d.cavity", "--bogus", timeout=60)

@@ -65,9 +65,9 @@ def parse(argv):
         q.add_argument("--memory", choices=MEMORIES, default=None,
                        help="checkerboard: pieces in shared (dop <= 32) or global memory")
         q.add_argument("--out", default=f"heat-{'unsteady' if q is un else 'steady'}", help="result folder")
-    un.add_argument("--steps", type=int, default=100, help="time steps (>= 0; default 100)")
-    un.add_argument("--dx", type=float, default=0.01, help="node spacing Δx = Δy (> 0; default 0.01)")
-    un.add_argument("--dt", type=float, default=0.01, help="time step Δt (> 0; default 0.01)")
+    un.add_argument("--steps", type=int, default=100, help=f"time steps (0 to {MAX_STEPS}; default 100)")
+    un.add_argument("--dx", type=float, default=0.01, help=f"node spacing Δx = Δy ({SPACING[0]:g} to {SPACING[1]:g}; default 0.01)")
+    un.add_argument("--dt", type=float, default=0.01, help=f"time step Δt ({SPACING[0]:g} to {SPACING[1]:g}; default 0.01)")
     un.add_argument("--compare-cpu", action="store_true",
                     help="repeat the run on the CPU (NumPy, same dtype) and report eq. 10 of Wei et al.")
     st.add_argument("--parameters", choices=("auto",) + PARAMETERS, default="auto",
@@ -76,11 +76,11 @@ def parse(argv):
                          "with 1/ρ)")
     st.add_argument("--stop", choices=STOPS, default="residual",
                     help="paper: eq. 5, sum (Tk - Tk-1)^2 < 1e-6; residual: bound on the iteration error <= tol T1")
-    st.add_argument("--tol", type=float, default=1e-9, help="residual rule: relative error bound (> 0)")
-    st.add_argument("--maxiter", type=int, default=100000, help="ADI iteration cap (>= 1)")
-    st.add_argument("--t1", type=float, default=100.0, help="temperature of the edge y = 1 (default 100)")
+    st.add_argument("--tol", type=float, default=1e-9, help="residual rule: relative error bound (0 < tol < 1; default 1e-9)")
+    st.add_argument("--maxiter", type=int, default=100000, help=f"ADI iteration cap (1 to {MAX_STEPS}; default 100000)")
+    st.add_argument("--t1", type=float, default=100.0, help=f"temperature of the edge y = 1 ({T1_RANGE[0]:g} to {T1_RANGE[1]:g}; default 100)")
     st.add_argument("--inner-tol", type=float, default=1e-4,
-                    help="checkerboard: relative tolerance of each line solve (> 0; default 1e-4; the solves "
+                    help="checkerboard: relative tolerance of each line solve (0 < tol < 1; default 1e-4; the solves "
                          "deliver the increment, which vanishes at convergence, so this does not limit the "
                          "final accuracy)")
     return p.parse_args(argv)
@@ -155,6 +155,13 @@ def unsteady(args, xp, options) -> HeatRun:
                    title=f"ADI {args.n}² {args.solver}/{args.sweep} {args.dtype}, t = {res['t_end']:g}")
 
 
+def _parameters(args) -> str:
+    """The ADI parameter rule of the steady case (--parameters, auto resolved)."""
+    if args.parameters != "auto":
+        return args.parameters
+    return "optimal" if args.solver == "checkerboard" else "cyclic"
+
+
 def steady(args, xp, options) -> HeatRun:
     """Run the steady case; its record (centre line x = 1/2 against the series), with the
     ConvergenceError that stopped it (the caller raises it after the output)."""
@@ -201,13 +208,6 @@ def main(argv=None) -> int:
         raise run.error
     _say(f"results in {out}/")
     return 0
-
-
-def _parameters(args) -> str:
-    """The ADI parameter rule of the steady case (--parameters, auto resolved)."""
-    if args.parameters != "auto":
-        return args.parameters
-    return "optimal" if args.solver == "checkerboard" else "cyclic"
 
 
 if __name__ == "__main__":
