@@ -26,7 +26,7 @@ from script_options import check_names, check_tag
 from tridiag.channel import GRIDS, Channel, parse_grid
 from tridiag.cli import MAX_PSI_SWEEPS, MAX_STEPS, RE_RANGE
 from tridiag.cylinder import largest_grid
-from tridiag.cylinder_flow import ARRAYS, BODY, CFL, HOST_ARRAYS, CylinderFlow, default_dt
+from tridiag.cylinder_flow import BODY, CFL, HOST_ARRAYS, CylinderFlow, default_dt, field_arrays
 from tridiag.line_solver import SOLVERS
 from tridiag.memory import check_fits
 
@@ -105,7 +105,8 @@ def main(argv=None) -> int:
     backend, cpu = get_backend(args.device), get_backend("cpu")
     ny, nx = max(grids, key=lambda g: g[0] * g[1])
     for b in (backend, cpu) if backend.is_gpu else (cpu,):  # the CPU baseline runs every grid too
-        check_fits(b, (ny + 1) * (nx + 1), ARRAYS, dtype, HOST_ARRAYS, f"--grids {ny}x{nx} ({args.dtype})", largest_grid)
+        check_fits(b, (ny + 1) * (nx + 1), field_arrays(dtype, args.body), dtype, HOST_ARRAYS,
+                   f"--grids {ny}x{nx} ({args.dtype})", largest_grid)
     ensure_writable_dir(args.out_dir, "--out-dir")
     summary = {"device": backend.describe(), "cpu": cpu.describe(), "re": args.re, "dtype": args.dtype, "body": args.body,
                "psi_sweeps": args.psi_sweeps, "steps": args.steps, "cpu_steps": args.cpu_steps, "grids": [],

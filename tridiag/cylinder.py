@@ -23,7 +23,7 @@ from fem3d.output import ensure_writable_dir
 
 from .channel import HEIGHT, LENGTH, Channel, parse_grid
 from .cli import MAX_STEPS, RE_RANGE, add_flow_arguments, check_flow_arguments
-from .cylinder_flow import ARRAYS, BODY, CFL, CFL_LIMIT, HOST_ARRAYS, MAX_KICK, CylinderFlow, default_dt
+from .cylinder_flow import BODY, CFL, CFL_LIMIT, HOST_ARRAYS, MAX_KICK, CylinderFlow, default_dt, field_arrays
 from .cylinder_output import CylinderRun, draw_pictures, report, summary, write_results, write_snapshot, write_summary
 from .memory import check_fits
 from .vorticity import velocity
@@ -122,7 +122,8 @@ def main(argv=None) -> int:
     channel = Channel.create(ny, nx)
     backend = get_backend(args.device)
     nodes = (ny + 1) * (nx + 1)
-    check_fits(backend, nodes, ARRAYS, dtype, HOST_ARRAYS, f"--grid {ny}x{nx} ({args.dtype})", largest_grid)
+    check_fits(backend, nodes, field_arrays(dtype, args.body), dtype, HOST_ARRAYS, f"--grid {ny}x{nx} ({args.dtype})",
+               largest_grid)
     dt = args.dt if args.dt is not None else default_dt(channel, args.cfl or CFL[mode], args.re)
     t_end = args.t_end or DEFAULT_T_END[mode]
     steps = step_count(t_end, dt, args.snapshots)
