@@ -1,5 +1,4 @@
 """fem3d.errors: range checks, the one-line command-line errors, warnings held back, ranks under MPI."""
-import subprocess
 import sys
 import warnings
 
