@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
+import warnings
 
 EXIT_INPUT = 2
 EXIT_NOT_CONVERGED = 3
@@ -26,15 +28,39 @@ class ConvergenceError(RuntimeError):
         self.reason = reason
 
 
+RANK_VARIABLES = ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID", "MPI_LOCALRANKID")
+
+
+def launcher_rank() -> int:
+    """This process's rank as the MPI launcher's environment gives it (Open MPI, MPICH/Hydra,
+    PMIx, Slurm, Intel MPI's node-local id last); 0 outside a launcher. Read without mpi4py,
+    so that argument errors are printed once before MPI starts."""
+    for var in RANK_VARIABLES:
+        value = os.environ.get(var, "")
+        if value.isdigit():
+            return int(value)
+    return 0
+
+
 class ArgumentParser(argparse.ArgumentParser):
-    """argparse with a one-line error (no usage dump) and exit code 2."""
+    """argparse with a one-line error (no usage dump) and exit code 2; under an MPI launcher
+    only rank 0 prints the error or the help, every rank exits alike."""
 
     def error(self, message: str):  # noqa: D401 - argparse API
-        self.exit(EXIT_INPUT, f"{self.prog}: error: {message}\n")
+        self.exit(EXIT_INPUT, f"{self.prog}: error: {message}\n" if launcher_rank() == 0 else None)
+
+    def print_help(self, file=None):
+        if launcher_rank() == 0:
+            super().print_help(file)
 
 
 def run_cli(main, argv=None, prog: str | None = None) -> int:
     """Run ``main(argv)``; turn InputError/ConvergenceError into a one-line message and exit code.
+
+    Warnings raised while ``main`` runs (NumPy overflow and the like) are held back: after
+    an InputError or ConvergenceError the one line says what went wrong and they are
+    dropped; otherwise they are shown at the end. A MemoryError (NumPy or CuPy) of a
+    single process is a one-line input error too (the problem does not fit).
 
     Under MPI those two are raised on every rank alike (fem3d.comm.agreed_errors; the
     convergence tests use global norms), so rank 0 alone prints and every rank returns
@@ -44,35 +70,50 @@ def run_cli(main, argv=None, prog: str | None = None) -> int:
     from .comm import active
 
     prog = prog or main.__module__
-    try:
-        return main(argv) or 0
-    except InputError as exc:
-        _say_once(f"{prog}: error: {exc}")
-        return EXIT_INPUT
-    except ConvergenceError as exc:
-        _say_once(f"{prog}: not converged ({exc.reason}): {exc}")
-        return EXIT_NOT_CONVERGED
-    except Exception as exc:
-        comm = active()
-        if comm is None or comm.size == 1:
+    with warnings.catch_warnings(record=True) as held:
+        try:
+            code = main(argv) or 0
+        except InputError as exc:
+            _say_once(f"{prog}: error: {exc}")
+            return EXIT_INPUT
+        except ConvergenceError as exc:
+            _say_once(f"{prog}: not converged ({exc.reason}): {exc}")
+            return EXIT_NOT_CONVERGED
+        except Exception as exc:
+            comm = active()
+            if isinstance(exc, MemoryError) and (comm is None or comm.size == 1):
+                print(f"{prog}: error: out of memory ({type(exc).__name__}: {' '.join(str(exc).split())}); "
+                      "use a smaller problem", file=sys.stderr, flush=True)
+                return EXIT_INPUT
+            _show(held)
+            if comm is None or comm.size == 1:
+                raise
+            print(f"{prog}: rank {comm.rank} of {comm.size} failed: {type(exc).__name__}: {exc}; aborting all ranks",
+                  file=sys.stderr, flush=True)
+            comm.abort(1)
             raise
-        print(f"{prog}: rank {comm.rank} of {comm.size} failed: {type(exc).__name__}: {exc}; aborting all ranks",
-              file=sys.stderr, flush=True)
-        comm.abort(1)
-        raise
+    _show(held)
+    return code
+
+
+def _show(held) -> None:
+    """Print the warnings ``held`` back by run_cli, as Python would have."""
+    for w in held:
+        warnings.showwarning(w.message, w.category, w.filename, w.lineno, w.file, w.line)
 
 
 def _say_once(message: str) -> None:
-    """Print ``message`` to stderr on rank 0 (or without MPI)."""
+    """Print ``message`` to stderr on rank 0: of the communicator, or before one is made (or in a
+    command that makes none) of the MPI launcher."""
     from .comm import active
 
     comm = active()
-    if comm is None or comm.rank == 0:
+    if (launcher_rank() if comm is None else comm.rank) == 0:
         print(message, file=sys.stderr, flush=True)
 
 
-def check_range(name: str, value, low=None, high=None, low_open=False, integer=False):
-    """Raise InputError unless ``value`` is finite and ``low <(=) value <= high``; returns value.
+def check_range(name: str, value, low=None, high=None, low_open=False, integer=False, high_open=False):
+    """Raise InputError unless ``value`` is finite and ``low <(=) value <(=) high``; returns value.
 
     The message names ``name`` and the allowed range, e.g. ``--re must be > 0 (got -1)``;
     NaN and infinities are always rejected.
@@ -83,13 +124,18 @@ def check_range(name: str, value, low=None, high=None, low_open=False, integer=F
     if low is not None:
         ok = ok and (value > low if low_open else value >= low)
     if high is not None:
-        ok = ok and value <= high
+        ok = ok and (value < high if high_open else value <= high)
     if not ok:
         parts = []
         if low is not None:
-            parts.append(f"{'>' if low_open else '>='} {low}")
+            parts.append(f"{'>' if low_open else '>='} {_number(low)}")
         if high is not None:
-            parts.append(f"<= {high}")
-        parts = parts or ["finite"]
-        raise InputError(f"{name} must be {' and '.join(parts)}{'' if math.isfinite(value) else ' and finite'} (got {value!r})")
+            parts.append(f"{'<' if high_open else '<='} {_number(high)}")
+        finite = "" if math.isfinite(value) or not parts else " and finite"
+        raise InputError(f"{name} must be {' and '.join(parts or ['finite'])}{finite} (got {value!r})")
     return value
+
+
+def _number(v) -> str:
+    """An integer as is, a float in %g form (1e+06, 0.001)."""
+    return str(v) if isinstance(v, int) else f"{v:g}"

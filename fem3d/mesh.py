@@ -8,7 +8,9 @@ contributions of one colour can be scattered into a global vector without races.
 Meshes come from :func:`box_mesh` (structured, optionally graded toward the walls,
 8 colours by parity) or :func:`read_mesh` (any hexahedron/hexahedron27 mesh that
 meshio reads; Q2 nodes are created on edges, faces and cell centres for hex8
-input; colours by greedy colouring).
+input; colours by greedy colouring). Meshes other than boxes are checked
+(fem3d.mesh_checks): coincident nodes of a file are merged, and broken meshes
+(duplicated elements, cracks, several parts, inverted elements) are input errors.
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ import numpy as np
 from .element import Q1, Q2, face_nodes
 from .errors import InputError
 from .geometry import check_elements
+from .mesh_checks import MERGE_TOL, check_elements_distinct, check_faces, check_points, coincident_nodes
 
 # VTK/meshio node order -> tensor order (tensor node t is VTK node ORDER[t]).
 VTK_HEX8_TO_TENSOR = np.array([0, 1, 3, 2, 4, 5, 7, 6])
@@ -37,6 +40,8 @@ VTK_HEX27_TO_TENSOR = np.argsort(TENSOR27_TO_VTK)
 Q2_FACE_NODES = face_nodes(Q2)  # (6, 9)
 Q1_FACE_NODES = face_nodes(Q1)  # (6, 4)
 BOX_TAGS = {"x0": 0, "x1": 1, "y0": 2, "y1": 3, "z0": 4, "z1": 5}
+TAG_FIELDS = ("gmsh:physical", "boundary", "tag")  # cell data searched for boundary tags, in order
+SOLID_CELLS = ("tetra", "hexahedron", "wedge", "pyramid", "polyhedron")  # meshio 3D cell type prefixes
 
 
 @dataclass
@@ -55,6 +60,7 @@ class HexMesh:
     tag_names       name -> tag
     grid            (nx, ny, nz) of a structured box, whose element_ids are
                     i + nx (j + ny k); None for other meshes
+    merged_nodes    coincident nodes of the file merged by read_mesh
     """
 
     points: np.ndarray
@@ -68,6 +74,7 @@ class HexMesh:
     boundary_tags: np.ndarray
     tag_names: dict = field(default_factory=dict)
     grid: tuple | None = None
+    merged_nodes: int = 0
 
     @property
     def n_elements(self) -> int:
@@ -128,11 +135,13 @@ class HexMesh:
         return True
 
 
-def _finish(points, cells, pressure_cells, pressure_nodes, geometry, colours, element_ids, tag_names, face_tag_of, grid=None):
+def _finish(points, cells, pressure_cells, pressure_nodes, geometry, colours, element_ids, tag_names, face_tag_of, grid=None,
+            check_topology=False):
     """Sort elements by colour, find boundary faces, check the geometry, build the HexMesh.
 
     ``face_tag_of(face_vertex_keys)`` maps (F, 4) sorted vertex ids of boundary
-    faces to tags (-1 untagged).
+    faces to tags (-1 untagged). ``check_topology``: also reject faces of three elements,
+    cracks and meshes in several parts (fem3d.mesh_checks.check_faces).
     """
     check_elements(geometry, element_ids)
     order = np.argsort(colours, kind="stable")
@@ -142,6 +151,8 @@ def _finish(points, cells, pressure_cells, pressure_nodes, geometry, colours, el
 
     keys = np.sort(pressure_cells[:, Q1_FACE_NODES], axis=2).reshape(-1, 4)  # (E*6, 4)
     _, inverse, counts = np.unique(keys, axis=0, return_inverse=True, return_counts=True)
+    if check_topology:
+        check_faces(keys, inverse.ravel(), counts, points[pressure_nodes], element_ids)
     on_boundary = counts[inverse.ravel()] == 1
     idx = np.flatnonzero(on_boundary)
     boundary_faces = np.stack([idx // 6, idx % 6], axis=1).astype(np.int64)
@@ -325,6 +336,8 @@ def mesh_from_hex27(points: np.ndarray, hex27_cells: np.ndarray, face_tags=None,
 
 
 def _finish_general(points, cells, vcells, geometry, original_vertex_id, face_tags, tag_names):
+    element_ids = np.arange(len(cells))
+    check_elements_distinct(vcells, element_ids)
     colours = greedy_colouring(vcells)
     tag_map = face_tags or {}
 
@@ -332,53 +345,89 @@ def _finish_general(points, cells, vcells, geometry, original_vertex_id, face_ta
         orig = np.sort(original_vertex_id[keys], axis=1)
         return np.array([tag_map.get(tuple(k), -1) for k in orig.tolist()], dtype=np.int64)
 
-    return _finish(points, cells, vcells, np.arange(vcells.max() + 1), geometry, colours, np.arange(len(cells)), tag_names or {}, face_tag_of)
+    return _finish(points, cells, vcells, np.arange(vcells.max() + 1), geometry, colours, element_ids, tag_names or {}, face_tag_of,
+                   check_topology=True)
 
 
 def read_mesh(path: str, tag_field: str | None = None) -> HexMesh:
-    """Read a hexahedron or hexahedron27 mesh with meshio.
+    """Read a hexahedron or hexahedron27 mesh with meshio, checked (fem3d.mesh_checks).
 
     Boundary tags come from quad/quad9 cells carrying the integer cell data
-    ``tag_field`` (default: the first of "gmsh:physical", "boundary", "tag"
-    present); tag names from meshio's field_data when given, else "tag<N>".
+    ``tag_field`` (default: the first of TAG_FIELDS present); tag names from meshio's
+    field_data when given, else "tag<N>". Coincident nodes are merged (their number is
+    ``merged_nodes``). InputError, naming the file, for anything unusable.
     """
+    m = _read_file(path)
+    try:
+        hexes, kind = _hexahedra(m)
+        points = np.asarray(m.points, dtype=float)
+        check_points(points, hexes)
+        merge, merged = coincident_nodes(points, hexes)
+        face_tags, names = _boundary_tags(m, tag_field, merge)
+        build = mesh_from_hex8 if kind == "hexahedron" else mesh_from_hex27
+        mesh = build(points, merge[hexes], face_tags, names)
+    except InputError as exc:
+        raise InputError(f"--mesh {path}: {exc}") from None
+    mesh.merged_nodes = merged
+    return mesh
+
+
+def _read_file(path: str):
+    """The meshio.Mesh in ``path``; InputError for a missing, empty or unreadable file."""
     import meshio
 
+    if os.path.isdir(path):
+        raise InputError(f"--mesh {path} is a directory, not a mesh file")
     if not os.path.isfile(path):
         raise InputError(f"--mesh file not found: {path}")
+    if os.path.getsize(path) == 0:
+        raise InputError(f"--mesh {path} is empty (0 bytes)")
     messages = io.StringIO()
     try:  # meshio prints while reading, and exits the process when no reader fits
         with contextlib.redirect_stdout(messages), contextlib.redirect_stderr(messages):
-            m = meshio.read(path)
+            return meshio.read(path)
     except (Exception, SystemExit) as exc:
         detail = (str(exc) if isinstance(exc, Exception) else "") or messages.getvalue()
         detail = " ".join(detail.split())[:200]
         raise InputError(f"--mesh {path}: meshio cannot read it ({detail or type(exc).__name__})") from None
-    blocks = {b.type: i for i, b in enumerate(m.cells)}
-    hex_types = [t for t in ("hexahedron27", "hexahedron") if t in blocks]
-    if not hex_types:
-        found = ", ".join(sorted(blocks)) or "none"
-        raise InputError(f"--mesh {path} has no hexahedron or hexahedron27 cells (cell types: {found})")
-    kind = hex_types[0]
-    hexes = np.concatenate([b.data for b in m.cells if b.type == kind])
-    fields = [tag_field] if tag_field else ["gmsh:physical", "boundary", "tag"]
+
+
+def _hexahedra(m) -> tuple[np.ndarray, str]:
+    """(cells (E, 8|27) in VTK order, "hexahedron" or "hexahedron27"): the mesh's only kind of solid cell."""
+    solids = sorted({b.type for b in m.cells if b.type.startswith(SOLID_CELLS) and len(b.data)})
+    if not any(t in ("hexahedron", "hexahedron27") for t in solids):
+        found = ", ".join(sorted({b.type for b in m.cells})) or "none"
+        raise InputError(f"no hexahedron or hexahedron27 cells (cell types: {found})")
+    if len(solids) > 1:
+        raise InputError(f"the mesh mixes the solid cell types {', '.join(solids)}; it must be all hexahedron or all "
+                         "hexahedron27")
+    kind = solids[0]
+    return np.concatenate([np.asarray(b.data, dtype=np.int64) for b in m.cells if b.type == kind]), kind
+
+
+def _boundary_tags(m, tag_field: str | None, merge: np.ndarray) -> tuple[dict, dict]:
+    """(sorted merged vertex ids of each tagged quad -> tag, tag name -> tag) from the quad/quad9
+    cells with integer cell data ``tag_field`` (or the first of TAG_FIELDS present)."""
+    integer = sorted(name for name, blocks in m.cell_data.items()
+                     if all(np.issubdtype(np.asarray(b).dtype, np.integer) for b in blocks))
+    if tag_field is not None and tag_field not in integer:
+        raise InputError(f"--tag-field {tag_field!r} is not integer cell data of the file (integer cell data: "
+                         f"{', '.join(integer) or 'none'})")
+    field_name = tag_field or next((f for f in TAG_FIELDS if f in m.cell_data), None)
     face_tags, names = {}, {}
-    for f in fields:
-        if f in m.cell_data:
-            for block, data in zip(m.cells, m.cell_data[f]):
-                if block.type in ("quad", "quad9"):
-                    for quad, tag in zip(block.data[:, :4], np.asarray(data).ravel()):
-                        face_tags[tuple(sorted(quad.tolist()))] = int(tag)
-            break
+    if field_name is not None:
+        for block, data in zip(m.cells, m.cell_data[field_name]):
+            if block.type in ("quad", "quad9"):
+                quads = np.sort(merge[np.asarray(block.data)[:, :4]], axis=1)
+                for quad, tag in zip(quads.tolist(), np.asarray(data).ravel().tolist()):
+                    face_tags[tuple(quad)] = int(tag)
     for name, val in (m.field_data or {}).items():
         if np.asarray(val).size >= 2 and int(np.asarray(val).ravel()[1]) == 2:
             names[name] = int(np.asarray(val).ravel()[0])
     for t in set(face_tags.values()):
         if t not in names.values():
             names[f"tag{t}"] = t
-    if kind == "hexahedron":
-        return mesh_from_hex8(m.points, hexes, face_tags, names)
-    return mesh_from_hex27(m.points, hexes, face_tags, names)
+    return face_tags, names
 
 
 def describe(mesh: HexMesh) -> str:
@@ -391,6 +440,8 @@ def describe(mesh: HexMesh) -> str:
         f"geometry {'trilinear' if mesh.geometry.shape[1] == 8 else 'triquadratic'}  colours {mesh.n_colours}  "
         f"bounding box {lo.round(6).tolist()} .. {hi.round(6).tolist()}",
         f"boundary faces {len(mesh.boundary_faces)}: " + ", ".join(f"{k} {v}" for k, v in tags.items()) + f", untagged {untagged}",
+        *([f"merged {mesh.merged_nodes} coincident nodes (closer than {MERGE_TOL:g} times the bounding-box diagonal)"]
+          if mesh.merged_nodes else []),
     ])
 
 

@@ -16,9 +16,9 @@ relative L2 error against the exact decay and, up to --accuracy-max, eq. 10 of t
 """
 from __future__ import annotations
 
-import argparse
 import datetime
 import json
+import math
 import platform
 import sys
 import time
@@ -26,10 +26,17 @@ from pathlib import Path
 
 import numpy as np
 
+import tridiag
 from bench_tridiag import copy_bandwidth, time_graph
 from fem3d.backend import get_backend, resolve_dtype
+from fem3d.errors import ArgumentParser, check_range, run_cli
+from fem3d.output import ensure_writable_dir
+from script_options import check_each, check_names, check_tag
 from tridiag.adi import ADI, SWEEPS
+from tridiag.cli import MAX_STEPS
+from tridiag.heat import HOST_ARRAYS, SOLVE_ARRAYS, check_decay
 from tridiag.heat_unsteady import initial_field, relative_l2, run_unsteady, serial_cpu_run
+from tridiag.memory import check_fits
 
 SIZES = (1024, 2048, 4096, 8192)
 SOLVERS = ("hybrid", "pcr", "pta", "thomas", "auto")
@@ -125,12 +132,12 @@ def markdown(meta, rows):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = ArgumentParser(prog="scripts/bench_adi.py", description=__doc__.splitlines()[0])
     p.add_argument("--sizes", type=int, nargs="+", default=list(SIZES), help="n (nodes per side)")
     p.add_argument("--solvers", nargs="+", default=list(SOLVERS))
     p.add_argument("--sweeps", nargs="+", choices=SWEEPS, default=list(SWEEPS))
     p.add_argument("--dtype", default="float32")
-    p.add_argument("--device", default="gpu")
+    p.add_argument("--device", default="gpu", help="gpu (default), cpu or auto")
     p.add_argument("--steps", type=int, default=100, help="steps of the full runs (accuracy, totals)")
     p.add_argument("--cpu-steps", type=int, default=2, help="steps timed for the serial CPU baseline")
     p.add_argument("--cpu-max", type=int, default=8192, help="largest n with a CPU baseline")
@@ -139,8 +146,21 @@ def main(argv=None):
     p.add_argument("--out", default="benchmarks/results")
     p.add_argument("--tag", default="", help="suffix of the result file names")
     args = p.parse_args(argv)
-    backend = get_backend(args.device)
+    check_each("--sizes", args.sizes, 3, integer=True)
+    check_names("--solvers", args.solvers, tuple(m for m in tridiag.METHODS if m != "checkerboard"))
     dtype = resolve_dtype(args.dtype)
+    check_range("--steps", args.steps, 1, MAX_STEPS, integer=True)
+    check_range("--cpu-steps", args.cpu_steps, 1, MAX_STEPS, integer=True)
+    for name in ("cpu_max", "accuracy_max"):
+        check_range("--" + name.replace("_", "-"), getattr(args, name), 0, integer=True)
+    check_range("--repeat", args.repeat, 1, 1000, integer=True)
+    check_tag(args.tag)
+    check_decay(min(args.sizes), args.steps, DX, DT)
+    backend = get_backend(args.device)
+    n = max(args.sizes)
+    check_fits(backend, n * n, SOLVE_ARRAYS + 2, dtype, HOST_ARRAYS["unsteady"] + HOST_ARRAYS["compare-cpu"],
+               f"--sizes {n} ({args.dtype})", lambda nodes: f"--sizes {math.isqrt(nodes)}")
+    ensure_writable_dir(args.out)
     copy_gbs = copy_bandwidth(backend, 1 << 30) if backend.is_gpu else None
     print(f"{backend.describe()}; copy bandwidth {_fmt(copy_gbs, '.0f')} GB/s", flush=True)
     rows = []
@@ -160,4 +180,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_cli(main, prog="scripts/bench_adi.py"))

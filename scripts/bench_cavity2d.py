@@ -12,8 +12,8 @@ benchmarks/results/cavity2d_bench_<tag>.{json,md} with seconds and speed-ups vs 
 """
 from __future__ import annotations
 
-import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -24,7 +24,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from fem3d.backend import get_backend, resolve_dtype  # noqa: E402
-from tridiag.cavity2d import cavity  # noqa: E402
+from fem3d.errors import ArgumentParser, check_range, run_cli  # noqa: E402
+from fem3d.output import ensure_writable_dir  # noqa: E402
+from script_options import check_each, check_names, check_tag  # noqa: E402
+from tridiag.cavity2d_problem import ARRAYS, HOST_ARRAYS, cavity  # noqa: E402
+from tridiag.cli import MAX_STEPS, RE_RANGE  # noqa: E402
+from tridiag.line_solver import SOLVERS  # noqa: E402
+from tridiag.memory import check_fits  # noqa: E402
 
 PAPER = "Souri et al. 2020 (GTX 580 vs Core i7 990x): 1024^2, 1000 iterations, CPU Thomas 331.73 s, PTA 8.6 s (38.5x); CR 4.4x, PCR 5.2x"
 
@@ -50,8 +56,8 @@ def cpu_iterations(n, iterations, given):
     return iterations if n <= 128 else min(iterations, {256: 100, 512: 20}.get(n, 10))
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv=None):
+    ap = ArgumentParser(prog="scripts/bench_cavity2d.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[64, 128, 256, 512, 1024], help="cells per side")
     ap.add_argument("--iterations", type=int, default=1000)
     ap.add_argument("--cpu-iterations", type=int, default=0, help="iterations timed on the CPU, scaled (default: by size)")
@@ -61,10 +67,21 @@ def main():
     ap.add_argument("--dtype", default="float64")
     ap.add_argument("--results", default=os.path.join(ROOT, "benchmarks", "results"))
     ap.add_argument("--tag", default=None, help="suffix of the result files (default: device)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    check_each("--sizes", args.sizes, 4, integer=True)
+    check_range("--iterations", args.iterations, 1, MAX_STEPS, integer=True)
+    check_range("--cpu-iterations", args.cpu_iterations, 0, MAX_STEPS, integer=True)
+    check_names("--solvers", args.solvers, tuple(SOLVERS))
+    check_range("--re", args.re, *RE_RANGE)
     dtype = resolve_dtype(args.dtype)
+    check_tag(args.tag or "")
     device = get_backend(args.device)
     cpu = get_backend("cpu")
+    n = max(args.sizes)
+    for backend in (device, cpu) if device.is_gpu else (cpu,):  # the CPU baseline runs every size too
+        check_fits(backend, (n + 1) ** 2, ARRAYS, dtype, HOST_ARRAYS, f"--sizes {n} ({args.dtype})",
+                   lambda nodes: f"--sizes {math.isqrt(nodes) - 1}")
+    ensure_writable_dir(args.results, "--results")
     rows = []
     for n in args.sizes:
         k = cpu_iterations(n, args.iterations, args.cpu_iterations)
@@ -100,4 +117,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_cli(main, prog="scripts/bench_cavity2d.py"))

@@ -19,12 +19,16 @@ import time
 import numpy as np
 
 from fem3d.backend import get_backend, resolve_dtype
-from fem3d.errors import ArgumentParser, check_range, run_cli
+from fem3d.errors import ArgumentParser, ConvergenceError, InputError, check_range, run_cli
 from fem3d.output import ensure_writable_dir, write_json
 
+from script_options import check_names, check_tag
 from tridiag.channel import GRIDS, Channel, parse_grid
-from tridiag.cylinder_flow import CFL, CylinderFlow, default_dt
-from tridiag.line_solver import SOLVERS, check_solver
+from tridiag.cli import MAX_PSI_SWEEPS, MAX_STEPS, RE_RANGE
+from tridiag.cylinder import largest_grid
+from tridiag.cylinder_flow import BODY, CFL, HOST_ARRAYS, CylinderFlow, default_dt, field_arrays
+from tridiag.line_solver import SOLVERS
+from tridiag.memory import check_fits
 
 KICK = 0.5
 DEVICE_SOLVERS = tuple(s for s in SOLVERS if s != "thomas")
@@ -65,7 +69,8 @@ def time_steps(backend, channel, args, solver, steps, warmup, dtype, body_field=
     seconds = (time.perf_counter() - t0) / steps
     flow.check_cfl()
     if not np.isfinite(float(abs(flow.omega).max())):
-        raise RuntimeError(f"{solver} on {channel.grid.ny - 1}x{channel.grid.nx - 1}: fields not finite after the timed steps")
+        raise ConvergenceError(f"{solver} on {channel.grid.ny - 1}x{channel.grid.nx - 1}: fields not finite after the "
+                               "timed steps", "diverged")
     return seconds, flow
 
 
@@ -87,14 +92,22 @@ def write_results(args, summary) -> None:
 
 def main(argv=None) -> int:
     args = parse(sys.argv[1:] if argv is None else argv)
-    grids = [parse_grid(g) for g in args.grids.split(",")]
-    solvers = [check_solver(s) for s in args.solvers.split(",")]
-    for name, low in (("steps", 1), ("warmup", 0), ("cpu_steps", 1), ("psi_sweeps", 1)):
-        check_range("--" + name.replace("_", "-"), getattr(args, name), low, integer=True)
-    check_range("--re", args.re, 0, low_open=True)
+    grids = [parse_grid(g, "--grids") for g in args.grids.split(",")]
+    solvers = check_names("--solvers", args.solvers.split(","), tuple(SOLVERS))
+    for name, low, high in (("steps", 1, MAX_STEPS), ("warmup", 0, MAX_STEPS), ("cpu_steps", 1, MAX_STEPS),
+                            ("psi_sweeps", 1, MAX_PSI_SWEEPS)):
+        check_range("--" + name.replace("_", "-"), getattr(args, name), low, high, integer=True)
+    check_range("--re", args.re, *RE_RANGE)
+    if args.body not in BODY:
+        raise InputError(f"--body must be one of {', '.join(BODY)} (got {args.body!r})")
     dtype = resolve_dtype(args.dtype)
-    ensure_writable_dir(args.out_dir, "--out-dir")
+    check_tag(args.tag)
     backend, cpu = get_backend(args.device), get_backend("cpu")
+    ny, nx = max(grids, key=lambda g: g[0] * g[1])
+    for b in (backend, cpu) if backend.is_gpu else (cpu,):  # the CPU baseline runs every grid too
+        check_fits(b, (ny + 1) * (nx + 1), field_arrays(dtype, args.body), dtype, HOST_ARRAYS,
+                   f"--grids {ny}x{nx} ({args.dtype})", largest_grid)
+    ensure_writable_dir(args.out_dir, "--out-dir")
     summary = {"device": backend.describe(), "cpu": cpu.describe(), "re": args.re, "dtype": args.dtype, "body": args.body,
                "psi_sweeps": args.psi_sweeps, "steps": args.steps, "cpu_steps": args.cpu_steps, "grids": [],
                "command": " ".join(["python scripts/bench_cylinder.py", *(argv or sys.argv[1:])])}
@@ -122,4 +135,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(run_cli(main, prog="bench_cylinder"))
+    raise SystemExit(run_cli(main, prog="scripts/bench_cylinder.py"))

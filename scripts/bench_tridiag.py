@@ -14,9 +14,9 @@ strictly diagonally dominant. Writes tridiag_bench.json and tridiag_bench.md to 
 """
 from __future__ import annotations
 
-import argparse
 import datetime
 import json
+import math
 import platform
 import sys
 import time
@@ -26,8 +26,12 @@ from pathlib import Path
 import numpy as np
 
 import tridiag
-from fem3d.backend import get_backend
+from fem3d.backend import DTYPES, cupy_module, get_backend
+from fem3d.errors import ArgumentParser, InputError, check_range, run_cli
+from fem3d.output import ensure_writable_dir
+from script_options import check_names
 from tridiag.kernels import partition, pcr
+from tridiag.memory import check_fits
 
 SQUARE = (1024, 2048, 4096, 8192)
 SWEEP_SYSTEMS = (256, 1024)
@@ -52,6 +56,7 @@ VARIANTS = [
     ("auto", "auto", {}, "contiguous"),
 ]
 SWEEP_VARIANTS = ("hybrid", "pta contiguous", "pta interleaved", "hybrid interleaved", "auto")
+CASE_ARRAYS = 16  # M x N arrays on the device at the peak of a case: a, b, c, d in two layouts, x, peers' copies, work
 
 
 def make_systems(xp, m, n, dtype, interleaved, seed=0):
@@ -281,7 +286,7 @@ def markdown(meta, rows):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = ArgumentParser(prog="scripts/bench_tridiag.py", description=__doc__.splitlines()[0])
     p.add_argument("--out", default="benchmarks/results", help="folder for tridiag_bench.json/.md")
     p.add_argument("--square", type=int, nargs="*", default=list(SQUARE), help="M = N sizes")
     p.add_argument("--dtypes", nargs="*", default=["float64", "float32"])
@@ -290,7 +295,22 @@ def main(argv=None):
     p.add_argument("--repeat", type=int, default=10)
     p.add_argument("--cpu-max", type=int, default=8192, help="largest M = N timed with the CPU reference")
     args = p.parse_args(argv)
+    for name in ("square", "sweep_systems", "sweep_n"):
+        for v in getattr(args, name):
+            check_range("--" + name.replace("_", "-"), v, 1, integer=True)
+    check_names("--dtypes", args.dtypes, tuple(DTYPES))
+    check_range("--repeat", args.repeat, 1, 1000, integer=True)
+    check_range("--cpu-max", args.cpu_max, 0, integer=True)
+    if cupy_module() is None:
+        raise InputError("this benchmark needs a CUDA GPU (CuPy with a device): it times the CUDA kernels against "
+                         "cuSPARSE; python -m tridiag.heat and tests/test_tridiag.py run the solvers on the CPU")
     backend = get_backend("gpu")
+    sizes = [s * s for s in args.square] + [m * n for m in args.sweep_systems for n in args.sweep_n]
+    if sizes:
+        widest = np.float64 if "float64" in args.dtypes else np.float32
+        check_fits(backend, max(sizes), CASE_ARRAYS, widest, 4 if args.cpu_max else 0, f"M x N = {max(sizes)}",
+                   lambda most: f"M = N = {math.isqrt(most)}")
+    ensure_writable_dir(args.out)
     cp = backend.xp
     peers = {}
     try:
@@ -335,4 +355,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_cli(main, prog="scripts/bench_tridiag.py"))

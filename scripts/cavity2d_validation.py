@@ -19,6 +19,12 @@ import os
 import sys
 
 from cli_case import run_case
+from fem3d.backend import DEVICES
+from fem3d.errors import ArgumentParser, InputError, run_cli
+from fem3d.output import ensure_writable_dir
+from script_options import check_each, check_tag
+from tridiag.cli import RE_RANGE
+from tridiag.line_solver import check_solver
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GOAL = 0.01  # issue 8: max |Δu|, |Δv| <= 0.01 at 256^2
@@ -97,8 +103,8 @@ def markdown(rows, orders, command):
     return "\n".join(lines) + "\n"
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv=None):
+    ap = ArgumentParser(prog="scripts/cavity2d_validation.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--re", type=float, nargs="+", default=[100.0, 400.0, 1000.0])
     ap.add_argument("--n", type=int, nargs="+", default=[256], help="cells per side; every Re runs every n")
     ap.add_argument("--device", default="auto")
@@ -107,7 +113,15 @@ def main():
     ap.add_argument("--results", default=os.path.join(ROOT, "benchmarks", "results"))
     ap.add_argument("--tag", default=None, help="suffix of the result files (default: device)")
     ap.add_argument("extra", nargs=argparse.REMAINDER, help="further tridiag.cavity2d options after --")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    check_each("--re", args.re, *RE_RANGE)
+    check_each("--n", args.n, 4, integer=True)
+    if args.device not in DEVICES:
+        raise InputError(f"--device must be one of {', '.join(DEVICES)} (got {args.device!r})")
+    check_solver(args.solver)
+    check_tag(args.tag or "")
+    ensure_writable_dir(args.runs, "--runs")
+    ensure_writable_dir(args.results, "--results")
     extra = [a for a in args.extra if a != "--"]
     rows = [validate_case(re, n, args, extra) for re in args.re for n in args.n]
     orders = convergence(rows)
@@ -123,4 +137,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_cli(main, prog="scripts/cavity2d_validation.py"))

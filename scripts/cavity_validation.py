@@ -15,12 +15,14 @@ import os
 import sys
 
 from cli_case import run_case
+from fem3d.errors import ArgumentParser, check_range, run_cli
+from script_options import check_each
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv=None):
+    ap = ArgumentParser(prog="scripts/cavity_validation.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--re", type=float, nargs="+", default=[100.0, 400.0, 1000.0])
     ap.add_argument("--n", type=int, nargs="+", default=[24], help="one N for all, or one per Re")
     ap.add_argument("--grading", type=float, default=0.0)
@@ -29,9 +31,12 @@ def main():
     ap.add_argument("--results", default=os.path.join(ROOT, "benchmarks", "results"))
     ap.add_argument("--tag", default=None, help="suffix of the result files (default: device and sizes)")
     ap.add_argument("extra", nargs=argparse.REMAINDER, help="further fem3d.cavity options after --")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if len(args.n) not in (1, len(args.re)):
         ap.error("--n takes one value or one per --re")
+    check_each("--re", args.re, 0, low_open=True)
+    check_each("--n", args.n, 1, integer=True)
+    check_range("--grading", args.grading, 0)
     sizes = args.n * len(args.re) if len(args.n) == 1 else args.n
     extra = [a for a in args.extra if a != "--"]
     rows = []
@@ -59,4 +64,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_cli(main, prog="scripts/cavity_validation.py"))

@@ -20,7 +20,7 @@ def run_case(module: str, args: list, out: str, launcher: list = ()) -> tuple:
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode not in (0, 3):
-        print(proc.stderr, file=sys.stderr)
+        sys.stderr.write(proc.stderr)
         raise SystemExit(proc.returncode)
     with open(os.path.join(out, "summary.json")) as fh:
         return json.load(fh), time.perf_counter() - t0

@@ -19,19 +19,20 @@ import time
 import numpy as np
 
 from fem3d.backend import get_backend
-from fem3d.errors import ArgumentParser, ConvergenceError, check_range, run_cli
-from fem3d.output import ensure_writable_dir, write_json
+from fem3d.errors import ArgumentParser, ConvergenceError, InputError, check_range, run_cli
+from fem3d.output import ensure_writable_dir, write_csv, write_json
 
+from script_options import check_tag
 from tridiag import breuer2000
 from tridiag.channel import FLUX, Channel, parse_grid
-from tridiag.cylinder import centre_line
-from tridiag.cylinder_flow import CFL, CylinderFlow, default_dt
-from tridiag.cylinder_output import validation_png
-from fem3d.output import write_csv
+from tridiag.cli import MAX_PSI_SWEEPS, RE_RANGE, check_tolerance
+from tridiag.cylinder import largest_grid, step_count
+from tridiag.cylinder_flow import ARRAYS, BODY, CFL, HOST_ARRAYS, CylinderFlow, default_dt
+from tridiag.cylinder_output import centre_line, validation_png
 from tridiag.line_solver import check_solver
+from tridiag.memory import check_fits
 from tridiag.vorticity import velocity
 from tridiag.wake import recirculation_length, shedding
-
 
 def parse(argv):
     ap = ArgumentParser(prog="scripts/cylinder_validation.py", description=__doc__.split("\n\n")[0])
@@ -53,10 +54,12 @@ def parse(argv):
 
 
 def _numbers(text: str, name: str) -> list:
-    values = [float(v) for v in text.split(",") if v.strip()]
-    for v in values:
-        check_range(name, v, 0, low_open=True)
-    return values
+    """The Reynolds numbers in ``text`` ("10,20"), each in RE_RANGE."""
+    try:
+        values = [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise InputError(f"{name} must be comma-separated numbers (got {text!r})") from None
+    return [check_range(name, v, *RE_RANGE) for v in values]
 
 
 def steady_case(backend, channel, re, args, start) -> tuple:
@@ -146,13 +149,24 @@ def main(argv=None) -> int:
     args = parse(sys.argv[1:] if argv is None else argv)
     ny, nx = parse_grid(args.grid)
     check_solver(args.solver)
-    check_range("--psi-sweeps", args.psi_sweeps, 1, integer=True)
-    for name in ("tol", "t_steady", "t_first", "t_unsteady"):
+    check_range("--psi-sweeps", args.psi_sweeps, 1, MAX_PSI_SWEEPS, integer=True)
+    if args.body not in BODY:
+        raise InputError(f"--body must be one of {', '.join(BODY)} (got {args.body!r})")
+    check_tolerance("--tol", args.tol, float(np.finfo(np.float64).eps))
+    for name in ("t_steady", "t_first", "t_unsteady"):
         check_range("--" + name.replace("_", "-"), getattr(args, name), 0, low_open=True)
+    check_tag(args.tag)
     steady_re, unsteady_re = _numbers(args.steady_re, "--steady-re"), _numbers(args.unsteady_re, "--unsteady-re")
-    ensure_writable_dir(args.out_dir, "--out-dir")
     backend = get_backend(args.device)
+    check_fits(backend, (ny + 1) * (nx + 1), 2 * ARRAYS, np.float64, HOST_ARRAYS, f"--grid {ny}x{nx}",  # two flows held
+               largest_grid)
     channel = Channel.create(ny, nx)
+    for re in steady_re:
+        step_count(args.t_steady, default_dt(channel, CFL["steady"], re), 1, "--t-steady")
+    for re in unsteady_re:
+        for option in ("--t-first", "--t-unsteady"):
+            step_count(getattr(args, option[2:].replace("-", "_")), default_dt(channel, CFL["unsteady"], re), 1, option)
+    ensure_writable_dir(args.out_dir, "--out-dir")
     summary = {"grid": args.grid, "device": backend.describe(), "solver": args.solver, "psi_sweeps": args.psi_sweeps,
                "body": args.body,
                "reference": breuer2000.CITATION, "cases": [], "seconds": 0.0,
@@ -180,4 +194,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(run_cli(main, prog="cylinder_validation"))
+    raise SystemExit(run_cli(main, prog="scripts/cylinder_validation.py"))

@@ -14,17 +14,22 @@ difference over the field. dop study (like the paper's Fig. 6): converged checke
 """
 from __future__ import annotations
 
-import argparse
 import datetime
 import json
+import math
 import sys
 from pathlib import Path
 
 import numpy as np
 
 from fem3d.backend import get_backend
-from fem3d.errors import ConvergenceError
-from tridiag.heat_steady import solve_steady
+from fem3d.errors import ArgumentParser, ConvergenceError, check_range, run_cli
+from fem3d.output import ensure_writable_dir
+from script_options import check_each, check_tag
+from tridiag.cli import MAX_STEPS, check_tolerance
+from tridiag.heat import SOLVE_ARRAYS
+from tridiag.heat_steady import parameters, solve_steady
+from tridiag.memory import check_fits
 
 SIZES = (128, 256, 512, 1024)
 DOPS = (4, 8, 16, 32)
@@ -45,18 +50,31 @@ def row_of(label, res):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = ArgumentParser(prog="scripts/heat_steady_table.py", description=__doc__.splitlines()[0])
     p.add_argument("--sizes", type=int, nargs="*", default=list(SIZES), help="Table 1 grids (none: no table)")
     p.add_argument("--dops", type=int, nargs="*", default=list(DOPS), help="dop study (none: no study)")
     p.add_argument("--dop-n", type=int, default=512, help="grid of the dop study")
     p.add_argument("--tol", type=float, default=1e-9)
     p.add_argument("--paper-maxiter", type=int, default=7000, help="cap of the paper's setting (128²: 6583)")
     p.add_argument("--maxiter", type=int, default=100000)
-    p.add_argument("--device", default="gpu")
+    p.add_argument("--device", default="gpu", help="gpu (default), cpu or auto")
     p.add_argument("--out", default="benchmarks/results")
     p.add_argument("--tag", default="")
     args = p.parse_args(argv)
+    for n in args.sizes:
+        check_range("--sizes", n, 8, integer=True)  # the table's checkerboard runs pieces of 8 rows
+    check_range("--dop-n", args.dop_n, 3, integer=True)
+    if args.dops:
+        check_each("--dops", args.dops, 1, args.dop_n, integer=True)
+    check_tolerance("--tol", args.tol)
+    check_range("--paper-maxiter", args.paper_maxiter, 1, MAX_STEPS, integer=True)
+    check_range("--maxiter", args.maxiter, 1, MAX_STEPS, integer=True)
+    check_tag(args.tag)
     backend = get_backend(args.device)
+    largest = max([*args.sizes, args.dop_n if args.dops else 3])
+    check_fits(backend, largest**2, SOLVE_ARRAYS + 2 * len(parameters("cyclic", largest)), np.float64, 2,
+               f"a {largest}² grid", lambda nodes: f"a {math.isqrt(nodes)}² grid")
+    ensure_writable_dir(args.out)
     xp = backend.xp
     thomas = "pta" if backend.is_gpu else "thomas"
     print(backend.describe(), flush=True)
@@ -115,4 +133,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_cli(main, prog="scripts/heat_steady_table.py"))

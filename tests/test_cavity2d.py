@@ -9,7 +9,8 @@ import pytest
 
 from fem3d.backend import cupy_module, get_backend
 from tridiag import ghia1982
-from tridiag.cavity2d import analyse, cavity
+from tridiag.cavity2d_output import analyse
+from tridiag.cavity2d_problem import cavity
 from tridiag.vorticity import velocity
 
 
@@ -85,12 +86,12 @@ def test_analysis_against_ghia_is_exact_for_ghia_data():
 @pytest.mark.parametrize("args, message", [
     (["--n", "2"], "--n must be >= 4"),
     (["--n", "4.5"], "argument --n: invalid int value"),
-    (["--re", "0"], "--re must be > 0"),
-    (["--re", "-100"], "--re must be > 0"),
+    (["--re", "0"], "--re must be >= 0.001 and <= 100000 (got 0.0)"),
+    (["--re", "-100"], "--re must be >= 0.001"),
     (["--solver", "fast"], "--solver must be one of thomas, pta, pta-strided, cr, pcr, hybrid, auto"),
     (["--iterations", "-1"], "--iterations must be >= 0"),
     (["--dt", "0"], "--dt must be > 0"),
-    (["--tol", "-1"], "--tol must be > 0"),
+    (["--tol", "-1"], "--tol must be >= 2.22045e-16 and < 1 (got -1.0)"),
     (["--psi-sweeps", "0"], "--psi-sweeps must be >= 1"),
     (["--device", "quantum"], "--device must be one of auto, cpu, gpu"),
     (["--dtype", "float16"], "--dtype must be one of float64, float32"),

@@ -181,8 +181,8 @@ def _cli(*args):
 
 @pytest.mark.parametrize("args, message", [
     (["unsteady", "--n", "2"], "--n must be >= 3 (got 2)"),
-    (["unsteady", "--steps", "-1", "--n", "5"], "--steps must be >= 0 (got -1)"),
-    (["unsteady", "--dt", "0", "--n", "5"], "--dt must be > 0"),
+    (["unsteady", "--steps", "-1", "--n", "5"], "--steps must be >= 0 and <= 1000000000 (got -1)"),
+    (["unsteady", "--dt", "0", "--n", "5"], "--dt must be >= 1e-30 and <= 1e+30 (got 0.0)"),
     (["steady", "--solver", "nope"], "invalid choice: 'nope'"),
     (["steady", "--n", "9", "--solver", "checkerboard", "--dop", "10"], "--dop must be >= 1 and <= 9 (got 10)"),
     (["steady", "--n", "40", "--solver", "checkerboard", "--dop", "33", "--memory", "shared"], "dop must be <= 32"),

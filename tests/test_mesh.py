@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 
 from fem3d.element import Q1, Q2
-from fem3d.errors import InputError
-from fem3d.mesh import (VTK_HEX8_TO_TENSOR, box_mesh, graded_coordinates, greedy_colouring, mesh_from_hex8, read_mesh)
+from fem3d.errors import InputError, run_cli
+from fem3d.mesh import (VTK_HEX8_TO_TENSOR, box_mesh, describe, graded_coordinates, greedy_colouring, main,
+                        mesh_from_hex8, read_mesh)
 
 MESHES = os.path.join(os.path.dirname(__file__), "..", "meshes")
 
@@ -148,3 +149,94 @@ def test_mesh_cli_bad_input_exits_2_with_one_line(tmp_path, args, message):
 def test_mesh_cli_summary():
     p = subprocess.run([sys.executable, "-m", "fem3d.mesh", os.path.join(MESHES, "distorted_cube_hex8.msh")], capture_output=True, text=True)
     assert p.returncode == 0 and "elements 216" in p.stdout and "lid 36, walls 180, untagged 0" in p.stdout
+
+
+# ------------------------------------------------------- broken mesh files (fem3d.mesh_checks)
+
+def box_hex8(nx, ny, nz, shift=(0.0, 0.0, 0.0)):
+    """(vertices, hexes in VTK order) of a box mesh on [0, nx/ny...]: unit elements, moved by ``shift``."""
+    box = box_mesh(nx, ny, nz, lengths=(nx, ny, nz))
+    return box.points[box.pressure_nodes] + shift, box.pressure_cells[:, np.argsort(VTK_HEX8_TO_TENSOR)]
+
+
+def write_hex8(path, vertices, hexes):
+    meshio.write(str(path), meshio.Mesh(vertices, [("hexahedron", hexes)]))
+    return str(path)
+
+
+def seamed(offset):
+    """The 4x2x2 box with the second half's vertices on the plane x = 2 written again (moved by ``offset``)."""
+    verts, hexes = box_hex8(4, 2, 2)
+    on_seam = np.flatnonzero(verts[:, 0] == 2.0)
+    copies = len(verts) + np.arange(len(on_seam))
+    renumber = np.arange(len(verts))
+    renumber[on_seam] = copies
+    right = verts[hexes].mean(axis=1)[:, 0] > 2.0
+    hexes = hexes.copy()
+    hexes[right] = renumber[hexes[right]]
+    return np.concatenate([verts, verts[on_seam] + [offset, 0.0, 0.0]]), hexes, len(on_seam)
+
+
+def test_coincident_nodes_of_a_seam_are_merged(tmp_path):
+    verts, hexes, copies = seamed(0.0)
+    seamless = mesh_from_hex8(*box_hex8(4, 2, 2))
+    m = read_mesh(write_hex8(tmp_path / "seam.vtu", verts, hexes))
+    assert copies == 9 and m.merged_nodes == 9
+    assert (m.n_elements, m.n_nodes, m.n_pressure, m.n_dofs) == (16, 9 * 5 * 5, 5 * 3 * 3, seamless.n_dofs)
+    assert len(m.boundary_faces) == len(seamless.boundary_faces) == 2 * (4 * 2 + 4 * 2 + 2 * 2)
+    assert np.array_equal(np.unique(m.points[m.boundary_nodes()], axis=0),
+                          np.unique(seamless.points[seamless.boundary_nodes()], axis=0))
+    assert "merged 9 coincident nodes" in describe(m)
+
+
+def broken_meshes(tmp_path):
+    """name -> (file, expected message) of hand-made broken meshes."""
+    cases = {}
+    (tmp_path / "empty.msh").write_bytes(b"")
+    cases["empty"] = ("empty.msh", "is empty (0 bytes)")
+    (tmp_path / "garbage.msh").write_bytes(bytes(range(256)) * 8)
+    cases["garbage"] = ("garbage.msh", "meshio cannot read it")
+    (tmp_path / "folder.msh").mkdir()
+    cases["directory"] = ("folder.msh", "is a directory, not a mesh file")
+    meshio.write(str(tmp_path / "tets.vtu"), meshio.Mesh(np.eye(4, 3), [("tetra", np.array([[0, 1, 2, 3]]))]))
+    cases["tets only"] = ("tets.vtu", "no hexahedron or hexahedron27 cells (cell types: tetra)")
+    verts, hexes = box_hex8(2, 1, 1)
+    meshio.write(str(tmp_path / "mixed.vtu"), meshio.Mesh(verts, [("hexahedron", hexes), ("tetra", hexes[:1, :4])]))
+    cases["mixed"] = ("mixed.vtu", "mixes the solid cell types hexahedron, tetra")
+    inverted = hexes.copy()
+    inverted[1] = inverted[1][[4, 5, 6, 7, 0, 1, 2, 3]]
+    write_hex8(tmp_path / "inverted.vtu", verts, inverted)
+    cases["inverted"] = ("inverted.vtu", "element 1 is inverted or degenerate")
+    nan = verts.copy()
+    nan[5, 1] = np.nan
+    write_hex8(tmp_path / "nan.vtu", nan, hexes)
+    cases["NaN point"] = ("nan.vtu", "point 5 of the mesh has a non-finite coordinate")
+    write_hex8(tmp_path / "twice.vtu", verts, np.concatenate([hexes, hexes[1:]]))
+    cases["duplicated element"] = ("twice.vtu", "elements 1 and 2 are the same element (the same 8 vertices)")
+    (va, ha), (vb, hb) = box_hex8(1, 1, 1), box_hex8(1, 1, 1, shift=(3.0, 0.0, 0.0))
+    write_hex8(tmp_path / "apart.vtu", np.concatenate([va, vb]), np.concatenate([ha, hb + len(va)]))
+    cases["two cubes"] = ("apart.vtu", "the mesh has 2 disconnected parts")
+    verts, hexes, _ = seamed(1e-7)
+    write_hex8(tmp_path / "crack.vtu", verts, hexes)
+    cases["crack"] = ("crack.vtu", "8 boundary faces lie inside the domain")
+    va, ha = box_hex8(2, 1, 1)
+    far = va[ha[1]].copy()
+    far[[1, 2, 5, 6], 0] = 3.0  # a third element on the face x = 1, overlapping the second
+    write_hex8(tmp_path / "three.vtu", np.concatenate([va, far]), np.concatenate([ha, [len(va) + np.arange(8)]]))
+    cases["face of three"] = ("three.vtu", "a face is shared by 3 elements (0, 1, 2)")
+    return cases
+
+
+def test_broken_meshes_are_one_line_input_errors(tmp_path, capsys):
+    for name, (file, message) in broken_meshes(tmp_path).items():
+        assert run_cli(main, [str(tmp_path / file)], prog="fem3d.mesh") == 2, name
+        err = capsys.readouterr().err
+        assert err.startswith(f"fem3d.mesh: error: --mesh {tmp_path / file}") and message in err, (name, err)
+        assert err.count("\n") == 1, (name, err)
+
+
+def test_unknown_tag_field_lists_the_integer_fields(capsys):
+    path = os.path.join(MESHES, "distorted_cube_hex8.msh")
+    assert run_cli(main, [path, "--tag-field", "nope"], prog="fem3d.mesh") == 2
+    assert capsys.readouterr().err == (f"fem3d.mesh: error: --mesh {path}: --tag-field 'nope' is not integer cell data "
+                                       "of the file (integer cell data: gmsh:geometrical, gmsh:physical)\n")

@@ -18,10 +18,10 @@ from fem3d.errors import ConvergenceError
 
 from .channel import apply_outflow, normal_vorticity_flux
 from .vorticity import wall_vorticity
+from .vorticity_solver import VorticitySolver
 
 RELAX = 0.25  # fraction of the correction c applied per step (see PressureBodyValue.correct)
-TOL = 1e-11  # largest change of ψ₁ over one ρ cycle of ADI sweeps that counts as converged (float64)
-TOL_EPS = 50  # ... at least this many machine epsilons of the field dtype (float32)
+TOL = 1e-11  # largest change of ψ₁ over one ρ cycle of ADI sweeps that counts as converged
 MAX_SWEEPS = 20000
 
 
@@ -29,34 +29,38 @@ class PressureBodyValue:
     """Corrects ψ after each step of ``flow`` (a CylinderFlow) so that ∮ ∂ω/∂n ds = 0 on the cylinder.
 
     psi1: ψ₁ computed before for the same channel (any backend), else solved here by the core's
-    ADI sweeps (some hundreds; ``sweeps`` says how many)."""
+    ADI sweeps (some hundreds; ``sweeps`` says how many), in float64 whatever the flow's dtype
+    (float32 sweeps stall at a round-off floor of 1e-6 to 1e-5 over a cycle, solver-dependent)."""
 
     def __init__(self, flow, psi1=None):
         xp, core = flow.xp, flow.core
         self.channel, self.boundary = flow.channel, flow.boundary
         self.scratch = xp.empty_like(flow.psi)
-        if psi1 is not None:
-            self.psi1, self.sweeps = xp.asarray(psi1.get() if hasattr(psi1, "get") else psi1, dtype=flow.psi.dtype), 0
-            self.sensitivity = self._sensitivity()
-            return
+        if psi1 is None:
+            if core.dtype != np.float64:
+                core = VorticitySolver(xp, self.channel.boundary(xp), core.re, core.dt, solver=core.solver)
+            psi1, self.sweeps = self._solve(core, flow.grid)
+        else:
+            self.sweeps = 0
+        self.psi1 = xp.asarray(psi1.get() if hasattr(psi1, "get") else psi1, dtype=flow.psi.dtype)
+        self.sensitivity = self._sensitivity()
+
+    def _solve(self, core, grid) -> tuple:
+        """(ψ₁ in the core's dtype, sweeps taken) by the core's ADI sweeps; ConvergenceError at MAX_SWEEPS."""
+        xp = core.xp
         j0, j1, i0, i1 = self.channel.body
-        psi1 = xp.zeros_like(flow.psi)
+        psi1 = xp.zeros(grid.shape, dtype=core.dtype)
         psi1[j0:j1 + 1, i0:i1 + 1] = 1
-        zero = xp.zeros_like(flow.psi)
+        zero = xp.zeros_like(psi1)
         cycle = len(core.rho)
-        tol = max(TOL, TOL_EPS * float(np.finfo(psi1.dtype).eps))
         for done in range(0, MAX_SWEEPS, cycle):
             before = psi1.copy()
             for _ in range(cycle):
                 core.poisson_sweep(psi1, zero)
-                apply_outflow(psi1, zero, flow.grid, 1.0)
-            if float(xp.abs(psi1 - before).max()) < tol:
-                break
-        else:
-            raise ConvergenceError(f"the harmonic body field psi_1 did not converge in {MAX_SWEEPS} ADI sweeps", "psi_1")
-        self.sweeps = done + cycle
-        self.psi1 = psi1
-        self.sensitivity = self._sensitivity()
+                apply_outflow(psi1, zero, grid, 1.0)
+            if float(xp.abs(psi1 - before).max()) < TOL:
+                return psi1, done + cycle
+        raise ConvergenceError(f"the harmonic body field psi_1 did not converge in {MAX_SWEEPS} ADI sweeps", "psi_1")
 
     def _sensitivity(self) -> float:
         """d(∮ ∂ω/∂n ds)/dc: the surface integral of the Thom vorticity of ψ₁ alone."""

@@ -1,95 +1,39 @@
 """python -m tridiag.cavity2d: the steady 2D lid-driven cavity by vorticity–stream-function ADI.
 
 The unit square, lid y = 1 moving in +x at speed 1, no-slip walls elsewhere; n × n cells
-((n+1)² nodes, h = 1/n). Each iteration is one ADI step of the vorticity transport and
-``--psi-sweeps`` ADI sweeps of the stream-function Poisson equation
+((n+1)² nodes, h = 1/n; tridiag.cavity2d_problem). Each iteration is one ADI step of the
+vorticity transport and ``--psi-sweeps`` ADI sweeps of the stream-function Poisson equation
 (tridiag.vorticity_solver), every line solve by tridiag.solve with ``--solver``. The run
 stops once the steady residual is <= --tol, or after exactly --iterations steps (timing).
+Results (tridiag.cavity2d_output): summary.json, profiles.csv, cavity2d.vtu, then the PNGs.
 """
 from __future__ import annotations
 
-import os
+import math
 import sys
 import time
 
 import numpy as np
 
-from fem3d.backend import get_backend, resolve_dtype
-from fem3d.errors import ArgumentParser, ConvergenceError, check_range, run_cli
-from fem3d.output import ensure_writable_dir, write_csv, write_json
+from fem3d.backend import get_backend
+from fem3d.errors import ArgumentParser, ConvergenceError, InputError, check_range, run_cli
+from fem3d.output import ensure_writable_dir
 
-from . import ghia1982
-from .flow_analysis import minimum, sample
-from .cli import add_flow_arguments
-from .line_solver import check_solver
-from .vorticity import Boundary, Grid, velocity
-from .vorticity_solver import VorticitySolver
+from .cavity2d_output import CavityRun, draw_pictures, report, write_results, write_summary
+from .cavity2d_problem import ARRAYS, HOST_ARRAYS, cavity, default_dt, default_tol, wall_relaxation
+from .cli import MAX_STEPS, RE_RANGE, add_flow_arguments, check_flow_arguments
+from .memory import check_fits
+from .vorticity import velocity
 
-
-def default_tol(dtype: str, n: int) -> float:
-    """1e-6 in float64; in float32 max(1e-4, 1e-7 n²): the round-off floor of the residual grows
-    like 1/h² (measured about 4e-5 on 32² cells)."""
-    return 1e-6 if dtype == "float64" else max(1e-4, 1e-7 * n * n)
-def default_dt(re: float, h: float) -> float:
-    """Δt = CFL h (lid speed 1) with CFL = 12 / Pe clipped to [2, 8], Pe = Re h the cell Reynolds
-    number: central convection needs small CFL numbers at large Pe. Measured with converging runs
-    (CFL, Pe): Re 1000 (2, 15.6) (3, 7.8) (4, 3.9); Re 400 (4, 3.1) (6, 1.6); Re 100 (10, 0.4-1.6);
-    (5, 15.6) did not converge."""
-    return min(8.0, max(2.0, 12.0 / (re * h))) * h
-
-
-def wall_relaxation(dt: float, re: float, h: float) -> float:
-    """Default under-relaxation of the wall vorticity: min(1, 1 / D), D = Δt / (Re h²) the diffusion
-    number. Measured: the explicit Thom coupling diverges once α D exceeds about 2 (α = 1 above D ≈ 2)."""
-    return min(1.0, re * h * h / dt)
-
-
-def cavity(xp, n: int, re: float, dt: float | None = None, solver: str = "thomas", psi_sweeps: int = 2,
-           relaxation: float | None = None, dtype=np.float64):
-    """(VorticitySolver, ψ, ω) of the cavity on n × n cells, fields zero (fluid at rest); dt defaults
-    to :func:`default_dt`, the wall-vorticity relaxation to :func:`wall_relaxation`."""
-    grid = Grid.box(1.0, 1.0, n, n)
-    fixed = np.ones(grid.shape, dtype=bool)
-    fixed[1:-1, 1:-1] = False
-    lid = np.zeros(grid.shape)
-    lid[-1] = 1.0
-    boundary = Boundary.create(xp, grid, fixed, wall_u=lid, dtype=dtype)
-    step = default_dt(re, grid.hx) if dt is None else dt
-    alpha = wall_relaxation(step, re, grid.hx) if relaxation is None else relaxation
-    vs = VorticitySolver(xp, boundary, re, step, solver=solver, psi_sweeps=psi_sweeps, wall_relaxation=alpha, dtype=dtype)
-    return vs, xp.zeros(grid.shape, dtype=dtype), xp.zeros(grid.shape, dtype=dtype)
-
-
-def analyse(grid: Grid, psi, u, v, re: float) -> dict:
-    """Centre-line profiles, the primary vortex and, at Re 100, 400, 1000, the differences from
-    Ghia et al. (our fields sampled bicubically at their points). Host (ny, nx) inputs."""
-    x, y = grid.coordinates()
-    out = {"u_line": (y, sample(u, grid, np.full_like(y, 0.5), y)),
-           "v_line": (x, sample(v, grid, x, np.full_like(x, 0.5))),
-           "psi_min": minimum(psi, grid), "reference": ghia1982.reference(re)}
-    ref = out["reference"]
-    if ref is not None:
-        (yr, ur), (xr, vr) = ref["u"], ref["v"]
-        du = sample(u, grid, np.full_like(yr, 0.5), yr) - ur
-        dv = sample(v, grid, xr, np.full_like(xr, 0.5)) - vr
-        out["ghia_points"] = {"u": (yr, ur, du), "v": (xr, vr, dv)}
-        psi_ref = ghia1982.primary_vortex()[int(re)]
-        sus_u, sus_v = ref["suspect"]["u"], ref["suspect"]["v"]
-        out["ghia"] = {"max_abs_du": float(np.abs(du).max()), "at_y": float(yr[np.argmax(np.abs(du))]),
-                       "max_abs_dv": float(np.abs(dv).max()), "at_x": float(xr[np.argmax(np.abs(dv))]),
-                       "max_abs_du_without_suspect": float(np.abs(du[~sus_u]).max()),
-                       "max_abs_dv_without_suspect": float(np.abs(dv[~sus_v]).max()),
-                       "suspect_points": {"u_at_y": yr[sus_u].tolist(), "v_at_x": xr[sus_v].tolist()},
-                       "psi_min": psi_ref[0], "psi_min_x": psi_ref[1], "psi_min_y": psi_ref[2],
-                       "citation": ghia1982.CITATION}
-    return out
+PROG = "tridiag.cavity2d"
 
 
 def parse(argv):
     ap = ArgumentParser(prog="python -m tridiag.cavity2d", description=__doc__.split("\n\n")[0].split(": ", 1)[1],
                         epilog="Re 100 on 64 x 64 cells takes seconds on a CPU; Re 1000 on 256 x 256 a few minutes "
                                "on a GPU. Exit codes: 2 bad input, 3 not converged or diverged (results written and marked).")
-    ap.add_argument("--re", type=float, default=100.0, help="Reynolds number (lid speed and side 1; default 100)")
+    ap.add_argument("--re", type=float, default=100.0,
+                    help=f"Reynolds number (lid speed and side 1; {RE_RANGE[0]:g} to {RE_RANGE[1]:g}; default 100)")
     ap.add_argument("--n", type=int, default=64, help="cells per side: (n+1)^2 nodes, h = 1/n (default 64)")
     ap.add_argument("--tol", type=float, default=None,
                     help="steady residual to reach (max-norm, relative to max|omega|; default 1e-6, in float32 max(1e-4, 1e-7 n^2))")
@@ -104,29 +48,47 @@ def parse(argv):
     return ap.parse_args(argv)
 
 
-def _check(args) -> None:
-    check_range("--re", args.re, 0, low_open=True)
+def check(args) -> np.dtype:
+    """The options checked before anything is allocated; returns the field dtype."""
+    dtype = check_flow_arguments(args)
     check_range("--n", args.n, 4, integer=True)
-    check_solver(args.solver)
-    check_range("--iterations", args.iterations, 0, integer=True)
-    check_range("--max-iterations", args.max_iterations, 1, integer=True)
-    check_range("--psi-sweeps", args.psi_sweeps, 1, integer=True)
-    check_range("--check-every", args.check_every, 1, integer=True)
-    if args.tol is not None:
-        check_range("--tol", args.tol, 0, low_open=True)
+    check_range("--iterations", args.iterations, 0, MAX_STEPS, integer=True)
+    check_range("--max-iterations", args.max_iterations, 1, MAX_STEPS, integer=True)
     if args.dt is not None:
         check_range("--dt", args.dt, 0, low_open=True)
     if args.wall_relaxation is not None:
         check_range("--wall-relaxation", args.wall_relaxation, 0, 1, low_open=True)
+    if not args.iterations:
+        check_reachable(args)
+    return dtype
+
+
+def check_reachable(args) -> None:
+    """InputError if a steady state cannot be reached within --max-iterations: the lid's flow needs
+    about 1/Δt iterations to cross the cavity, and the wall vorticity, under-relaxed by α, about 1/α
+    to follow ψ (the default α = Re h²/Δt falls as Δt grows)."""
+    h = 1 / args.n
+    dt = default_dt(args.re, h) if args.dt is None else args.dt
+    alpha = wall_relaxation(dt, args.re, h) if args.wall_relaxation is None else args.wall_relaxation
+    cap = f"within --max-iterations {args.max_iterations}"
+    if 1 / dt > args.max_iterations:
+        raise InputError(f"--dt {dt:g} is too small to reach a steady state {cap}: the lid's flow needs about "
+                         f"1/dt = {1 / dt:.3g} iterations to cross the cavity")
+    if 1 / alpha > args.max_iterations:
+        given = "" if args.wall_relaxation is None else f" {alpha:g}"
+        default = f" (default Re h^2/dt = {alpha:.3g} at dt {dt:g})" if args.wall_relaxation is None else ""
+        raise InputError(f"--wall-relaxation{given}{default} is too small to reach a steady state {cap}: the wall "
+                         f"vorticity needs about 1/alpha = {1 / alpha:.3g} iterations to follow the stream function")
 
 
 def main(argv=None) -> int:
     t_start = time.perf_counter()
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parse(argv)
-    _check(args)
+    dtype = check(args)
     backend = get_backend(args.device)
-    dtype = resolve_dtype(args.dtype)
+    check_fits(backend, (args.n + 1) ** 2, ARRAYS, dtype, HOST_ARRAYS, f"--n {args.n} ({args.dtype})",
+               lambda nodes: f"--n {math.isqrt(nodes) - 1}")
     out = ensure_writable_dir(args.out)
     tol = default_tol(args.dtype, args.n) if args.tol is None else args.tol
     say = (lambda s: print(s, flush=True)) if not args.quiet else (lambda s: None)
@@ -151,69 +113,31 @@ def main(argv=None) -> int:
         error, result = exc, {"steps": None, "converged": False, "residual": float("nan"), "history": []}
     backend.synchronize()
     seconds = time.perf_counter() - t_march
-    converged = error is None and (result["residual"] <= tol)
-    summary = _outputs(args, argv, out, vs, psi, omega, backend, result, converged, seconds, t_start, tol, error, say)
+    u, v = velocity(psi, grid, vs.boundary)
+    run = CavityRun(
+        re=args.re, n=args.n, solver=args.solver, methods={k: s.method for k, s in vs.omega_lines.items()},
+        dtype=args.dtype, device=backend.describe(), command=" ".join(["python -m tridiag.cavity2d", *argv]),
+        fixed_iterations=fixed_count, tol=tol, grid=grid, dt=vs.dt, wall_relaxation=vs.wall_relaxation,
+        psi_sweeps=vs.psi_sweeps, result=result, error=error, seconds=seconds,
+        fields={name: backend.to_numpy(f).astype(np.float64) for name, f in
+                (("psi", psi), ("omega", omega), ("u", u), ("v", v))},
+        seconds_total=time.perf_counter() - t_start)
+    files = write_results(run, out)
+    write_summary(run, out, files)
+    pictures = [] if args.no_plots else draw_pictures(run, out, PROG)
+    if pictures:
+        files += pictures
+        write_summary(run, out, files)
+    for line in report(run):
+        say(line)
     if error is not None:
         raise ConvergenceError(f"{error} (results in {out} marked as not converged)", error.reason)
-    if not fixed_count and not converged:
+    if not fixed_count and not run.converged:
         raise ConvergenceError(f"residual {result['residual']:.2e} > --tol {tol:g} after {result['steps']} iterations "
                                f"(results in {out} marked as not converged)", "iteration cap")
-    say(f"wrote {out}/: {', '.join(summary['files'])}")
+    say(f"wrote {out}/: {', '.join(['summary.json', *files])}")
     return 0
 
 
-def _outputs(args, argv, out, vs, psi, omega, backend, result, converged, seconds, t_start, tol, error, say) -> dict:
-    """summary.json, profiles.csv, cavity2d.vtu and the PNGs; returns the summary."""
-    from .flow_output import fields_png, profiles_png, write_vtu
-
-    grid = vs.grid
-    u, v = velocity(psi, grid, vs.boundary)
-    psi_h, omega_h, u_h, v_h = (backend.to_numpy(f).astype(np.float64) for f in (psi, omega, u, v))
-    files = ["summary.json"]
-    a = analyse(grid, psi_h, u_h, v_h, args.re) if error is None else None
-    if a is not None:
-        rows = [["u_vertical", "grid", 0.5, yy, val, "", ""] for yy, val in zip(*a["u_line"])]
-        rows += [["v_horizontal", "grid", xx, 0.5, val, "", ""] for xx, val in zip(*a["v_line"])]
-        if "ghia_points" in a:
-            rows += [["u_vertical", "ghia", 0.5, yy, ref + d, ref, d] for yy, ref, d in zip(*a["ghia_points"]["u"])]
-            rows += [["v_horizontal", "ghia", xx, 0.5, ref + d, ref, d] for xx, ref, d in zip(*a["ghia_points"]["v"])]
-        write_csv(os.path.join(out, "profiles.csv"), ["profile", "point", "x", "y", "value", "ghia", "difference"], rows)
-        write_vtu(os.path.join(out, "cavity2d.vtu"), grid, {"psi": psi_h, "omega": omega_h, "u": u_h, "v": v_h})
-        files += ["profiles.csv", "cavity2d.vtu"]
-        if not args.no_plots:
-            title = f"2D lid-driven cavity, Re {args.re:g}, {args.n} x {args.n} cells"
-            fields_png(os.path.join(out, "fields.png"), grid, psi_h, omega_h, title + ": vorticity and streamlines",
-                       omega_range=5.0)
-            profiles_png(os.path.join(out, "profiles.png"), a["u_line"], a["v_line"], a["reference"],
-                         title + ": centre-line velocities", "tridiag.cavity2d", ghia1982.CITATION.split(",")[0] + " et al.")
-            files += ["fields.png", "profiles.png"]
-        vortex = a["psi_min"]
-        say(f"psi_min {vortex['value']:.6f} at ({vortex['x']:.4f}, {vortex['y']:.4f})")
-        if "ghia" in a:
-            g = a["ghia"]
-            apart = (f" ({g['max_abs_du_without_suspect']:.4f}, {g['max_abs_dv_without_suspect']:.4f} without the suspect "
-                     f"point{'s' if len(g['suspect_points']['u_at_y'] + g['suspect_points']['v_at_x']) > 1 else ''} "
-                     "of ghia1982.SUSPECT)") if g["suspect_points"]["u_at_y"] or g["suspect_points"]["v_at_x"] else ""
-            say(f"vs Ghia et al. 1982: max |du| {g['max_abs_du']:.4f} at y = {g['at_y']:.4f}, "
-                f"max |dv| {g['max_abs_dv']:.4f} at x = {g['at_x']:.4f}{apart}; their psi_min {g['psi_min']:.6f}")
-    summary = {
-        "re": args.re, "n_cells": args.n, "nodes": [grid.nx, grid.ny], "h": grid.hx,
-        "solver": args.solver, "methods": {k: s.method for k, s in vs.omega_lines.items()},
-        "device": backend.describe(), "dtype": args.dtype, "dt": vs.dt, "wall_relaxation": vs.wall_relaxation,
-        "psi_sweeps": vs.psi_sweeps,
-        "mode": "fixed iterations" if args.iterations else "tolerance", "tol": tol,
-        "iterations": result["steps"], "converged": converged, "reason": error.reason if error else
-        ("converged" if converged else ("fixed iterations" if args.iterations else "iteration cap")),
-        "message": str(error) if error else None,
-        "residual": result["residual"], "residual_history": result["history"],
-        "seconds": seconds, "seconds_per_iteration": seconds / result["steps"] if result["steps"] else None,
-        "seconds_total": time.perf_counter() - t_start,
-        "psi_min": a["psi_min"] if a else None, "ghia": a.get("ghia") if a else None,
-        "files": files, "command": " ".join(["python -m tridiag.cavity2d", *argv]),
-    }
-    write_json(os.path.join(out, "summary.json"), summary)
-    return summary
-
-
 if __name__ == "__main__":
-    raise SystemExit(run_cli(main, prog="tridiag.cavity2d"))
+    raise SystemExit(run_cli(main, prog=PROG))

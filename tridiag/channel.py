@@ -38,14 +38,14 @@ CONVECTIVE_SPEED = FLUX / HEIGHT  # U_c of the outflow condition: the mean veloc
 GRIDS = ("160x800", "200x1000", "400x2000")  # the paper's grids, ny x nx cells
 
 
-def parse_grid(text: str) -> tuple:
-    """(ny, nx) cells from "NYxNX" (e.g. "160x800"); InputError otherwise."""
+def parse_grid(text: str, option: str = "--grid") -> tuple:
+    """(ny, nx) cells from "NYxNX" (e.g. "160x800"); InputError naming ``option`` otherwise."""
     parts = text.lower().split("x")
     if len(parts) != 2 or not all(p.isdigit() for p in parts):
-        raise InputError(f"--grid must look like 160x800 (ny x nx cells; got {text!r})")
+        raise InputError(f"{option} must look like 160x800 (ny x nx cells; got {text!r})")
     ny, nx = int(parts[0]), int(parts[1])
     if ny < 16 or nx < 50:
-        raise InputError(f"--grid needs at least 16 x 50 cells, so that the cylinder spans grid cells (got {text!r})")
+        raise InputError(f"{option} needs at least 16 x 50 cells, so that the cylinder spans grid cells (got {text!r})")
     return ny, nx
 
 

@@ -1,7 +1,23 @@
-"""Command-line options shared by the tridiag flow cases (tridiag.cavity2d, tridiag.cylinder)."""
+"""Command-line options and limits shared by the tridiag commands (tridiag.heat, tridiag.cavity2d,
+tridiag.cylinder) and the scripts that run them.
+
+Limits: MAX_STEPS iterations or time steps per run (beyond it a run is a hang, not a
+computation); Reynolds numbers in RE_RANGE (below, the viscous coefficients dwarf the
+time step and no default step converges; above, the central-difference steady and unsteady
+runs diverge); at most MAX_PSI_SWEEPS ψ sweeps per step.
+"""
 from __future__ import annotations
 
-from .line_solver import SOLVERS
+import numpy as np
+
+from fem3d.backend import resolve_dtype
+from fem3d.errors import check_range
+
+from .line_solver import SOLVERS, check_solver
+
+MAX_STEPS = 10**9
+RE_RANGE = (1e-3, 1e5)
+MAX_PSI_SWEEPS = 1000
 
 
 def add_flow_arguments(ap, out: str, unit: str) -> None:
@@ -9,7 +25,7 @@ def add_flow_arguments(ap, out: str, unit: str) -> None:
     --quiet on ``ap``; ``unit`` names what a step is ("iteration" or "step")."""
     ap.add_argument("--solver", default="auto", help=f"line solver: {', '.join(SOLVERS)} (default auto)")
     ap.add_argument("--psi-sweeps", type=int, default=2,
-                    help=f"ADI sweeps of the stream-function equation per {unit} (default 2)")
+                    help=f"ADI sweeps of the stream-function equation per {unit} (1..{MAX_PSI_SWEEPS}; default 2)")
     ap.add_argument("--check-every", type=int, default=100,
                     help=f"{unit}s between progress lines and residual/divergence checks (default 100)")
     ap.add_argument("--device", default="auto", help="auto, cpu or gpu (default auto: the GPU when CuPy sees one)")
@@ -17,3 +33,22 @@ def add_flow_arguments(ap, out: str, unit: str) -> None:
     ap.add_argument("--out", default=out, help=f"output directory (default {out})")
     ap.add_argument("--no-plots", action="store_true", help="skip the PNG files")
     ap.add_argument("--quiet", action="store_true", help="no progress lines")
+
+
+def check_flow_arguments(args) -> np.dtype:
+    """Check the options the flow cases share (--re, --tol and those of :func:`add_flow_arguments`);
+    returns the field dtype. InputError naming the first bad one."""
+    check_range("--re", args.re, *RE_RANGE)
+    check_solver(args.solver)
+    check_range("--psi-sweeps", args.psi_sweeps, 1, MAX_PSI_SWEEPS, integer=True)
+    check_range("--check-every", args.check_every, 1, MAX_STEPS, integer=True)
+    dtype = resolve_dtype(args.dtype)
+    if args.tol is not None:
+        check_tolerance("--tol", args.tol, float(np.finfo(dtype).eps))
+    return dtype
+
+
+def check_tolerance(name: str, tol: float, floor: float = 0.0) -> float:
+    """A relative tolerance: at least ``floor`` (e.g. the round-off of the field dtype; else > 0)
+    and below 1 (every state would pass)."""
+    return check_range(name, tol, floor, 1, low_open=floor == 0, high_open=True)

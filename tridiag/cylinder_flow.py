@@ -29,6 +29,17 @@ COUPLING = 0.5  # largest default wall coupling number Δt / (Re h²): at 1.0 th
 # on 200x1000 cells drifts away (residual growing from t ≈ 10; 4 ψ sweeps diverge by t = 3); at 0.5 it falls steadily
 CFL_LIMIT = 5.0  # largest convective CFL number run: blow-ups were seen from about 9 (40x250, Re 100)
 START_SWEEPS = 32  # ψ sweeps before the first step: the flow's initial adjustment to the body
+MAX_KICK = 100.0  # strongest start-up blob: far beyond the wake's own vorticity (of order 10 near the body)
+ARRAYS = 58  # (ny+1)(nx+1)-node arrays of the field dtype at the peak of a run (fields, line systems, solver work)
+HOST_ARRAYS = 8  # float64 (ny+1)(nx+1)-node arrays of its results on the host (fields, snapshots, pictures)
+PSI1_ARRAYS = 24  # float64 arrays of the ψ₁ solve of a float32 run with body="pressure" (a float64 core, freed after)
+
+
+def field_arrays(dtype, body: str) -> float:
+    """Field-sized arrays of ``dtype`` a run needs at its peak: ARRAYS, and in float32 with
+    body="pressure" the float64 ψ₁ solve on top (tridiag.body_pressure)."""
+    itemsize = np.dtype(dtype).itemsize
+    return ARRAYS + (PSI1_ARRAYS * 8 / itemsize if body == "pressure" and itemsize < 8 else 0)
 
 
 def default_dt(channel: Channel, cfl: float, re: float) -> float:

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from fem3d.output import pyplot
+from fem3d.output import atomic_path, pyplot
 
 from .vorticity import Grid
 
 
 def write_vtu(path: str, grid: Grid, fields: dict) -> None:
     """Point fields {name: (ny, nx)} on the grid's quadrilateral cells (z = 0) as VTU, node
-    j * nx + i at (x_i, y_j); opens in ParaView and PyVista."""
+    j * nx + i at (x_i, y_j), written atomically; opens in ParaView and PyVista."""
     import meshio
 
     x, y = grid.coordinates()
@@ -22,7 +22,8 @@ def write_vtu(path: str, grid: Grid, fields: dict) -> None:
     node = np.arange(grid.nx * grid.ny).reshape(grid.shape)
     quads = np.stack([node[:-1, :-1], node[:-1, 1:], node[1:, 1:], node[1:, :-1]], axis=-1).reshape(-1, 4)
     data = {name: np.ascontiguousarray(f, dtype=np.float64).ravel() for name, f in fields.items()}
-    meshio.write(path, meshio.Mesh(points, [("quad", quads)], point_data=data), binary=True)
+    with atomic_path(path) as tmp:
+        meshio.write(tmp, meshio.Mesh(points, [("quad", quads)], point_data=data), file_format="vtu", binary=True)
 
 
 def fields_png(path: str, grid: Grid, psi, omega, title: str, omega_range: float | None = None,

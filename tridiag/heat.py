@@ -9,12 +9,12 @@ steady: ADI iteration for ∇²T = 0 (Zolfaghari 2018: edge y = 1 at T1, the oth
 centre temperature and centre line against the series solution.
 Grid: n × n nodes including the edges (tridiagonal systems of n rows, edge rows fixed).
 Checkerboard takes any dop <= n: when dop does not divide n the last piece is shorter.
-Results in --out: summary.json, centreline.csv, field.png, profile.png.
+Results in --out (tridiag.heat_output): summary.json, centreline.csv, then field.png, profile.png.
 """
 from __future__ import annotations
 
 import argparse
-import os
+import math
 import sys
 import time
 
@@ -22,16 +22,23 @@ import numpy as np
 
 import tridiag
 from fem3d.backend import DEVICES, DTYPES, get_backend, resolve_dtype
-from fem3d.errors import ArgumentParser, ConvergenceError, check_range, run_cli
-from fem3d.output import ensure_writable_dir, write_csv, write_json
+from fem3d.errors import ArgumentParser, ConvergenceError, InputError, check_range, run_cli
+from fem3d.output import ensure_writable_dir
 
-from . import heat_output
 from .adi import SWEEPS
+from .cli import MAX_STEPS, check_tolerance
 from .heat_exact import steady_series
-from .heat_steady import PARAMETERS, STOPS, centre, solve_steady
+from .heat_output import HeatRun, draw_pictures, write_results
+from .heat_steady import PARAMETERS, STOPS, centre, parameters, solve_steady
 from .heat_unsteady import initial_field, relative_l2, run_unsteady, serial_cpu_run
+from .memory import check_fits
 
+PROG = "python -m tridiag.heat"
 MEMORIES = ("shared", "global")
+SPACING = (1e-30, 1e30)  # --dx and --dt: (n - 1) dx and dt / dx² stay far inside float64's range
+T1_RANGE = (1e-6, 1e6)  # --t1: squared changes of the field stay far inside float32's range
+SOLVE_ARRAYS = 26  # n x n arrays of the field dtype besides 2 per ADI parameter: field, increments, line solver work
+HOST_ARRAYS = {"unsteady": 5, "steady": 2, "compare-cpu": 8}  # float64 n x n arrays of the results on the host
 
 
 def parse(argv):
@@ -58,9 +65,9 @@ def parse(argv):
         q.add_argument("--memory", choices=MEMORIES, default=None,
                        help="checkerboard: pieces in shared (dop <= 32) or global memory")
         q.add_argument("--out", default=f"heat-{'unsteady' if q is un else 'steady'}", help="result folder")
-    un.add_argument("--steps", type=int, default=100, help="time steps (>= 0; default 100)")
-    un.add_argument("--dx", type=float, default=0.01, help="node spacing Δx = Δy (> 0; default 0.01)")
-    un.add_argument("--dt", type=float, default=0.01, help="time step Δt (> 0; default 0.01)")
+    un.add_argument("--steps", type=int, default=100, help=f"time steps (0 to {MAX_STEPS}; default 100)")
+    un.add_argument("--dx", type=float, default=0.01, help=f"node spacing Δx = Δy ({SPACING[0]:g} to {SPACING[1]:g}; default 0.01)")
+    un.add_argument("--dt", type=float, default=0.01, help=f"time step Δt ({SPACING[0]:g} to {SPACING[1]:g}; default 0.01)")
     un.add_argument("--compare-cpu", action="store_true",
                     help="repeat the run on the CPU (NumPy, same dtype) and report eq. 10 of Wei et al.")
     st.add_argument("--parameters", choices=("auto",) + PARAMETERS, default="auto",
@@ -69,27 +76,53 @@ def parse(argv):
                          "with 1/ρ)")
     st.add_argument("--stop", choices=STOPS, default="residual",
                     help="paper: eq. 5, sum (Tk - Tk-1)^2 < 1e-6; residual: bound on the iteration error <= tol T1")
-    st.add_argument("--tol", type=float, default=1e-9, help="residual rule: relative error bound (> 0)")
-    st.add_argument("--maxiter", type=int, default=100000, help="ADI iteration cap (>= 1)")
-    st.add_argument("--t1", type=float, default=100.0, help="temperature of the edge y = 1 (default 100)")
+    st.add_argument("--tol", type=float, default=1e-9, help="residual rule: relative error bound (0 < tol < 1; default 1e-9)")
+    st.add_argument("--maxiter", type=int, default=100000, help=f"ADI iteration cap (1 to {MAX_STEPS}; default 100000)")
+    st.add_argument("--t1", type=float, default=100.0, help=f"temperature of the edge y = 1 ({T1_RANGE[0]:g} to {T1_RANGE[1]:g}; default 100)")
     st.add_argument("--inner-tol", type=float, default=1e-4,
-                    help="checkerboard: relative tolerance of each line solve (> 0; default 1e-4; the solves "
+                    help="checkerboard: relative tolerance of each line solve (0 < tol < 1; default 1e-4; the solves "
                          "deliver the increment, which vanishes at convergence, so this does not limit the "
                          "final accuracy)")
     return p.parse_args(argv)
 
 
-def _options(args) -> dict:
+def check(args) -> dict:
+    """The options checked before anything is allocated; returns the checkerboard options."""
     check_range("--n", args.n, 3, integer=True)
-    if args.solver != "checkerboard":
+    resolve_dtype(args.dtype)
+    if args.case == "unsteady":
+        check_range("--steps", args.steps, 0, MAX_STEPS, integer=True)
+        check_range("--dx", args.dx, *SPACING)
+        check_range("--dt", args.dt, *SPACING)
+        check_decay(args.n, args.steps, args.dx, args.dt)
+    else:
+        check_tolerance("--tol", args.tol)
+        check_range("--maxiter", args.maxiter, 1, MAX_STEPS, integer=True)
+        check_range("--t1", args.t1, *T1_RANGE)
+        check_tolerance("--inner-tol", args.inner_tol)
+    checkerboard = args.solver == "checkerboard"
+    check_range("--dop", args.dop, 1, args.n if checkerboard else None, integer=True)
+    if not checkerboard:
         return {}
-    check_range("--dop", args.dop, 1, args.n, integer=True)
     opts = {"dop": args.dop, "maxiter": 1000000}
     if args.case == "steady":
-        opts["tol"] = check_range("--inner-tol", args.inner_tol, 0, low_open=True)
+        opts["tol"] = args.inner_tol
     if args.memory:
         opts["memory"] = args.memory
     return opts
+
+
+def check_decay(n: int, steps: int, dx: float, dt: float) -> None:
+    """InputError if the hot plate's exact amplitude exp(-2π² t / L²) at t = steps dt, L = (n - 1) dx,
+    falls out of float64's normal range (with full precision), where its errors could not be measured."""
+    length = (n - 1) * dx
+    decay = 2 * math.pi**2 * steps * dt / length**2
+    limit = math.log(np.finfo(np.float64).eps / np.finfo(np.float64).tiny)
+    if decay > limit:
+        raise InputError(f"by t = {steps * dt:g} ({steps} steps of dt {dt:g}) the hot plate on the {length:g}-wide square "
+                         f"({n}² nodes, dx {dx:g}) decays by exp(-{decay:.3g}), beyond float64's range "
+                         f"(exp(-{limit:.0f})), so its errors cannot be measured: take fewer or shorter steps or a "
+                         "larger square")
 
 
 def _say(message: str) -> None:
@@ -100,10 +133,8 @@ def _progress(k: int, change: float, bound: float) -> None:
     _say(f"  it {k:7d}  sum dT^2 {change:.3e}  error bound {bound:.3e} T1")
 
 
-def unsteady(args, xp, options, out) -> dict:
-    check_range("--steps", args.steps, 0, integer=True)
-    check_range("--dx", args.dx, 0, low_open=True)
-    check_range("--dt", args.dt, 0, low_open=True)
+def unsteady(args, xp, options) -> HeatRun:
+    """Run the unsteady case; its record (centre line y = y_{n/2} against the exact decay)."""
     dtype = resolve_dtype(args.dtype)
     _say(f"unsteady ADI: {args.n}^2 nodes, {args.steps} steps, r = {args.dt / args.dx ** 2:g}, solver {args.solver}, "
          f"sweep {args.sweep}, {args.dtype}")
@@ -119,20 +150,22 @@ def unsteady(args, xp, options, out) -> dict:
         _say(f"  eq. 10 against the serial CPU ADI: {res['eq10_vs_cpu']:.3e}; CPU {res['cpu_seconds']:.2f} s")
     j = args.n // 2
     x = np.arange(args.n) * args.dx
-    write_csv(os.path.join(out, "centreline.csv"), ("x", "T", "T_exact"), zip(x, field[j], exact[j]))
-    title = f"ADI {args.n}² {args.solver}/{args.sweep} {args.dtype}, t = {res['t_end']:g}"
-    heat_output.field_png(os.path.join(out, "field.png"), field, res["length"], title)
-    heat_output.profile_png(os.path.join(out, "profile.png"), x, field[j], exact[j], "x",
-                            f"T(x, y = {x[j]:g})", title)
-    return res
+    return HeatRun(summary=res, field=field, line=("x", x, field[j], exact[j]), reference="T_exact",
+                   label=f"T(x, y = {x[j]:g})", length=res["length"],
+                   title=f"ADI {args.n}² {args.solver}/{args.sweep} {args.dtype}, t = {res['t_end']:g}")
 
 
-def steady(args, xp, options, out) -> dict:
-    check_range("--tol", args.tol, 0, low_open=True)
-    check_range("--maxiter", args.maxiter, 1, integer=True)
-    params = args.parameters
-    if params == "auto":
-        params = "optimal" if args.solver == "checkerboard" else "cyclic"
+def _parameters(args) -> str:
+    """The ADI parameter rule of the steady case (--parameters, auto resolved)."""
+    if args.parameters != "auto":
+        return args.parameters
+    return "optimal" if args.solver == "checkerboard" else "cyclic"
+
+
+def steady(args, xp, options) -> HeatRun:
+    """Run the steady case; its record (centre line x = 1/2 against the series), with the
+    ConvergenceError that stopped it (the caller raises it after the output)."""
+    params = _parameters(args)
     _say(f"steady ADI iteration: {args.n}^2 nodes, solver {args.solver}, parameters {params}, stop {args.stop}")
     try:
         res = solve_steady(xp, args.n, resolve_dtype(args.dtype), args.solver, args.sweep, params, args.stop, args.tol,
@@ -151,29 +184,31 @@ def steady(args, xp, options, out) -> dict:
     res["centreline_max_error"] = float(np.abs(line - exact)[1:-1].max())
     res["t_centre_series"] = float(steady_series(0.5, 0.5, args.t1, terms=50))
     _say(f"  centre line x = 1/2: max |T - series| = {res['centreline_max_error']:.3e}")
-    write_csv(os.path.join(out, "centreline.csv"), ("y", "T", "T_series"), zip(y, line, exact))
-    title = f"steady {args.n}² {args.solver} ({params}, stop {args.stop}), T_c = {centre(field):.6f}"
-    heat_output.field_png(os.path.join(out, "field.png"), field, 1.0, title)
-    heat_output.profile_png(os.path.join(out, "profile.png"), y, line, exact, "y", "T(1/2, y)", title)
     res["error"] = None if error is None else str(error)
-    if error is not None:
-        write_json(os.path.join(out, "summary.json"), res)
-        raise error
-    return res
+    return HeatRun(summary=res, field=field, line=("y", y, line, exact), reference="T_series", label="T(1/2, y)",
+                   length=1.0, title=f"steady {args.n}² {args.solver} ({params}, stop {args.stop}), T_c = {centre(field):.6f}",
+                   error=error)
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = parse(argv)
-    options = _options(args)
+    options = check(args)
     backend = get_backend(args.device)
+    count = 1 if args.case == "unsteady" else len(parameters(_parameters(args), args.n))
+    host = HOST_ARRAYS[args.case] + (HOST_ARRAYS["compare-cpu"] if args.case == "unsteady" and args.compare_cpu else 0)
+    check_fits(backend, args.n**2, SOLVE_ARRAYS + 2 * count, resolve_dtype(args.dtype), host,
+               f"--n {args.n} ({args.dtype})", lambda nodes: f"--n {math.isqrt(nodes)}")
     out = ensure_writable_dir(args.out)
-    res = (unsteady if args.case == "unsteady" else steady)(args, backend.xp, options, out)
-    res.update(device=backend.describe(), command="python -m tridiag.heat " + " ".join(sys.argv[1:] if argv is None
-                                                                                      else argv))
-    write_json(os.path.join(out, "summary.json"), res)
+    run = (unsteady if args.case == "unsteady" else steady)(args, backend.xp, options)
+    run.summary.update(device=backend.describe(), command="python -m tridiag.heat " + " ".join(argv))
+    write_results(run, out)
+    draw_pictures(run, out, PROG)
+    if run.error is not None:
+        raise run.error
     _say(f"results in {out}/")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(run_cli(main, prog="python -m tridiag.heat"))
+    sys.exit(run_cli(main, prog=PROG))

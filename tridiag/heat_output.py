@@ -1,14 +1,56 @@
-"""PNG files of the heat-conduction cases (matplotlib, Agg).
+"""Results of a python -m tridiag.heat run: the run record, its files (summary.json, centreline.csv
+first; field.png, profile.png last) and the PNGs (matplotlib, Agg).
 
 Fields are host (n, n) arrays T[j, i] on the nodes x_i = i h, y_j = j h.
 """
 from __future__ import annotations
 
+import os
+from dataclasses import dataclass
+
 import numpy as np
 
-from fem3d.output import pyplot
+from fem3d.errors import ConvergenceError
+from fem3d.output import pyplot, write_csv, write_json
+
+from .pictures import draw
 
 PLOT_NODES = 1024  # larger fields are subsampled for the picture
+
+
+@dataclass
+class HeatRun:
+    """One run as its writers need it. summary: the run's numbers (summary.json); field: host
+    (n, n); line: the centre line (coordinate name, coordinates, T, reference T), ``reference``
+    naming the reference ("T_exact" or "T_series") and ``label`` the line (e.g. "T(1/2, y)");
+    length: side of the square; title: of the pictures; error: the ConvergenceError that stopped
+    the run (raised after the output), else None."""
+
+    summary: dict
+    field: np.ndarray
+    line: tuple
+    reference: str
+    label: str
+    length: float
+    title: str
+    error: ConvergenceError | None = None
+
+
+def write_results(run: HeatRun, out: str) -> list:
+    """centreline.csv, then summary.json, atomically; returns the file names."""
+    coord, x, t, ref = run.line
+    write_csv(os.path.join(out, "centreline.csv"), (coord, "T", run.reference), zip(x, t, ref))
+    write_json(os.path.join(out, "summary.json"), run.summary)
+    return ["centreline.csv", "summary.json"]
+
+
+def draw_pictures(run: HeatRun, out: str, prog: str) -> list:
+    """field.png and profile.png; returns the names drawn."""
+    coord, x, t, ref = run.line
+    return draw(out, [
+        ("field.png", lambda path: field_png(path, run.field, run.length, run.title)),
+        ("profile.png", lambda path: profile_png(path, x, t, ref, coord, run.label, run.title)),
+    ], prog)
 
 
 def field_png(path: str, field: np.ndarray, length: float, title: str) -> None:

@@ -28,6 +28,7 @@ from .line_solver import LineSystems
 from .vorticity import Boundary, interior_velocity, steady_residuals, wall_vorticity
 
 INTERIOR = (slice(1, -1), slice(1, -1))
+BLOWUP = 1e8  # fields count as diverged once max|ω| exceeds BLOWUP / min(hx, hy): with unit speeds a flow's ω is O(1/h)
 
 
 def poisson_parameters(grid, count: int) -> list:
@@ -160,11 +161,12 @@ class VorticitySolver:
 
     def residuals(self, psi, omega) -> dict:
         """Steady residuals (host floats): psi = max|∇²ψ + ω|, omega = max|steady transport residual|,
-        both relative to max|ω| over the free nodes; residual = the larger."""
-        r_psi, r_omega, scale = (float(r) for r in steady_residuals(psi, omega, self.re, self.boundary))
-        scale = scale if scale > 0 else 1.0
+        both relative to max|ω| over the free nodes; residual = the larger; vorticity = max|ω| there."""
+        r_psi, r_omega, vorticity = (float(r) for r in steady_residuals(psi, omega, self.re, self.boundary))
+        scale = vorticity if vorticity > 0 else 1.0
         out = {"psi": r_psi / scale, "omega": r_omega / scale}
         out["residual"] = max(out.values())
+        out["vorticity"] = vorticity
         return out
 
     def stability(self, psi) -> dict:
@@ -183,14 +185,14 @@ class VorticitySolver:
 
     def check(self, psi, omega, iteration: int, last_stable: dict | None = None) -> dict:
         """Residuals at ``iteration``; ConvergenceError("diverged") naming Δt and the limits if the
-        fields are no longer finite. ``last_stable``: stability() of an earlier, finite state
-        (quoted when the current velocities are NaN)."""
+        fields are no longer finite or max|ω| exceeds BLOWUP / min(hx, hy). ``last_stable``:
+        stability() of an earlier, finite state (quoted when the current velocities are NaN)."""
         res = self.residuals(psi, omega)
-        if math.isfinite(res["residual"]) and res["residual"] < 1e12:
+        if math.isfinite(res["residual"]) and res["vorticity"] <= BLOWUP / min(self.grid.hx, self.grid.hy):
             return res
         info = last_stable or {}
         raise ConvergenceError(
-            f"diverged at step {iteration} (ψ, ω no longer finite) with time step Δt = {self._dt:g}: convective CFL "
+            f"diverged at step {iteration} (ψ, ω no longer finite or max|ω| > {BLOWUP:g}/h) with time step Δt = {self._dt:g}: convective CFL "
             f"number max(|u|Δt/hx + |v|Δt/hy) = {info.get('cfl', math.nan):.3g} at cell Reynolds number "
             f"{info.get('cell_re', math.nan):.3g}, wall coupling αΔt/(Re h²) = {info.get('coupling', math.nan):.3g} "
             f"(α = wall relaxation {self.wall_relaxation:g}) before it blew up; stable runs keep the CFL number <= 2 "

@@ -1,0 +1,34 @@
+"""Checks of the options the scripts share: lists of numbers or names, and the tag of the result files.
+
+Imported from scripts/ (the folder of the running script); errors are fem3d.errors.InputError,
+printed as one line with exit code 2 by fem3d.errors.run_cli.
+"""
+from __future__ import annotations
+
+import re
+
+from fem3d.errors import InputError, check_range
+
+
+def check_each(name: str, values, low=None, high=None, integer: bool = False, low_open: bool = False) -> list:
+    """``values`` (a list given with nargs), each checked by check_range, and at least one."""
+    if not values:
+        raise InputError(f"{name} needs at least one value")
+    return [check_range(name, v, low, high, low_open=low_open, integer=integer) for v in values]
+
+
+def check_names(name: str, values, allowed) -> list:
+    """``values``, each one of ``allowed``, and at least one."""
+    if not values:
+        raise InputError(f"{name} needs at least one value")
+    for v in values:
+        if v not in allowed:
+            raise InputError(f"{name} must be one of {', '.join(allowed)} (got {v!r})")
+    return list(values)
+
+
+def check_tag(tag: str) -> str:
+    """A suffix of result file names: letters, digits, '.', '_' and '-' only."""
+    if not re.fullmatch(r"[A-Za-z0-9._-]*", tag):
+        raise InputError(f"--tag may hold letters, digits, '.', '_' and '-' only (got {tag!r})")
+    return tag
