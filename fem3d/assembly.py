@@ -26,6 +26,7 @@ from .element import Q1, Q2, gauss_hex
 from .geometry import det_and_inverse, geometry_element, jacobians
 from .kernels.ebe import LD, NL
 from .upwind import tau as upwind_tau
+from .upwind import tau_and_derivative as upwind_tau_and_derivative
 
 
 @dataclass
@@ -75,15 +76,21 @@ def quadrature_geometry(xp, X, tables: ReferenceTables):
     return dict(J=J, wq=det * tables.w, dN=dN, dM=dM, lap=lap, x=xp.einsum("qg,egi->eqi", tables.G, X))
 
 
-def element_matrices_chunk(xp, X, u_nodes, re: float, tables: ReferenceTables, force=None, newton: bool = False):
-    """Element matrices (E, NL, LD) and load vectors (E, NL) of one chunk of elements.
+def element_matrices_chunk(xp, X, u_nodes, re: float, tables: ReferenceTables, force=None, p_nodes=None,
+                           jacobian: bool = False):
+    """Element matrices (E, NL, LD), loads (E, NL) and residuals (E, NL) of one chunk of elements.
 
-    X (E, g, 3) geometry nodes; u_nodes (E, 27, 3) frozen velocity a at the Q2 nodes;
-    force(xp, x) -> (..., 3) body force at physical points x (..., 3), or None.
-    newton: also linearise the convection in its second factor, (u . grad) u ~
-    (a . grad) u + (u . grad) a - (a . grad) a: the velocity blocks (c, d) gain
-    int W_i N_j da_c/dx_d and the load int W_i (a . grad) a_c (test functions and tau
-    stay frozen at a).
+    X (E, g, 3) geometry nodes; u_nodes (E, 27, 3) velocity a about which the equations are
+    linearised; p_nodes (E, 8) pressure (or None); force(xp, x) -> (..., 3) body force at
+    physical points x (..., 3), or None.
+
+    jacobian=False: the Picard matrices A(a) (convection a . grad u, test functions and tau at a)
+    and loads b(a). jacobian=True (needs p_nodes): the Jacobian of the discrete residual
+    F(x) = A(x) x - b(x) at x = (a, p), exact with the stabilisation: the velocity blocks
+    (c, d) gain the reaction term int W_i N_j da_c/dx_d and the derivative of the test
+    functions, int (dS_i/da_d) N_j r_c, with r = (a . grad) a - nu lap a + grad p - f the
+    strong momentum residual and dS_i/da_d = (dtau_i/da_d) a . grad N_i + tau_i dN_i/dx_d.
+    Residuals: A(a) x_e - b_e with x_e = (a, p) when p_nodes is given, else None.
     """
     E = X.shape[0]
     geo = quadrature_geometry(xp, X, tables)
@@ -91,7 +98,11 @@ def element_matrices_chunk(xp, X, u_nodes, re: float, tables: ReferenceTables, f
     nu = 1.0 / re
     a = xp.einsum("qn,eni->eqi", tables.N, u_nodes)
     adv = xp.einsum("eqi,eqni->eqn", a, dN)  # a . grad N_j
-    S = upwind_tau(xp, a, geo["J"], re, tables.mid) * adv
+    if jacobian:
+        tau, dtau = upwind_tau_and_derivative(xp, a, geo["J"], re, tables.mid)
+    else:
+        tau = upwind_tau(xp, a, geo["J"], re, tables.mid)
+    S = tau * adv
     W = tables.N[None] + S
     wW = (W * wq[..., None]).transpose(0, 2, 1)  # (E, 27, Q)
     wS = (S * wq[..., None]).transpose(0, 2, 1)
@@ -102,7 +113,7 @@ def element_matrices_chunk(xp, X, u_nodes, re: float, tables: ReferenceTables, f
     wM = (tables.M[None] * wq[..., None]).transpose(0, 2, 1)  # (E, 8, Q)
 
     mats = xp.zeros((E, NL, LD), dtype=np.float64)
-    rhs = xp.zeros((E, NL), dtype=np.float64)
+    load = xp.zeros((E, NL), dtype=np.float64)
     f = None if force is None else force(xp, geo["x"])
     for d in range(3):
         rows = slice(27 * d, 27 * d + 27)
@@ -111,14 +122,23 @@ def element_matrices_chunk(xp, X, u_nodes, re: float, tables: ReferenceTables, f
         mats[:, rows, 81:89] = -(wdN @ tables.M) + wS @ dM[..., d]
         mats[:, 81:89, rows] = wM @ dN[..., d]
         if f is not None:
-            rhs[:, rows] = (wW @ f[..., d:d + 1])[..., 0]
-    if newton:
+            load[:, rows] = (wW @ f[..., d:d + 1])[..., 0]
+    residual = None
+    if p_nodes is not None:
+        x_e = xp.concatenate([u_nodes.transpose(0, 2, 1).reshape(E, 81), p_nodes], axis=1)
+        residual = (mats[:, :, :NL] @ x_e[..., None])[..., 0] - load
+    if jacobian:
         grad_a = xp.einsum("eqnk,eni->eqik", dN, u_nodes)  # d a_i / d x_k
+        strong = (grad_a * a[:, :, None, :]).sum(axis=-1) - nu * xp.einsum("eqn,eni->eqi", lap, u_nodes)
+        strong = strong + xp.einsum("eqld,el->eqd", dM, p_nodes) - (0.0 if f is None else f)  # r_c, (E, Q, 3)
+        dS = dtau * adv[..., None] + tau[..., None] * dN  # dS_i / da_d, (E, Q, 27, 3)
+        NT = tables.N[None]  # (1, Q, 27)
         for c in range(3):
             for d in range(3):
-                mats[:, 27 * c:27 * c + 27, 27 * d:27 * d + 27] += wW @ (tables.N[None] * grad_a[:, :, c, d, None])
-            rhs[:, 27 * c:27 * c + 27] += (wW @ (grad_a[:, :, c, :] * a).sum(axis=-1)[..., None])[..., 0]
-    return mats, rhs
+                react = wW @ (NT * grad_a[:, :, c, d, None])
+                supg = (dS[..., d] * (wq * strong[..., c])[..., None]).transpose(0, 2, 1) @ NT
+                mats[:, 27 * c:27 * c + 27, 27 * d:27 * d + 27] += react + supg
+    return mats, load, residual
 
 
 def apply_dirichlet_rows(xp, mats, dofs, fixed, valence):

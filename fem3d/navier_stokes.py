@@ -24,7 +24,7 @@ from .assembly import ReferenceTables, apply_dirichlet_rows, element_matrices_ch
 from .backend import PhaseTimer
 from .errors import InputError, check_range
 from .fields import nodal_velocity, pressure_weights
-from .kernels.ebe import MATRIX_DTYPES
+from .kernels.ebe import MATRIX_DTYPES, NL
 from .krylov import normal_pcg
 from .mesh import HexMesh
 from .operators import ElementOperator
@@ -176,8 +176,12 @@ class PicardSolver:
         row_sq = xp.zeros(mesh.n_dofs, dtype=np.float64)
         for s in range(0, mesh.n_elements, self.chunk):
             e = slice(s, min(s + self.chunk, mesh.n_elements))
-            mats, rhs = element_matrices_chunk(xp, self.geometry[e], vel[self.cells[e]], self.problem.re, self.tables, self.problem.force, newton)
             dofs = op.dofs[e]
+            x_e = x[dofs]
+            mats, rhs, res = element_matrices_chunk(xp, self.geometry[e], vel[self.cells[e]], self.problem.re, self.tables,
+                                                    self.problem.force, x_e[:, 81:] if newton else None, jacobian=newton)
+            if newton:  # J x_new = J x - F(x)
+                rhs = (mats[:, :, :NL] @ x_e[..., None])[..., 0] - res
             apply_dirichlet_rows(xp, mats, dofs, self.fixed, self.valence)
             row_sq += row_norms_squared(xp, mats, dofs, mesh.n_dofs)
             op.mats[e] = mats

@@ -17,6 +17,9 @@ the exactness on a 1D mesh):
                   / [Pe(1 - 7t + 7t^2 - t^3) + 6(1 - t - t^2 + t^3)],  t = exp(-Pe).
 
 Both behave as Pe/12 for small Pe; delta_mid -> 1/2, delta_end -> 1 as Pe -> inf.
+Since h_k = 2 |dx/dxi_k|, a_k h_k / 2 = |a . dx/dxi_k|: tau_i depends on a only through
+s_k = a . dx/dxi_k and |a|^2, which :func:`tau_and_derivative` differentiates for the
+Newton Jacobian of the stabilised equations.
 """
 from __future__ import annotations
 
@@ -46,6 +49,44 @@ def delta_end(xp, pe):
     return xp.where(small, series, closed)
 
 
+def delta_mid_derivative(xp, pe):
+    """d delta_mid / d Pe, elementwise for Pe >= 0."""
+    small = pe < SERIES_BELOW
+    p = xp.where(small, 1.0, xp.minimum(pe, LARGE))
+    t = xp.exp(-p)
+    closed = 1.0 / (p * p) - t / ((1.0 - t) * (1.0 - t))
+    p2 = pe * pe
+    series = 1.0 / 12 + p2 * (-3.0 / 720 + p2 * (5.0 / 30240 + p2 * (-7.0 / 1209600 + p2 * 9.0 / 47900160)))
+    return xp.where(small, series, closed)
+
+
+def delta_end_derivative(xp, pe):
+    """d delta_end / d Pe, elementwise for Pe >= 0."""
+    small = pe < SERIES_BELOW
+    p = xp.where(small, 1.0, xp.minimum(pe, LARGE))
+    t = xp.exp(-p)
+    t2, t3 = t * t, t * t * t
+    num = p * (1 - 3 * t - 3 * t2 + t3) - 1 + 7 * t - 7 * t2 + t3
+    den = p * (1 - 7 * t + 7 * t2 - t3) + 6 * (1 - t - t2 + t3)
+    d_num = (1 - 3 * t - 3 * t2 + t3) + p * (3 * t + 6 * t2 - 3 * t3) - 7 * t + 14 * t2 - 3 * t3
+    d_den = (1 - 7 * t + 7 * t2 - t3) + p * (7 * t - 14 * t2 + 3 * t3) + 6 * (t + 2 * t2 - 3 * t3)
+    closed = (d_num * den - num * d_den) / (den * den)
+    p2 = pe * pe
+    series = (1.0 / 12 + p2 * (3.0 / 1440 + p2 * (-5 * 109.0 / 241920 + p2 * (7 * 277.0 / 1935360 + p2 * (
+        -9 * 337571.0 / 7664025600 + p2 * 11 * 1131324167.0 / 83691159552000)))))
+    return xp.where(small, series, closed)
+
+
+def _directional(xp, a, J, re):
+    """s_k = a . dx/dxi_k (E, Q, 3), |a|^2 (E, Q), Pe_k = Re |s_k| and the weight
+    w_k = |s_k| / |a|^2 (0 where a = 0)."""
+    s = xp.einsum("eqi,eqik->eqk", a, J)
+    a2 = (a * a).sum(axis=-1)
+    safe = xp.where(a2 > 0, a2, 1.0)[..., None]
+    w = xp.where(a2[..., None] > 0, xp.abs(s) / safe, 0.0)
+    return s, a2, safe, re * xp.abs(s), w
+
+
 def tau(xp, a, J, re, mid_mask):
     """tau per quadrature point and test node.
 
@@ -55,13 +96,32 @@ def tau(xp, a, J, re, mid_mask):
     mid_mask (n_nodes, 3) bool, True where node i is a middle node in direction k
     returns  (E, Q, n_nodes)
     """
-    col = xp.sqrt((J * J).sum(axis=-2))  # |d x / d xi_k|, (E, Q, 3)
-    h = 2.0 * col
-    a_k = xp.abs(xp.einsum("eqi,eqik->eqk", a, J)) / col
-    a2 = (a * a).sum(axis=-1)
-    weight = xp.where(a2[..., None] > 0, a_k * h / (2.0 * xp.where(a2 > 0, a2, 1.0)[..., None]), 0.0)
-    pe = 0.5 * re * a_k * h
-    d_mid = delta_mid(xp, pe) * weight
-    d_end = delta_end(xp, pe) * weight
-    mid = xp.asarray(mid_mask, dtype=a.dtype)
-    return xp.einsum("eqk,nk->eqn", d_mid, mid) + xp.einsum("eqk,nk->eqn", d_end, 1.0 - mid)
+    _, _, _, pe, weight = _directional(xp, a, J, re)
+    return _by_node(xp, delta_mid(xp, pe) * weight, delta_end(xp, pe) * weight, mid_mask)
+
+
+def _by_node(xp, per_mid, per_end, mid_mask):
+    """sum_k over the directions of the middle-node or end-node value of each test node:
+    per_* (E, Q, 3, ...) -> (E, Q, n_nodes, ...)."""
+    mid = xp.asarray(mid_mask, dtype=per_mid.dtype)
+    return xp.einsum("eqk...,nk->eqn...", per_mid, mid) + xp.einsum("eqk...,nk->eqn...", per_end, 1.0 - mid)
+
+
+def tau_and_derivative(xp, a, J, re, mid_mask):
+    """tau (E, Q, n_nodes) as :func:`tau`, and d tau / d a (E, Q, n_nodes, 3).
+
+    With s_k = a . J_k, w_k = |s_k| / |a|^2 and Pe_k = Re |s_k|:
+    d w_k / d a_c = sign(s_k) J_ck / |a|^2 - 2 |s_k| a_c / |a|^4 and d Pe_k / d a_c = Re sign(s_k) J_ck.
+    """
+    s, a2, safe, pe, w = _directional(xp, a, J, re)
+    sJ = xp.sign(s)[..., None, :] * J  # (E, Q, c, k): d|s_k| / d a_c
+    moving = (a2 > 0)[..., None, None]
+    dw = xp.where(moving, sJ / safe[..., None] - 2.0 * xp.abs(s)[..., None, :] * a[..., :, None] / (safe * safe)[..., None], 0.0)
+    dw = dw.transpose(0, 1, 3, 2)  # (E, Q, k, c)
+    dpe = re * sJ.transpose(0, 1, 3, 2)
+    out = []
+    for delta, derivative in ((delta_mid, delta_mid_derivative), (delta_end, delta_end_derivative)):
+        d, dd = delta(xp, pe), derivative(xp, pe)
+        out.append((d * w, dd[..., None] * dpe * w[..., None] + d[..., None] * dw))
+    (t_mid, dt_mid), (t_end, dt_end) = out
+    return _by_node(xp, t_mid, t_end, mid_mask), _by_node(xp, dt_mid, dt_end, mid_mask)

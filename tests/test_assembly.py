@@ -58,24 +58,22 @@ def test_galerkin_only_weighting_of_force_would_be_inconsistent(backend):
     tables = ReferenceTables.build(backend.xp, 8)
     X = backend.asarray(mesh.geometry)
     u = backend.asarray(poly_velocity(mesh.points)[mesh.cells])
-    _, rhs_full = element_matrices_chunk(backend.xp, X, u, NU_RE, tables, poly_force)
+    _, rhs_full, _ = element_matrices_chunk(backend.xp, X, u, NU_RE, tables, poly_force)
     orig = asm.upwind_tau
     try:
         asm.upwind_tau = lambda xp, a, J, re, mid: xp.zeros(a.shape[:2] + (27,))
-        _, rhs_galerkin = element_matrices_chunk(backend.xp, X, u, NU_RE, tables, poly_force)
+        _, rhs_galerkin, _ = element_matrices_chunk(backend.xp, X, u, NU_RE, tables, poly_force)
     finally:
         asm.upwind_tau = orig
     diff = backend.to_numpy(rhs_full - rhs_galerkin)
     assert np.abs(diff).max() > 1e-4
 
 
-def test_newton_matrices_are_the_jacobian_of_the_galerkin_residual(backend, monkeypatch):
-    """With the upwind part switched off the test functions do not depend on the velocity,
-    so the Newton element matrices must be the exact derivative of the element residual
-    F(x) = A(x) x - b(x) (checked by central differences)."""
-    import fem3d.assembly as asm
-
-    monkeypatch.setattr(asm, "upwind_tau", lambda xp, a, J, re, mid: xp.zeros(a.shape[:2] + (27,)))
+@pytest.mark.parametrize("re", [30.0, 3000.0])
+def test_jacobian_is_the_derivative_of_the_stabilised_residual(backend, re):
+    """The Jacobian element matrices are the exact derivative of the element residual
+    F(x) = A(x) x - b(x), upwind weights included (central differences, random velocity and
+    pressure on distorted elements, a body force that depends on position)."""
     xp = backend.xp
     mesh = sample_mesh("distorted")
     tables = ReferenceTables.build(xp, 8)
@@ -84,17 +82,42 @@ def test_newton_matrices_are_the_jacobian_of_the_galerkin_residual(backend, monk
     x = backend.asarray(rng.standard_normal((20, 89)))
     dx = backend.asarray(rng.standard_normal((20, 89)))
 
+    def parts(v):
+        return v[:, :81].reshape(20, 3, 27).transpose(0, 2, 1), v[:, 81:]
+
     def residual(v):
-        mats, rhs = element_matrices_chunk(xp, X, v[:, :81].reshape(20, 3, 27).transpose(0, 2, 1), 30.0, tables, poly_force)
-        return (mats[:, :, :89] @ v[..., None])[..., 0] - rhs
+        u, p = parts(v)
+        return element_matrices_chunk(xp, X, u, re, tables, poly_force, p)[2]
 
     eps = 1e-6
     fd = (residual(x + eps * dx) - residual(x - eps * dx)) / (2 * eps)
-    jac, _ = element_matrices_chunk(xp, X, x[:, :81].reshape(20, 3, 27).transpose(0, 2, 1), 30.0, tables, poly_force, newton=True)
+    u, p = parts(x)
+    jac, _, _ = element_matrices_chunk(xp, X, u, re, tables, poly_force, p, jacobian=True)
     jd = (jac[:, :, :89] @ dx[..., None])[..., 0]
-    assert float(xp.abs(jd - fd).max()) < 1e-7 * float(xp.abs(fd).max())
-    picard, _ = element_matrices_chunk(xp, X, x[:, :81].reshape(20, 3, 27).transpose(0, 2, 1), 30.0, tables, poly_force)
+    assert float(xp.abs(jd - fd).max()) < 1e-8 * float(xp.abs(fd).max())
+    picard, _, _ = element_matrices_chunk(xp, X, u, re, tables, poly_force)
     assert float(xp.abs((picard[:, :, :89] @ dx[..., None])[..., 0] - fd).max()) > 1e-3 * float(xp.abs(fd).max())
+
+
+def test_upwind_derivatives_match_differences():
+    from fem3d.element import Q2
+    from fem3d.upwind import delta_end, delta_end_derivative, delta_mid, delta_mid_derivative, tau, tau_and_derivative
+
+    pe = np.array([1e-3, 0.05, 0.149, 0.2, 0.5, 2.0, 10.0, 50.0, 700.0])
+    h = 1e-6 * pe
+    for f, df in ((delta_mid, delta_mid_derivative), (delta_end, delta_end_derivative)):
+        fd = (f(np, pe + h) - f(np, pe - h)) / (2 * h)
+        assert np.abs(fd - df(np, pe)).max() < 1e-7 * np.abs(fd).max()
+    rng = np.random.default_rng(0)
+    a, J = rng.standard_normal((2, 5, 3)), rng.standard_normal((2, 5, 3, 3))
+    mid = Q2.node_indices == 1
+    t, dt = tau_and_derivative(np, a, J, 300.0, mid)
+    assert np.array_equal(t, tau(np, a, J, 300.0, mid))
+    for c in range(3):
+        e = np.zeros(3)
+        e[c] = 1e-7
+        fd = (tau(np, a + e, J, 300.0, mid) - tau(np, a - e, J, 300.0, mid)) / 2e-7
+        assert np.abs(fd - dt[..., c]).max() < 1e-7 * np.abs(fd).max()
 
 
 @pytest.mark.parametrize("name", ["distorted", "annulus"])
@@ -103,7 +126,7 @@ def test_stokes_blocks_are_symmetric_and_divergence_is_minus_gradient_transpose(
     xp = backend.xp
     tables = ReferenceTables.build(xp, mesh.geometry.shape[1])
     X = backend.asarray(mesh.geometry)
-    mats, _ = element_matrices_chunk(xp, X, xp.zeros((mesh.n_elements, 27, 3)), 7.0, tables)
+    mats, _, _ = element_matrices_chunk(xp, X, xp.zeros((mesh.n_elements, 27, 3)), 7.0, tables)
     m = backend.to_numpy(mats)[:, :, :89]
     K = m[:, :27, :27]
     assert np.allclose(K, K.transpose(0, 2, 1), atol=1e-14)
