@@ -159,7 +159,8 @@ def row_norms_squared(xp, mats, dofs, n: int):
 
 
 def scale_rows(mats, dofs, b, scale) -> None:
-    """Multiply global row i of A (in its element matrices) and of b by scale[i], in place.
+    """Multiply global row i of A (in its element matrices) and of b (unless None) by
+    scale[i], in place.
 
     With scale = 1 / sqrt(row_norms_squared) (summed over all ranks) this equilibrates
     the rows: the solution of A x = b is unchanged, every row has about unit norm, so
@@ -168,4 +169,5 @@ def scale_rows(mats, dofs, b, scale) -> None:
     solve, and its residual tolerance means the same on every mesh.
     """
     mats *= scale[dofs][:, :, None]
-    b *= scale
+    if b is not None:
+        b *= scale

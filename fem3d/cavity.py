@@ -22,38 +22,22 @@ marked), 2 for bad input.
 from __future__ import annotations
 
 import math
+import os
 import sys
 import time
-from dataclasses import replace
 
 from .cavity_output import CavityRun, final_lines, write_pictures, write_results, write_summary
-from .cli import add_solver_arguments, solver_options
+from .cli import add_solver_arguments, linear_options, nonlinear_options
 from .comm import agreed_errors
-from .distributed import add_parallel_arguments, partitioned_solver, rank_report, start
+from .distributed import add_parallel_arguments, partitioned_system, rank_report, start
 from .errors import ArgumentParser, ConvergenceError, InputError, check_range, run_cli
+from .interrupt import InterruptCheck, graceful_stop, requested
 from .mesh import box_mesh, read_mesh
-from .output import ensure_writable_dir
+from .nonlinear import NonlinearSolver, continuation_steps, solve_continuation
+from .output import ensure_writable_dir, save_npy
 from .partition import distribute
 from .problems import lid_driven_problem, read_initial
-
-CONTINUATION_TOL = 1e-4  # Picard tolerance of the intermediate Reynolds numbers
-
-
-def continuation_steps(spec: str, re: float) -> list[float]:
-    """Reynolds numbers solved before ``re``: "none", "auto" (when Re > 400: 400 and
-    geometric steps of at most 2.5x up to Re) or a comma-separated list below ``re``."""
-    if spec == "none":
-        return []
-    if spec == "auto":
-        k = math.ceil(math.log(re / 400.0) / math.log(2.5) - 1e-12) if re > 400.0 else 0
-        return [float(f"{400.0 * (re / 400.0) ** (i / k):.3g}") for i in range(k)]
-    try:
-        steps = sorted(float(v) for v in spec.split(","))
-    except ValueError:
-        raise InputError(f"--continuation must be auto, none or a comma-separated list of Reynolds numbers (got {spec!r})") from None
-    for s in steps:
-        check_range("--continuation", s, low=0, high=re, low_open=True)
-    return [s for s in steps if s < re]
+from .solvers import make_linear_solver
 
 
 def build_mesh(args):
@@ -91,7 +75,7 @@ def parse(argv):
     ap.add_argument("--no-plots", action="store_true", help="skip profiles.png and slice.png")
     ap.add_argument("--no-vtu", action="store_true", help="skip the VTU/PVTU solution files (benchmarks of large meshes)")
     ap.add_argument("--quiet", action="store_true", help="no progress lines")
-    add_solver_arguments(ap, tol=1e-6, max_picard=200, newton=1.0)  # Newton after the first Picard step: Picard stalls near Re 1000
+    add_solver_arguments(ap, tol=1e-6, max_steps=200, newton=1.0)  # Newton once the residual is below 1: Picard stalls near Re 1000
     add_parallel_arguments(ap)
     return ap.parse_args(argv)
 
@@ -102,78 +86,78 @@ def main(argv=None) -> int:
     args = parse(argv)
     backend, comm = start(args, argv)
     root = comm.rank == 0
-    with agreed_errors(comm):
-        check_range("--re", args.re, low=0, low_open=True)
-        stages = continuation_steps(args.continuation, args.re)
-        options = solver_options(args)
-        out = ensure_writable_dir(args.out)
-        mesh, mesh_info = build_mesh(args)
-        problem = lid_driven_problem(mesh, args.re, args.lid)
-        x0 = read_initial(args.initial, mesh.n_dofs) if args.initial else None
-        part = distribute(mesh, comm, backend)
-    solver = partitioned_solver(problem, part, backend, options)
-    t_prep = time.perf_counter() - t_start
-    say = (lambda s: print(s, flush=True)) if root and not args.quiet else (lambda s: None)
-    ranks = f" on {comm.size} ranks ({comm.name})" if comm.size > 1 else ""
-    say(f"cavity Re {args.re:g}: {mesh.n_elements} elements, {mesh.n_dofs} unknowns, {backend.describe()}{ranks}")
+    with graceful_stop():
+        with agreed_errors(comm):
+            stages = continuation_steps(args.continuation, args.re)
+            nonlinear, linear = nonlinear_options(args), linear_options(args)
+            out = ensure_writable_dir(args.out)
+            mesh, mesh_info = build_mesh(args)
+            problem = lid_driven_problem(mesh, args.re, args.lid)
+            problem.check_solvable()
+            x0 = read_initial(args.initial, mesh.n_dofs) if args.initial else None
+            part = distribute(mesh, comm, backend)
+        system = partitioned_system(problem, part, backend, args.matrix_dtype)
+        t_prep = time.perf_counter() - t_start
+        say = (lambda s: print(s, flush=True)) if root and not args.quiet else (lambda s: None)
+        ranks = f" on {comm.size} ranks ({comm.name})" if comm.size > 1 else ""
+        say(f"cavity Re {args.re:g}: {mesh.n_elements} elements, {mesh.n_dofs} unknowns, {backend.describe()}{ranks}")
+        bar = _progress_bar() if root and not args.quiet and sys.stdout.isatty() else None
+        check = InterruptCheck(comm, every=10)
+        progress = check if bar is None else (lambda it, relres: (bar(it, relres), check(it, relres)))
+        solver = NonlinearSolver(system, make_linear_solver(linear, progress), nonlinear, InterruptCheck(comm))
 
-    result, history = solve_stages(solver, stages, args.re, options, None if x0 is None else x0[part.dist.gdofs], say,
-                                   _progress_bar() if root and not args.quiet and sys.stdout.isatty() else None)
+        def checkpoint(stage):  # a converged continuation stage: restartable from here
+            x = part.dist.gather(stage.result.x)
+            if root:
+                save_npy(os.path.join(out, "solution.npy"), x)
 
-    t_output = time.perf_counter()
-    x, per_rank = part.dist.gather(result.x), rank_report(comm, solver, part, backend)  # collective: every rank, this order
-    run = CavityRun(command=" ".join(["python -m fem3d.cavity", *argv]), out=out, re=args.re, mesh=mesh, mesh_info=mesh_info,
-                    part=part, x_local=result.x, x=x, comm=comm, device=backend.describe(), history=history,
-                    options=vars(solver.options), times_s=_phase_seconds(solver, t_prep), output_started=t_output,
-                    per_rank=per_rank, converged=result.converged and result.reason == "converged", reason=result.reason,
-                    vtu=not args.no_vtu)
-    files = write_results(run)
-    if root:
-        warnings = []
+        done = solve_continuation(solver, stages, args.re, None if x0 is None else x0[part.dist.gdofs], say, checkpoint)
+        last = done[-1].result
+        t_output = time.perf_counter()
+        x, per_rank = part.dist.gather(last.x), rank_report(comm, system, part, backend)  # collective: every rank, this order
+        run = CavityRun(command=" ".join(["python -m fem3d.cavity", *argv]), out=out, re=done[-1].re, mesh=mesh,
+                        mesh_info=mesh_info, part=part, x_local=last.x, x=x, comm=comm, device=backend.describe(),
+                        history=[stage.as_dict() for stage in done],
+                        options={"nonlinear": vars(nonlinear), "linear": vars(linear), "matrix_dtype": args.matrix_dtype},
+                        times_s=_phase_seconds(system, t_prep), output_started=t_output, per_rank=per_rank,
+                        converged=last.converged and done[-1].re == args.re, reason=last.reason, vtu=not args.no_vtu)
+        files = write_results(run)
+        interrupted = last.reason.startswith("interrupted")
+        if root:
+            warnings = []
 
-        def warn(message):
-            warnings.append(message)
-            print(f"fem3d.cavity: warning: {message}", file=sys.stderr, flush=True)
+            def warn(message):
+                warnings.append(message)
+                print(f"fem3d.cavity: warning: {message}", file=sys.stderr, flush=True)
 
-        pictures = [] if args.no_plots else write_pictures(run, warn)
-        for line in final_lines(run, write_summary(run, files + pictures, warnings)):
-            say(line)
+            pictures = [] if args.no_plots or interrupted else write_pictures(run, warn)
+            for line in final_lines(run, write_summary(run, files + pictures, warnings)):
+                say(line)
+        signum = requested()
+    if interrupted or signum:
+        if root:
+            print(f"fem3d.cavity: {last.reason if interrupted else 'interrupted'} at Re {done[-1].re:g} after "
+                  f"{len(last.steps)} steps; the last iterate (residual {last.residual:.2e}) is in "
+                  f"{os.path.join(out, 'solution.npy')}", file=sys.stderr, flush=True)
+        return 128 + (signum or 2)
     if not run.converged:
-        raise ConvergenceError(f"results in {out} are marked as not converged; last change {result.steps[-1].change:.2e}"
-                               if result.steps else "no Picard step completed", result.reason)
+        raise ConvergenceError(f"results in {out} are marked as not converged (Re {done[-1].re:g}, residual {last.residual:.2e} "
+                               f"after {len(last.steps)} steps)", last.reason)
     return 0
 
 
-def solve_stages(solver, stages: list[float], re: float, options, x, say, cg_progress):
-    """Solve at each continuation Reynolds number, then at ``re``, each from the last
-    solution (``x``: this rank's initial guess or None). Returns the last PicardResult and
-    the history: per Reynolds number re, converged, reason and steps."""
-    history, result = [], None
-    for stage_re in stages + [re]:
-        solver.problem.re = stage_re
-        solver.options = options if stage_re == re else replace(options, tol=max(options.tol, CONTINUATION_TOL))
-        say(f"Re {stage_re:g}" + (" (continuation)" if stage_re != re else ""))
-        result = solver.solve(x0=x, log=lambda s: say("  " + s), cg_progress=cg_progress)
-        history.append({"re": stage_re, "converged": result.converged, "reason": result.reason,
-                        "steps": [vars(s) for s in result.steps]})
-        x = result.x
-        if result.reason in ("nan", "breakdown", "diverged"):
-            break
-    return result, history
-
-
-def _phase_seconds(solver, t_prep: float) -> dict:
-    """The solver's seconds per phase, its set-up counted in data_preparation with ``t_prep``."""
-    times = dict(solver.timer.as_dict())
+def _phase_seconds(system, t_prep: float) -> dict:
+    """The system's seconds per phase, its set-up counted in data_preparation with ``t_prep``."""
+    times = dict(system.timer.as_dict())
     times["data_preparation"] = t_prep + times.pop("setup", 0.0)
     return times
 
 
 def _progress_bar():
-    """A one-line CG progress display for terminals."""
+    """A one-line progress display of the linear solves for terminals."""
     def show(it, relres):
         bar = "#" * min(30, max(0, int(3 * -math.log10(max(relres, 1e-30)))))
-        print(f"\r    cg {it:7d}  relres {relres:.1e}  {bar:<30}", end="\r", flush=True)
+        print(f"\r    linear {it:7d}  relres {relres:.1e}  {bar:<30}", end="\r", flush=True)
     return show
 
 

@@ -41,13 +41,13 @@ class CavityRun:
     x: np.ndarray | None  # the global solution [u | v | w | p] (host; None except on rank 0)
     comm: object  # the communicator (rank, size, name)
     device: str  # the backend, as backend.describe() gives it
-    history: list  # per Reynolds number solved: re, converged, reason, steps (PicardStep fields)
-    options: dict  # the PicardOptions of the last Reynolds number
+    history: list  # per Reynolds number solved: re, converged, reason, residual, steps (fem3d.nonlinear.Step fields)
+    options: dict  # nonlinear and linear solver options
     times_s: dict  # seconds per phase: data_preparation, element_matrices, preconditioner, solve, ...
     output_started: float  # time.perf_counter() when the output began
     per_rank: list | None  # fem3d.distributed.rank_report (rank 0; None elsewhere)
     converged: bool
-    reason: str  # converged, max_picard, nan, breakdown, diverged, ...
+    reason: str  # converged, max_steps, nan, diverged, stagnated, linear_solver, interrupted (...)
     vtu: bool = True  # write the VTU (or PVTU) solution
 
     @cached_property
@@ -109,15 +109,16 @@ def write_summary(run: CavityRun, files: list[str], warnings: list[str] = ()) ->
     """summary.json (atomically) listing ``files`` and ``warnings``; returns its content."""
     steps = [s for stage in run.history for s in stage["steps"]]
     times = {**run.times_s, "output": time.perf_counter() - run.output_started}
-    t_run = sum(times.get(k, 0.0) for k in ("data_preparation", "element_matrices", "preconditioner", "solve"))
+    t_run = sum(times.get(k, 0.0) for k in ("data_preparation", "element_matrices", "linear_setup", "solve"))
     summary = {
         "re": run.re, "converged": run.converged, "reason": run.reason,
         "mesh": {**run.mesh_info, "elements": run.mesh.n_elements, "velocity_nodes": run.mesh.n_nodes,
                  "pressure_nodes": run.mesh.n_pressure, "colours": run.mesh.n_colours},
         "dofs": run.mesh.n_dofs, "device": run.device, "ranks": run.comm.size, "communicator": run.comm.name,
-        "picard_steps": len(steps),
+        "residual": run.history[-1]["residual"] if run.history else None,
+        "nonlinear_steps": len(steps),
         "newton_steps": sum(s["kind"] == "newton" for s in steps),
-        "cg_iterations": sum(s["cg_iterations"] for s in steps),
+        "linear_iterations": sum(s["linear_iterations"] for s in steps),
         "continuation": run.history, "times_s": times, "t_run_s": t_run,
         "t_unit_us": t_run * 1e6 / (max(len(steps), 1) * run.mesh.n_elements),
         "per_rank": run.per_rank, "options": run.options, "validation": run.comparison,
@@ -132,7 +133,7 @@ def final_lines(run: CavityRun, summary: dict) -> list[str]:
     T_unit, and the files written."""
     lines = [f"{row['profile']:>13} vs {row['reference']}: max |diff| {row['max_abs_diff']:.4f} at {row['at']:.4f}"
              for row in summary["validation"]]
-    lines.append(f"T_unit {summary['t_unit_us']:.1f} us ({summary['picard_steps']} Picard steps, {summary['cg_iterations']} CG "
-                 f"iterations, {summary['t_run_s']:.1f} s)")
+    lines.append(f"T_unit {summary['t_unit_us']:.1f} us ({summary['nonlinear_steps']} nonlinear steps, "
+                 f"{summary['linear_iterations']} linear iterations, {summary['t_run_s']:.1f} s)")
     lines.append(f"wrote {run.out}/: {', '.join(summary['files'])}")
     return lines

@@ -3,7 +3,7 @@
 The entry points (fem3d.cavity, fem3d.verify) call these the same way on one process
 and on many: :func:`start` makes the backend and communicator and checks that every
 rank got the same command line, fem3d.partition.distribute cuts the mesh and
-:func:`partitioned_solver` gives each rank a PicardSolver on its part, :func:`write_solution_vtu` writes one VTU (one
+:func:`partitioned_system` gives each rank the equations on its part, :func:`write_solution_vtu` writes one VTU (one
 rank) or a piece per rank joined by a PVTU file, and :func:`rank_report` gathers
 what each rank did and how long it computed and communicated.
 """
@@ -14,7 +14,7 @@ import os
 import numpy as np
 
 from .comm import COMMS, check_same_arguments, setup
-from .navier_stokes import PicardSolver
+from .navier_stokes import NavierStokesSystem
 from .output import write_pvtu, write_vtu
 
 
@@ -34,11 +34,11 @@ def start(args, argv):
     return backend, comm
 
 
-def partitioned_solver(problem, part, backend, options) -> PicardSolver:
-    """PicardSolver on this rank's part (fem3d.partition.distribute) of ``problem``
+def partitioned_system(problem, part, backend, matrix_dtype: str = "float64") -> NavierStokesSystem:
+    """The equations of ``problem`` on this rank's part (fem3d.partition.distribute)
     (collective: every rank calls it)."""
     local = problem if part.dist.is_serial else problem.restricted(part.mesh, part.nodes)
-    return PicardSolver(local, backend, options, part.dist)
+    return NavierStokesSystem(local, backend, part.dist, matrix_dtype)
 
 
 def node_sum(part):
@@ -64,10 +64,10 @@ def write_solution_vtu(out: str, stem: str, part, x_local: np.ndarray, comm) -> 
     return f"{stem}.pvtu"
 
 
-def rank_report(comm, solver, part, backend) -> list | None:
+def rank_report(comm, system, part, backend) -> list | None:
     """Per rank (on rank 0, None elsewhere): elements, unknowns, interface unknowns, device,
     seconds per phase, seconds communicating and computing (phases minus communication)."""
-    phases = solver.timer.as_dict()
+    phases = system.timer.as_dict()
     mine = {"rank": comm.rank, "elements": int(part.mesh.n_elements), "unknowns": int(part.dist.n),
             "interface_unknowns": int(len(part.dist.interface)), "device": backend.describe(), "communicator": comm.name,
             "times_s": phases, "communication_s": comm.seconds,

@@ -1,11 +1,15 @@
-"""Normal-equations Jacobi-preconditioned conjugate gradients (Kao & Sheu 2018, Algorithm 2).
+"""Krylov solvers behind one interface, in the spirit of MFEM's IterativeSolver and SetPreconditioner.
 
-Solves A^T A x = A^T b, which is symmetric positive (semi)definite for any A, with
-the Jacobi preconditioner M = diag(A^T A). The iteration is the Chronopoulos-Gear
-form the paper uses: one product with A^T A and one fused reduction of (r, z),
-(s, z), (r, r) per iteration, so a distributed run needs one allreduce of three
-numbers per iteration (op.dist; owned entries only). (The paper's listing updates r
-with beta; the derivation, and this code, use alpha: r_{j+1} = r_j - alpha_j q_j.)
+Operator        ``n``, ``dist`` (fem3d.partition.Distribution), ``xp`` and ``matvec(x, out)``;
+                the normal-equations solver also needs ``rmatvec`` and ``normal_matvec``.
+Preconditioner  ``setup(op)`` once per operator, then ``apply(r, out)``: out = M^-1 r.
+Solver          ``solve(op, b, x, precond)`` solves op x = b in place (``x`` holds the initial
+                guess) and returns a :class:`SolveInfo` with the reason it stopped.
+
+Vectors are complete local vectors of this rank (fem3d.partition): dot products sum the
+owned entries and reduce over the ranks, so the same code runs on one process or many.
+``progress(iteration, relres)`` is called at every residual check; it may raise (an
+interrupt) to stop the solve.
 """
 from __future__ import annotations
 
@@ -16,26 +20,23 @@ import numpy as np
 
 from .kernels import cg
 
-REASONS = ("converged", "max_iterations", "breakdown", "nan")
+REASONS = ("converged", "max_iterations", "stagnated", "breakdown", "nan")
 
 
 @dataclass
-class CGInfo:
-    """Outcome of a solve.
+class SolveInfo:
+    """Outcome of a linear solve.
 
-    iterations   updates of x performed
-    reason       one of REASONS
-    relres       ||A^T (b - A x)|| / ||A^T b|| of the recursively updated residual at the last check
-    true_relres  the same recomputed from x at the end
-    residual     ||b - A x|| / ||b|| at the end
-    history      (iteration, relres) at each convergence check
+    iterations  Krylov iterations performed
+    reason      one of REASONS
+    relres      the solver's relative residual at the end (normal equations: ||A^T r|| / ||A^T b||,
+                GMRES: ||r|| / ||b||)
+    history     (iteration, relres) at each check
     """
 
     iterations: int
     reason: str
     relres: float
-    true_relres: float = math.nan
-    residual: float = math.nan
     history: list = field(default_factory=list)
 
     @property
@@ -43,62 +44,172 @@ class CGInfo:
         return self.reason == "converged"
 
 
-def normal_pcg(op, b, x, inv_diag, tol: float = 1e-10, max_iter: int = 10000, check_every: int = 1, progress=None,
-               reduction: float = 0.0) -> CGInfo:
-    """Solve A^T A x = A^T b in place; ``x`` holds the initial guess.
+class Identity:
+    """No preconditioning."""
 
-    op        operator with matvec, rmatvec, normal_matvec (fem3d.operators.ElementOperator)
-    inv_diag  1 / diag(A^T A), shape (n,)
-    tol       stop when ||A^T (b - A x)|| <= tol ||A^T b||
-    reduction or when the residual has fallen by this factor from its initial value
-              (inexact Newton/Picard steps; 0: tol alone)
-    check_every  read the residual back to the host every this many iterations
-    progress  called as progress(iteration, relres) at each check
+    def setup(self, op) -> None:
+        pass
+
+    def apply(self, r, out):
+        out[...] = r
+        return out
+
+
+class NormalJacobi:
+    """Jacobi preconditioner of the normal equations: M = diag(A^T A) (zero rows left alone)."""
+
+    def setup(self, op) -> None:
+        xp = op.xp
+        diag = op.normal_diagonal()
+        self.inv_diag = xp.where(diag > 0, 1.0 / xp.where(diag > 0, diag, 1.0), 0.0)
+
+    def apply(self, r, out):
+        out[...] = self.inv_diag * r
+        return out
+
+
+class NormalEquationsCG:
+    """Jacobi-preconditioned conjugate gradients on A^T A x = A^T b (Kao & Sheu 2018,
+    Algorithm 2) in the Chronopoulos-Gear form: one product with A^T A and one fused
+    reduction of (r, z), (s, z), (r, r) per iteration, so a distributed run needs one
+    allreduce of three numbers per iteration. (The paper's listing updates r with beta;
+    the derivation, and this code, use alpha: r_{j+1} = r_j - alpha_j q_j.) The
+    preconditioner must be :class:`NormalJacobi` (its diagonal feeds the fused update).
+
+    Stops when ||A^T (b - A x)|| <= rtol ||A^T b||; reads the residual back to the host
+    every ``check_every`` iterations.
     """
-    xp, dist = op.xp, op.dist
-    dots, update = cg.for_backend(op.backend)
-    allreduce = None if dist.is_serial else dist.allreduce
-    n = b.size
-    work = xp.empty(n, dtype=np.float64)
-    bt = op.rmatvec(b, xp.empty(n, dtype=np.float64))
-    bnorm = dist.norm(bt)
-    if not math.isfinite(bnorm):
-        return CGInfo(0, "nan", math.nan)
-    if bnorm == 0.0:
-        x.fill(0.0)
-        return CGInfo(0, "converged", 0.0, 0.0, 0.0)
-    r = bt - op.normal_matvec(x, xp.empty(n, dtype=np.float64), work)
-    z = inv_diag * r
-    p = xp.zeros(n, dtype=np.float64)
-    q = xp.zeros(n, dtype=np.float64)
-    s = xp.empty(n, dtype=np.float64)
-    sc = cg.new_scalars(xp)
-    history = []
-    reason, relres, it, target = "max_iterations", math.nan, 0, tol
-    for it in range(max_iter + 1):
-        op.normal_matvec(z, s, work)
-        dots(r, z, s, dist.weights, sc, allreduce)
-        if it % check_every == 0 or it == max_iter:
-            rr, flag = (float(v) for v in op.backend.to_numpy(sc[[2, 8]]))
-            relres = math.sqrt(rr) / bnorm if rr >= 0 else math.nan
-            history.append((it, relres))
-            if it == 0:
-                target = max(tol, reduction * relres)
-            if progress is not None:
-                progress(it, relres)
+
+    def __init__(self, rtol: float = 1e-10, max_iterations: int = 20000, check_every: int = 10, progress=None):
+        self.rtol, self.max_iterations, self.check_every, self.progress = rtol, max_iterations, check_every, progress
+
+    def solve(self, op, b, x, precond: NormalJacobi) -> SolveInfo:
+        xp, dist = op.xp, op.dist
+        dots, update = cg.for_backend(op.backend)
+        allreduce = None if dist.is_serial else dist.allreduce
+        n = b.size
+        work = xp.empty(n, dtype=np.float64)
+        bt = op.rmatvec(b, xp.empty(n, dtype=np.float64))
+        bnorm = dist.norm(bt)
+        if not math.isfinite(bnorm):
+            return SolveInfo(0, "nan", math.nan)
+        if bnorm == 0.0:
+            x.fill(0.0)
+            return SolveInfo(0, "converged", 0.0)
+        inv_diag = precond.inv_diag
+        r = bt - op.normal_matvec(x, xp.empty(n, dtype=np.float64), work)
+        z = inv_diag * r
+        p = xp.zeros(n, dtype=np.float64)
+        q = xp.zeros(n, dtype=np.float64)
+        s = xp.empty(n, dtype=np.float64)
+        sc = cg.new_scalars(xp)
+        history = []
+        reason, relres, it = "max_iterations", math.nan, 0
+        for it in range(self.max_iterations + 1):
+            op.normal_matvec(z, s, work)
+            dots(r, z, s, dist.weights, sc, allreduce)
+            if it % self.check_every == 0 or it == self.max_iterations:
+                rr, flag = (float(v) for v in op.backend.to_numpy(sc[[2, 8]]))
+                relres = math.sqrt(rr) / bnorm if rr >= 0 else math.nan
+                history.append((it, relres))
+                if self.progress is not None:
+                    self.progress(it, relres)
+                if not math.isfinite(relres):
+                    reason = "nan"
+                    break
+                if relres <= self.rtol:
+                    reason = "converged"
+                    break
+                if flag:
+                    reason = "breakdown"
+                    break
+                if it == self.max_iterations:
+                    break
+            update(x, r, z, p, q, s, inv_diag, sc)
+        return SolveInfo(it, reason, relres, history)
+
+
+class FGMRES:
+    """Restarted flexible GMRES with right preconditioning (Saad 1993): minimises the true
+    residual ||b - A x|| over the preconditioned Krylov space, and the preconditioner may
+    change between iterations. Arnoldi by classical Gram-Schmidt done twice (CGS2): each
+    pass is one product with the basis and one reduction of j numbers.
+
+    Stops when ||b - A x|| <= rtol ||b|| (checked on the true residual at the end of a
+    cycle); "stagnated" when a whole restart cycle reduced the residual by less than 1 %.
+    """
+
+    def __init__(self, rtol: float = 1e-2, restart: int = 30, max_iterations: int = 1000, progress=None):
+        self.rtol, self.restart, self.max_iterations, self.progress = rtol, restart, max_iterations, progress
+        self._basis = None
+
+    def _buffers(self, xp, n):
+        m = self.restart
+        if self._basis is None or self._basis[0].shape != (m + 1, n) or not isinstance(self._basis[0], xp.ndarray):
+            self._basis = (xp.empty((m + 1, n), dtype=np.float64), xp.empty((m, n), dtype=np.float64))
+        return self._basis
+
+    def solve(self, op, b, x, precond=None) -> SolveInfo:
+        xp, dist = op.xp, op.dist
+        precond = precond or Identity()
+        V, Z = self._buffers(xp, b.size)
+        bnorm = dist.norm(b)
+        if not math.isfinite(bnorm):
+            return SolveInfo(0, "nan", math.nan)
+        if bnorm == 0.0:
+            x.fill(0.0)
+            return SolveInfo(0, "converged", 0.0)
+        m, history, its = self.restart, [], 0
+        r = b - op.matvec(x, xp.empty_like(b))
+        beta = dist.norm(r)
+        relres = beta / bnorm
+        history.append((0, relres))
+        while True:
             if not math.isfinite(relres):
-                reason = "nan"
-                break
-            if relres <= target:
-                reason = "converged"
-                break
-            if flag:
-                reason = "breakdown"
-                break
-            if it == max_iter:
-                break
-        update(x, r, z, p, q, s, inv_diag, sc)
-    true_r = bt - op.normal_matvec(x, s, work)
-    op.matvec(x, work)
-    residual = dist.norm(b - work) / max(dist.norm(b), 1e-300)
-    return CGInfo(it, reason, relres, dist.norm(true_r) / bnorm, residual, history)
+                return SolveInfo(its, "nan", relres, history)
+            if relres <= self.rtol:
+                return SolveInfo(its, "converged", relres, history)
+            if its >= self.max_iterations:
+                return SolveInfo(its, "max_iterations", relres, history)
+            V[0] = r / beta
+            H = np.zeros((m + 1, m))
+            g = np.zeros(m + 1)
+            g[0] = beta
+            rotations = []
+            j = 0
+            while j < m and its < self.max_iterations:
+                precond.apply(V[j], Z[j])
+                w = op.matvec(Z[j], V[j + 1])
+                for _ in range(2):
+                    h = V[:j + 1] @ (dist.weights * w)
+                    h = op.backend.to_numpy(dist.allreduce(h))
+                    w -= V[:j + 1].T @ op.backend.asarray(h)
+                    H[:j + 1, j] += h
+                hn = dist.norm(w)
+                H[j + 1, j] = hn
+                if not np.all(np.isfinite(H[:j + 2, j])):
+                    return SolveInfo(its, "nan", math.nan, history)
+                if hn > 0:
+                    w /= hn
+                for i, (c, s) in enumerate(rotations):
+                    H[i, j], H[i + 1, j] = c * H[i, j] + s * H[i + 1, j], -s * H[i, j] + c * H[i + 1, j]
+                d = math.hypot(H[j, j], H[j + 1, j])
+                c, s = (H[j, j] / d, H[j + 1, j] / d) if d > 0 else (1.0, 0.0)
+                rotations.append((c, s))
+                H[j, j], H[j + 1, j] = d, 0.0
+                g[j], g[j + 1] = c * g[j], -s * g[j]
+                j += 1
+                its += 1
+                estimate = abs(g[j]) / bnorm
+                history.append((its, estimate))
+                if self.progress is not None:
+                    self.progress(its, estimate)
+                if estimate <= self.rtol or d == 0.0:
+                    break
+            y = np.linalg.solve(np.triu(H[:j, :j]), g[:j]) if j else np.zeros(0)
+            x += Z[:j].T @ op.backend.asarray(y)
+            r = b - op.matvec(x, r)
+            new = dist.norm(r) / bnorm
+            if new > 0.99 * relres and j == m:
+                return SolveInfo(its, "stagnated", new, history)
+            relres, beta = new, new * bnorm

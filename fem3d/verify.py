@@ -21,16 +21,19 @@ import time
 
 import numpy as np
 
-from .cli import add_solver_arguments, solver_options
+from .cli import add_solver_arguments, linear_options, nonlinear_options
 from .comm import agreed_errors
-from .distributed import add_parallel_arguments, partitioned_solver, start
+from .distributed import add_parallel_arguments, partitioned_system, start
 from .errors import ArgumentParser, ConvergenceError, check_range, run_cli
 from .exact import CASES
 from .fields import l2_errors
+from .interrupt import InterruptCheck, graceful_stop, requested
 from .mesh import box_mesh
-from .navier_stokes import FlowProblem, PicardOptions
+from .navier_stokes import FlowProblem
+from .nonlinear import NonlinearOptions, NonlinearSolver
 from .output import check_writable_file, write_json
 from .partition import distribute
+from .solvers import LinearOptions, make_linear_solver
 
 # Kao & Sheu 2018, Table 2 (analytic case), L2 error norms at N^3 elements.
 PAPER_TABLE2 = {
@@ -42,7 +45,8 @@ PAPER_TABLE2 = {
 FIELDS = ("u", "v", "w", "p")
 
 
-def run_case(case, n: int, backend, comm, options: PicardOptions, log=None) -> dict:
+def run_case(case, n: int, backend, comm, nonlinear: NonlinearOptions, linear: LinearOptions, log=None,
+             matrix_dtype: str = "float64", progress=None) -> dict:
     """Solve ``case`` on an n^3 unit cube (on every rank of ``comm``); returns a row of
     the convergence table."""
     t0 = time.perf_counter()
@@ -50,15 +54,15 @@ def run_case(case, n: int, backend, comm, options: PicardOptions, log=None) -> d
     problem = FlowProblem.with_boundary_velocity(mesh, case.re, lambda x: case.velocity(np, x), force=case.force)
     with agreed_errors(comm):
         part = distribute(mesh, comm, backend)
-    solver = partitioned_solver(problem, part, backend, options)
-    result = solver.solve(log=log)
+    system = partitioned_system(problem, part, backend, matrix_dtype)
+    result = NonlinearSolver(system, make_linear_solver(linear, progress), nonlinear, progress).solve(log=log)
     errors = l2_errors(backend, part.mesh, backend.asarray(result.x), case.velocity, case.pressure,
                        total=part.dist.allreduce)
     return {
         "case": case.name, "re": case.re, "n": n, "elements": mesh.n_elements, "dofs": mesh.n_dofs,
-        "errors": errors, "converged": result.converged, "reason": result.reason,
-        "picard_steps": len(result.steps), "cg_iterations": result.cg_iterations,
-        "seconds": time.perf_counter() - t0, "times": result.times,
+        "errors": errors, "converged": result.converged, "reason": result.reason, "residual": result.residual,
+        "nonlinear_steps": len(result.steps), "linear_iterations": result.linear_iterations,
+        "seconds": time.perf_counter() - t0, "times": system.timer.as_dict(),
     }
 
 
@@ -69,7 +73,7 @@ def add_rates(rows: list) -> None:
 
 
 def format_table(rows: list) -> str:
-    head = f"{'N':>4} {'DOFs':>10} " + " ".join(f"{'L2 ' + f:>9} {'rate':>5}" for f in FIELDS) + f" {'picard':>6} {'CG its':>7} {'time s':>8}"
+    head = f"{'N':>4} {'DOFs':>10} " + " ".join(f"{'L2 ' + f:>9} {'rate':>5}" for f in FIELDS) + f" {'steps':>6} {'lin its':>7} {'time s':>8}"
     lines = [head]
     for r in rows:
         cells = []
@@ -77,7 +81,7 @@ def format_table(rows: list) -> str:
             rate = r.get("rates", {}).get(f)
             cells.append(f"{r['errors'][f]:9.3e} {rate:5.2f}" if rate is not None else f"{r['errors'][f]:9.3e} {'-':>5}")
         flag = "" if r["converged"] else f"  NOT CONVERGED ({r['reason']})"
-        lines.append(f"{r['n']:4d} {r['dofs']:10d} " + " ".join(cells) + f" {r['picard_steps']:6d} {r['cg_iterations']:7d} {r['seconds']:8.1f}{flag}")
+        lines.append(f"{r['n']:4d} {r['dofs']:10d} " + " ".join(cells) + f" {r['nonlinear_steps']:6d} {r['linear_iterations']:7d} {r['seconds']:8.1f}{flag}")
         if r["case"] == "paper" and r["n"] in PAPER_TABLE2:
             ref = PAPER_TABLE2[r["n"]]
             lines.append(f"{'':>4} {'paper':>10} " + " ".join(f"{ref[f]:9.3e} {'<=' if r['errors'][f] <= ref[f] else '>':>5}" for f in FIELDS))
@@ -102,7 +106,7 @@ def main(argv=None) -> int:
             check_range("--re", args.re, low=0, low_open=True)
         for n in args.n:
             check_range("--n", n, low=1, integer=True)
-        options = solver_options(args)
+        nonlinear, linear = nonlinear_options(args), linear_options(args)
         check_writable_file(args.out)
     names = ["paper", "manufactured"] if args.case == "both" else [args.case]
     say = (lambda s: print(s, flush=True)) if root else (lambda s: None)
@@ -110,19 +114,30 @@ def main(argv=None) -> int:
     ranks = f" on {comm.size} ranks ({comm.name})" if comm.size > 1 else ""
     report = {"device": backend.describe(), "ranks": comm.size, "options": vars(args), "cases": {}}
     failed = []
-    for name in names:
-        case = CASES[name](args.re if args.re is not None else CASES[name].default_re)
-        say(f"case {name}, Re {case.re:g}, {backend.describe()}{ranks}")
-        rows = report["cases"][name] = []
-        for n in sorted(set(args.n)):
-            rows.append(run_case(case, n, backend, comm, options, log))
-            if not rows[-1]["converged"]:
-                failed.append(rows[-1])
-            add_rates(rows)
-            if root:
-                write_json(args.out, report)
-        say(format_table(rows))
+    with graceful_stop():
+        check = InterruptCheck(comm)
+        for name in names:
+            case = CASES[name](args.re if args.re is not None else CASES[name].default_re)
+            say(f"case {name}, Re {case.re:g}, {backend.describe()}{ranks}")
+            rows = report["cases"][name] = []
+            for n in sorted(set(args.n)):
+                rows.append(run_case(case, n, backend, comm, nonlinear, linear, log, args.matrix_dtype, check))
+                if not rows[-1]["converged"]:
+                    failed.append(rows[-1])
+                add_rates(rows)
+                if root:
+                    write_json(args.out, report)
+                if rows[-1]["reason"].startswith("interrupted"):
+                    break
+            say(format_table(rows))
+            if failed and failed[-1]["reason"].startswith("interrupted"):
+                break
     say(f"wrote {args.out}")
+    if failed and failed[-1]["reason"].startswith("interrupted"):
+        r = failed[-1]
+        if root:
+            print(f"fem3d.verify: {r['reason']} in case {r['case']} N={r['n']}; rows so far in {args.out}", file=sys.stderr, flush=True)
+        return 128 + (requested() or 2)
     if failed:
         runs = ", ".join(f"case {r['case']} N={r['n']} (Re {r['re']:g})" for r in failed)
         raise ConvergenceError(f"{runs}; results in {args.out} are marked", failed[0]["reason"])

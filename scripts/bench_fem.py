@@ -55,11 +55,11 @@ CG_LENGTHS = {"gpu": (10, 60), "cpu": (2, 5)}  # CG runs whose time difference g
 
 def phase_row(backend, n: int, matrix_dtype: str, grading: float, copy_gbs, padded: bool) -> dict:
     """Timings of every phase for an n^3 cavity at Re 400 about the initial guess."""
-    from fem3d.cavity import lid_driven_problem
     from fem3d.kernels import cg, ebe
-    from fem3d.krylov import normal_pcg
+    from fem3d.krylov import NormalEquationsCG, NormalJacobi
     from fem3d.mesh import box_mesh
-    from fem3d.navier_stokes import PicardOptions, PicardSolver
+    from fem3d.navier_stokes import NavierStokesSystem
+    from fem3d.problems import lid_driven_problem
 
     xp, gpu = backend.xp, backend.is_gpu
     pool = xp.get_default_memory_pool() if gpu else None
@@ -71,21 +71,21 @@ def phase_row(backend, n: int, matrix_dtype: str, grading: float, copy_gbs, padd
     problem = lid_driven_problem(mesh, 400.0, "y=1")
     t_mesh = time.perf_counter() - t0
     t0 = time.perf_counter()
-    solver = PicardSolver(problem, backend, PicardOptions(matrix_dtype=matrix_dtype))
+    system = NavierStokesSystem(problem, backend, matrix_dtype=matrix_dtype)
     backend.synchronize()
     t_setup = time.perf_counter() - t0
-    op, x = solver.op, solver.initial_guess()
+    op, x = system.op, system.initial_guess()
     repeat = 3 if gpu else 1
-    t_elem = backend.time_call(lambda: solver.assemble(x), repeat=repeat, warmup=1 if gpu else 0)
-    inv_diag = 1.0 / op.normal_diagonal()
-    t_prec = backend.time_call(op.normal_diagonal, repeat=repeat, warmup=0)
+    t_elem = backend.time_call(lambda: system.assemble(x, "picard"), repeat=repeat, warmup=1 if gpu else 0)
+    b = system.assemble(x, "picard").residual
+    jacobi = NormalJacobi()
+    t_prec = backend.time_call(lambda: jacobi.setup(op), repeat=repeat, warmup=0)
     y = xp.empty_like(x)
     t_a = backend.time_call(lambda: op.matvec(x, y), repeat=10 if gpu else 2, warmup=2 if gpu else 1)
     t_at = backend.time_call(lambda: op.rmatvec(x, y), repeat=10 if gpu else 2, warmup=2 if gpu else 1)
-    b = solver.b
 
     def cg_run(its):
-        return lambda: normal_pcg(op, b, xp.zeros_like(x), inv_diag, tol=1e-300, max_iter=its, check_every=10)
+        return lambda: NormalEquationsCG(1e-300, its, 10).solve(op, b, xp.zeros_like(x), jacobi)
 
     short, long = CG_LENGTHS[backend.kind]
     r = 3 if gpu else 1
@@ -94,7 +94,7 @@ def phase_row(backend, n: int, matrix_dtype: str, grading: float, copy_gbs, padd
     dots, update = cg.for_backend(backend)
     vecs = [xp.full(x.size, 0.5 + k) for k in range(7)]
     sc = cg.new_scalars(xp)
-    t_vec = backend.time_call(lambda: (dots(vecs[0], vecs[1], vecs[2], solver.dist.weights, sc, None),
+    t_vec = backend.time_call(lambda: (dots(vecs[0], vecs[1], vecs[2], system.dist.weights, sc, None),
                                        update(vecs[3], vecs[0], vecs[1], vecs[4], vecs[5], vecs[2], vecs[6], sc)),
                               repeat=20 if gpu else 2, warmup=2 if gpu else 1)
     itemsize = np.dtype(ebe.MATRIX_DTYPES[matrix_dtype]).itemsize
@@ -139,29 +139,29 @@ def padded_product(backend, op, x, nbytes, copy_gbs) -> dict:
 def solve_row(args, n: int, re: float, ranks: int, matrix_dtype: str, out_dir: str, previous: dict | None) -> dict:
     """One cavity run as the command line does it; T_unit from its summary.
 
-    With --segment-steps K a full solve runs K Picard steps per call; when ``previous``
+    With --segment-steps K a full solve runs K nonlinear steps per call; when ``previous``
     (this row from an earlier call) stopped at that limit and its solution.npy is still
     there, this call continues from it (--initial) and the row sums the segments."""
-    from fem3d.cavity import continuation_steps
+    from fem3d.nonlinear import continuation_steps
 
     partial = n > args.solve_max
-    extra = ["--max-picard", str(args.picard_steps)] if partial else []
+    extra = ["--max-steps", str(args.picard_steps)] if partial else []
     segmented = bool(args.segment_steps) and not partial
     if segmented:
         if continuation_steps("auto", re):
             raise SystemExit(f"--segment-steps: Re {re:g} is solved in several Reynolds stages; segments need Re <= 400")
-        extra = ["--max-picard", str(args.segment_steps)]
+        extra = ["--max-steps", str(args.segment_steps)]
     segments = []
     if segmented and previous and previous.get("resumable") and os.path.exists(previous["solution"]):
         segments = previous["segments"]
         extra += ["--initial", previous["solution"], "--continuation", "none"]
     cmd_args = ["--re", f"{re:g}", "--n", str(n), "--grading", f"{args.grading:g}", "--device", args.device,
-                "--matrix-dtype", matrix_dtype, "--quiet", "--no-plots", "--no-vtu", *extra]
+                "--matrix-dtype", matrix_dtype, "--solver", "paper", "--quiet", "--no-plots", "--no-vtu", *extra]
     run_dir = os.path.abspath(os.path.join(out_dir, f"re{re:g}_n{n}_p{ranks}_{matrix_dtype}_{len(segments)}"))
     launcher = shlex.split(args.launcher) + ["-n", str(ranks)] if ranks > 1 else []
     summary, seconds = run_case("fem3d.cavity", cmd_args, run_dir, launcher)
     steps = [s["seconds"] for stage in summary["continuation"] for s in stage["steps"]]
-    segments = segments + [{"picard_steps": summary["picard_steps"], "cg_iterations": summary["cg_iterations"],
+    segments = segments + [{"picard_steps": summary["nonlinear_steps"], "cg_iterations": summary["linear_iterations"],
                             "t_run_s": summary["t_run_s"], "step_seconds": steps, "reason": summary["reason"]}]
     picard = sum(g["picard_steps"] for g in segments)
     t_run = sum(g["t_run_s"] for g in segments)
@@ -171,7 +171,7 @@ def solve_row(args, n: int, re: float, ranks: int, matrix_dtype: str, out_dir: s
             "cg_iterations": sum(g["cg_iterations"] for g in segments), "t_run_s": t_run,
             "t_unit_us": t_run * 1e6 / (max(picard, 1) * summary["mesh"]["elements"]),
             "times_s": summary["times_s"], "picard_step_s": float(np.mean([t for g in segments for t in g["step_seconds"]])),
-            "segments": segments, "resumable": segmented and summary["reason"] == "max_picard",
+            "segments": segments, "resumable": segmented and summary["reason"] == "max_steps",
             "solution": os.path.join(run_dir, "solution.npy"),
             "validation": summary["validation"], "wall_s": seconds,
             "command": " ".join([*launcher, summary["command"]])}

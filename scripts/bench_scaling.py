@@ -30,40 +30,40 @@ PAPER_STRONG = "Kao & Sheu 2018: 1.12x from 2 to 4 P100 GPUs"
 
 def worker(args) -> None:
     """One run, on every rank of the job: writes rank 0's results to args.json."""
-    from fem3d.cavity import lid_driven_problem
     from fem3d.comm import setup
-    from fem3d.distributed import partitioned_solver
-    from fem3d.krylov import normal_pcg
+    from fem3d.distributed import partitioned_system
+    from fem3d.krylov import NormalEquationsCG, NormalJacobi
     from fem3d.mesh import box_mesh
-    from fem3d.navier_stokes import PicardOptions
     from fem3d.partition import distribute
+    from fem3d.problems import lid_driven_problem
 
     backend, comm = setup(args.device, args.comm)
     t0 = time.perf_counter()
     mesh = box_mesh(args.nx, args.ny, args.nz)
     problem = lid_driven_problem(mesh, args.re, "y=1")
     part = distribute(mesh, comm, backend)
-    solver = partitioned_solver(problem, part, backend, PicardOptions())
+    system = partitioned_system(problem, part, backend)
     t_setup = time.perf_counter() - t0
-    op, xp = solver.op, solver.xp
-    x = solver.initial_guess()
+    op, xp = system.op, system.xp
+    x = system.initial_guess()
     backend.synchronize()
     t0 = time.perf_counter()
-    b = solver.assemble(x)
+    b = system.assemble(x, "picard").residual
     backend.synchronize()
     t_assemble = time.perf_counter() - t0
     t0 = time.perf_counter()
-    inv_diag = 1.0 / op.normal_diagonal()
+    jacobi = NormalJacobi()
+    jacobi.setup(op)
     backend.synchronize()
     t_diag = time.perf_counter() - t0
     y = xp.empty_like(x)
     t_a = backend.time_call(lambda: op.matvec(x, y), repeat=5, warmup=2)
     t_at = backend.time_call(lambda: op.rmatvec(x, y), repeat=5, warmup=2)
-    normal_pcg(op, b, xp.zeros_like(x), inv_diag, tol=1e-300, max_iter=5, check_every=5)  # warm-up
+    NormalEquationsCG(1e-300, 5, 5).solve(op, b, xp.zeros_like(x), jacobi)  # warm-up
     comm_before = comm.seconds
     backend.synchronize()
     t0 = time.perf_counter()
-    info = normal_pcg(op, b, xp.zeros_like(x), inv_diag, tol=1e-300, max_iter=args.iterations, check_every=args.iterations)
+    info = NormalEquationsCG(1e-300, args.iterations, args.iterations).solve(op, b, xp.zeros_like(x), jacobi)
     backend.synchronize()
     t_cg = time.perf_counter() - t0
     mine = {"rank": comm.rank, "elements": part.mesh.n_elements, "unknowns": part.dist.n,

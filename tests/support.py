@@ -4,7 +4,7 @@ import os
 import numpy as np
 
 from fem3d.mesh import box_mesh, read_mesh
-from fem3d.navier_stokes import FlowProblem, PicardSolver
+from fem3d.navier_stokes import FlowProblem, NavierStokesSystem
 
 MESHES = os.path.join(os.path.dirname(__file__), "..", "meshes")
 
@@ -16,13 +16,13 @@ def sample_mesh(name: str):
     return read_mesh(os.path.join(MESHES, {"distorted": "distorted_cube_hex8.msh", "annulus": "annulus_hex27.msh"}[name]))
 
 
-def assembled(mesh, backend, re=40.0, seed=0):
-    """A PicardSolver on ``mesh`` with element matrices assembled about a random velocity.
+def assembled(mesh, backend, re=40.0, seed=0, kind="picard"):
+    """The equations on ``mesh`` with element matrices assembled about a random iterate x
+    (Picard matrix, or the Jacobian with kind="newton"), Dirichlet rows set.
 
-    Walls: every boundary face, prescribed velocity (1, 0, 0). Returns (solver, x)."""
+    Walls: every boundary face, prescribed velocity (1, 0, 0). Returns (system, x, state)."""
     problem = FlowProblem.with_boundary_velocity(mesh, re, lambda x: np.tile([1.0, 0.0, 0.0], (len(x), 1)))
-    solver = PicardSolver(problem, backend)
+    system = NavierStokesSystem(problem, backend)
     rng = np.random.default_rng(seed)
     x = backend.asarray(rng.standard_normal(mesh.n_dofs))
-    solver.assemble(x)
-    return solver, x
+    return system, x, system.assemble(x, kind)

@@ -33,7 +33,7 @@ def test_phases_and_segmented_solve(tmp_path):
     assert p["a_gbs"] == pytest.approx(p["product_bytes"] / p["a_ms"] / 1e6)
     assert p["cg_iteration_ms"] > 0 and p["element_matrices_s"] > 0 and p["preconditioner_s"] > 0
     s = data["solves"]["1/2/400/float64"]
-    assert s["segments"][0]["picard_steps"] == 2 and s["resumable"] == (s["reason"] == "max_picard")
+    assert s["segments"][0]["picard_steps"] == 2 and s["resumable"] == (s["reason"] == "max_steps")
     assert s["t_unit_us"] == pytest.approx(s["t_run_s"] * 1e6 / (s["picard_steps"] * 8))
     # a second call continues the unconverged row from its solution.npy and sums the segments
     data2, _ = bench(tmp_path, "--parts", "solves", "--sizes", "2", "--re", "400", "--matrix-dtypes", "float64",

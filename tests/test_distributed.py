@@ -18,13 +18,16 @@ from fem3d.comm import launched_ranks
 from fem3d.errors import InputError
 from fem3d.exact import PaperFlow
 from fem3d.mesh import box_mesh
-from fem3d.navier_stokes import FlowProblem, PicardOptions, PicardSolver
+from fem3d.navier_stokes import FlowProblem, NavierStokesSystem
+from fem3d.nonlinear import NonlinearOptions, NonlinearSolver
+from fem3d.solvers import LinearOptions, make_linear_solver
 from fem3d.operators import ElementOperator
 from fem3d.partition import distribute, partition_elements
 from fem3d.problems import lid_driven_problem
 from support import assembled, sample_mesh
 
-TIGHT = PicardOptions(tol=1e-11, cg_tol=1e-13, forcing=0.0, max_cg=5000, check_every=5, newton=1.0)
+TIGHT = NonlinearOptions(tol=1e-11, forcing=1e-12)
+LINEAR = LinearOptions(max_iterations=5000, check_every=5)
 
 
 # ----------------------------------------------------------------- partitions (serial)
@@ -93,7 +96,7 @@ def mpiexec(*args, timeout=120, cwd=None):
 
 @needs_mpiexec
 @pytest.mark.parametrize("ranks, args, message", [
-    (2, ["--re", "0"], "fem3d.cavity: error: --re must be > 0 (got 0.0)"),
+    (2, ["--re", "0"], "fem3d.cavity: error: --re must be > 0 and <= 100000 (got 0.0)"),
     (3, ["--n", "2"], "fem3d.cavity: error: 3 ranks but the mesh has only 2 element layers along x; start at most 2 ranks"),
     (2, ["--comm", "carrier-pigeon"], "fem3d.cavity: error: --comm must be one of auto, serial, mpi, nccl"),
     (2, ["--comm", "serial"], "fem3d.cavity: error: --comm serial but started as 2 MPI ranks"),
@@ -158,7 +161,7 @@ def relative(a, b):
 def test_operator_products_and_diagonal_match_single_process(ranks, name):
     backend, comm = ranks
     mesh = sample_mesh(name) if name != "box" else box_mesh(3, 2, 2)
-    serial, _ = assembled(mesh, backend, seed=4)  # global element matrices, Dirichlet rows, equilibrated
+    serial, _, _ = assembled(mesh, backend, seed=4)  # global element matrices, Dirichlet rows
     part = distribute(mesh, comm, backend)
     local = ElementOperator(backend, part.mesh.dofs(), part.mesh.colour_offsets, part.mesh.n_dofs, part.dist)
     local.mats[...] = serial.op.mats[backend.asarray(part.elements)]
@@ -174,11 +177,15 @@ def test_operator_products_and_diagonal_match_single_process(ranks, name):
     assert np.array_equal(np.sort(np.concatenate(everyone)), np.arange(mesh.n_dofs))  # each unknown owned once
 
 
-def distributed_solve(problem, backend, comm, options):
-    from fem3d.distributed import partitioned_solver
+def single_process_solve(problem, backend):
+    return NonlinearSolver(NavierStokesSystem(problem, backend), make_linear_solver(LINEAR), TIGHT).solve()
+
+
+def distributed_solve(problem, backend, comm):
+    from fem3d.distributed import partitioned_system
 
     part = distribute(problem.mesh, comm, backend)
-    result = partitioned_solver(problem, part, backend, options).solve(log=None)
+    result = NonlinearSolver(partitioned_system(problem, part, backend), make_linear_solver(LINEAR), TIGHT).solve()
     return result, part.dist.gather(result.x)
 
 
@@ -186,10 +193,10 @@ def distributed_solve(problem, backend, comm, options):
 def test_cavity_solution_matches_single_process(ranks):
     backend, comm = ranks
     problem = lid_driven_problem(box_mesh(4, 3, 3, grading=1.0), 50.0, "y=1")
-    result, x = distributed_solve(problem, backend, comm, TIGHT)
+    result, x = distributed_solve(problem, backend, comm)
     assert result.converged
     if comm.rank == 0:
-        ref = PicardSolver(problem, backend, TIGHT).solve(log=None)
+        ref = single_process_solve(problem, backend)
         assert ref.converged and len(ref.steps) == len(result.steps)
         assert relative(x, ref.x) < 1e-10
 
@@ -199,10 +206,10 @@ def test_paper_flow_on_a_general_mesh_matches_single_process(ranks):
     backend, comm = ranks
     case = PaperFlow(100.0)
     problem = FlowProblem.with_boundary_velocity(sample_mesh("distorted"), case.re, lambda x: case.velocity(np, x))
-    result, x = distributed_solve(problem, backend, comm, TIGHT)
+    result, x = distributed_solve(problem, backend, comm)
     assert result.converged
     if comm.rank == 0:
-        ref = PicardSolver(problem, backend, TIGHT).solve(log=None)
+        ref = single_process_solve(problem, backend)
         assert relative(x, ref.x) < 1e-10
 
 
@@ -242,9 +249,9 @@ def test_verification_errors_match_single_process(ranks):
 
     backend, comm = ranks
     case = TrigFlow(10.0)
-    row = run_case(case, 3, backend, comm, TIGHT)
+    row = run_case(case, 3, backend, comm, TIGHT, LINEAR)
     assert row["converged"]
     if comm.rank == 0:
-        ref = run_case(case, 3, backend, SerialComm(), TIGHT)
+        ref = run_case(case, 3, backend, SerialComm(), TIGHT, LINEAR)
         for f in "uvwp":
             assert abs(row["errors"][f] - ref["errors"][f]) <= 1e-9 * ref["errors"][f]

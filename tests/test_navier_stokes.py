@@ -9,15 +9,21 @@ from fem3d.errors import InputError
 from fem3d.exact import PaperFlow, TrigFlow
 from fem3d.fields import l2_errors
 from fem3d.mesh import box_mesh
-from fem3d.navier_stokes import FlowProblem, PicardOptions, PicardSolver
+from fem3d.krylov import SolveInfo
+from fem3d.navier_stokes import FlowProblem, NavierStokesSystem
+from fem3d.nonlinear import NonlinearOptions, NonlinearSolver
+from fem3d.solvers import LinearOptions, make_linear_solver
 from support import sample_mesh
 
-FAST = PicardOptions(check_every=10)
+
+def nonlinear_solve(problem, backend, options=None, linear=None, matrix_dtype="float64", log=None):
+    system = NavierStokesSystem(problem, backend, matrix_dtype=matrix_dtype)
+    return NonlinearSolver(system, linear or make_linear_solver(LinearOptions()), options).solve(log=log)
 
 
-def solve(case, mesh, backend, options=FAST):
+def solve(case, mesh, backend, options=None, matrix_dtype="float64"):
     problem = FlowProblem.with_boundary_velocity(mesh, case.re, lambda x: case.velocity(np, x), force=case.force)
-    result = PicardSolver(problem, backend, options).solve(log=None)
+    result = nonlinear_solve(problem, backend, options, matrix_dtype=matrix_dtype)
     return result, l2_errors(backend, mesh, backend.asarray(result.x), case.velocity, case.pressure)
 
 
@@ -35,7 +41,7 @@ def test_float32_element_matrices_keep_the_discretisation_error(backend):
     discrete solution by far less than its error against the exact flow."""
     case = TrigFlow(10.0)
     r64, e64 = solve(case, box_mesh(4), backend)
-    r32, e32 = solve(case, box_mesh(4), backend, PicardOptions(check_every=10, matrix_dtype="float32"))
+    r32, e32 = solve(case, box_mesh(4), backend, NonlinearOptions(tol=1e-7), matrix_dtype="float32")
     assert r64.converged and r32.converged
     for f in "uvwp":
         assert abs(e32[f] - e64[f]) <= 1e-5 * e64[f], (f, e32[f], e64[f])
@@ -60,66 +66,113 @@ def test_solid_body_rotation_on_curved_hex27_mesh(backend):
     velocity = lambda xp, x: xp.stack([-x[..., 1], x[..., 0], 0 * x[..., 0]], axis=-1)
     pressure = lambda xp, x: 0.5 * (x[..., 0] ** 2 + x[..., 1] ** 2)
     problem = FlowProblem.with_boundary_velocity(mesh, 50.0, lambda x: velocity(np, x))
-    result = PicardSolver(problem, backend, FAST).solve(log=None)
+    result = nonlinear_solve(problem, backend)
     err = l2_errors(backend, mesh, backend.asarray(result.x), velocity, pressure)
     assert result.converged and err["u"] < 1e-3 and err["w"] < 1e-5 and err["p"] < 5e-3
 
 
-def test_picard_with_cg_matches_picard_with_a_direct_solver():
-    """The same Picard iteration with scipy's sparse LU on the assembled matrix (pressure
-    pinned, then shifted to zero mean) reaches the same discrete solution."""
+def test_newton_krylov_matches_newton_with_a_direct_solver():
+    """The same equations solved by Newton's method with scipy's sparse LU on the assembled
+    Jacobian (pressure pinned, then shifted to zero mean) give the same discrete solution,
+    and Newton converges quadratically: each residual about the square of the last."""
     cpu = get_backend("cpu")
     case = PaperFlow(200.0)
     mesh = box_mesh(3)
     problem = FlowProblem.with_boundary_velocity(mesh, case.re, lambda x: case.velocity(np, x))
-    result = PicardSolver(problem, cpu, PicardOptions(tol=1e-11, cg_tol=1e-13, check_every=5)).solve(log=None)
-    direct = PicardSolver(problem, cpu)
+    result = nonlinear_solve(problem, cpu, NonlinearOptions(tol=1e-12, forcing=1e-10))
+    direct = NavierStokesSystem(problem, cpu)
     x = direct.initial_guess()
-    for _ in range(40):
-        b = direct.assemble(x).copy()
-        A = direct.op.to_scipy().tolil()
-        k = 3 * mesh.n_nodes
-        A[k, :] = 0.0
-        A[k, k] = 1.0
-        b[k] = 0.0
-        x_new = spla.spsolve(A.tocsc(), b)
-        direct.normalise_pressure(x_new)
-        done = np.linalg.norm(x_new - x) < 1e-12 * np.linalg.norm(x_new)
-        x = x_new
-        if done:
+    residuals = []
+    for _ in range(10):
+        state = direct.assemble(x, "newton")
+        residuals.append(state.norm)
+        if state.norm < 1e-12:
             break
-    assert result.converged and done
+        J = direct.op.to_scipy().tolil()
+        k = 3 * mesh.n_nodes
+        J[k, :] = 0.0
+        J[k, k] = 1.0
+        rhs = -state.residual
+        rhs[k] = 0.0
+        x = x + spla.spsolve(J.tocsc(), rhs)
+        direct.normalise_pressure(x)
+    assert result.converged and residuals[-1] < 1e-12
     assert np.linalg.norm(result.x - x) < 1e-9 * np.linalg.norm(x)
+    r = [s.residual for s in result.steps] + [result.residual]
+    assert len(r) <= 10 and r[-4] < 1e-2
+    for prev, new in zip(r[-4:-1], r[-3:]):
+        assert new < 50.0 * prev ** 2, r  # quadratic: the digits double
+
+
+class FakeLinear:
+    """A linear solver that returns a chosen step and reports a chosen relative residual."""
+
+    name = "fake"
+
+    def __init__(self, step, relres=0.5, reason="converged"):
+        self.step, self.relres, self.reason = step, relres, reason
+
+    def setup(self, system, state):
+        pass
+
+    def solve(self, rhs, x, rtol):
+        x[...] = self.step(rhs)
+        return SolveInfo(3, self.reason, self.relres)
 
 
 def test_stopping_reasons():
+    """Converged means solved: the loop ends on a small residual of the equations, and stops
+    at once on NaN, divergence, stagnation or a failed linear solve."""
     cpu = get_backend("cpu")
     case = PaperFlow(100.0)
-    mesh = box_mesh(2)
-    problem = FlowProblem.with_boundary_velocity(mesh, case.re, lambda x: case.velocity(np, x))
-    r = PicardSolver(problem, cpu, PicardOptions(max_picard=2)).solve(log=None)
-    assert not r.converged and r.reason == "max_picard" and len(r.steps) == 2
-    r = PicardSolver(problem, cpu, PicardOptions(diverge=1e-6)).solve(log=None)
-    assert r.reason == "diverged"
-    nan_force = FlowProblem.with_boundary_velocity(mesh, 10.0, lambda x: case.velocity(np, x), force=lambda xp, x: x * np.nan)
-    r = PicardSolver(nan_force, cpu).solve(log=None)
-    assert r.reason == "nan" and not r.converged and len(r.steps) == 1
+    problem = FlowProblem.with_boundary_velocity(box_mesh(2), case.re, lambda x: case.velocity(np, x))
+    r = nonlinear_solve(problem, cpu, NonlinearOptions(max_steps=2))
+    assert not r.converged and r.reason == "max_steps" and len(r.steps) == 2 and r.residual > 1e-8
+    picard = NonlinearOptions(newton=0.0, anderson=0)
+    r = nonlinear_solve(problem, cpu, picard, FakeLinear(lambda rhs: 1e8 * rhs))
+    assert r.reason == "diverged" and len(r.steps) == 1
+    r = nonlinear_solve(problem, cpu, picard, FakeLinear(lambda rhs: rhs * np.nan))
+    assert r.reason == "nan" and len(r.steps) == 1
+    r = nonlinear_solve(problem, cpu, picard, FakeLinear(lambda rhs: 0 * rhs))
+    assert r.reason == "stagnated" and len(r.steps) == NonlinearOptions().stagnation
+    r = nonlinear_solve(problem, cpu, picard, FakeLinear(lambda rhs: rhs, relres=1.0))
+    assert r.reason == "linear_solver" and len(r.steps) == 1 and not r.converged
+    r = nonlinear_solve(problem, cpu, picard, FakeLinear(lambda rhs: rhs, reason="breakdown", relres=0.1))
+    assert r.reason == "linear_solver"
+    nan_force = FlowProblem.with_boundary_velocity(box_mesh(2), 10.0, lambda x: case.velocity(np, x), force=lambda xp, x: x * np.nan)
+    r = nonlinear_solve(nan_force, cpu)
+    assert r.reason == "nan" and not r.converged and len(r.steps) == 0
     lines = []
-    PicardSolver(problem, cpu, PicardOptions(max_picard=1)).solve(log=lines.append)
+    nonlinear_solve(problem, cpu, NonlinearOptions(max_steps=1, newton=0.0), log=lines.append)
     assert len(lines) == 1 and lines[0].startswith("picard   1  residual") and "cg" in lines[0]
 
 
-@pytest.mark.parametrize("bad", [dict(re=0.0), dict(re=-3.0), dict(re=float("nan"))])
-def test_reynolds_number_must_be_positive(bad):
-    with pytest.raises(InputError, match="--re must be > 0"):
+@pytest.mark.parametrize("bad", [dict(re=0.0), dict(re=-3.0), dict(re=float("nan")), dict(re=float("inf")), dict(re=1e300)])
+def test_reynolds_number_must_be_positive_and_bounded(bad):
+    with pytest.raises(InputError, match="--re must be > 0 and <= 100000"):
         FlowProblem(box_mesh(1), bc_nodes=[], bc_values=np.zeros((0, 3)), **bad)
 
 
-@pytest.mark.parametrize("bad, name", [(dict(tol=0.0), "--tol"), (dict(max_picard=0), "--max-picard"), (dict(max_cg=2.5), "--max-cg"),
-                                       (dict(matrix_dtype="float16"), "--matrix-dtype")])
-def test_option_ranges(bad, name):
+@pytest.mark.parametrize("bad, name", [(dict(tol=0.0), "--tol"), (dict(tol=1.0), "--tol"), (dict(max_steps=0), "--max-steps"),
+                                       (dict(forcing=1.0), "--forcing"), (dict(forcing=0.0), "--forcing"),
+                                       (dict(newton=float("nan")), "--newton"), (dict(anderson=-1), "--anderson")])
+def test_nonlinear_option_ranges(bad, name):
     with pytest.raises(InputError, match=name):
-        PicardOptions(**bad)
+        NonlinearOptions(**bad)
+
+
+@pytest.mark.parametrize("bad, name", [(dict(solver="lu"), "--solver"), (dict(max_iterations=2.5), "--max-linear"),
+                                       (dict(check_every=0), "--check-every")])
+def test_linear_option_ranges(bad, name):
+    with pytest.raises(InputError, match=name):
+        LinearOptions(**bad)
+
+
+def test_matrix_storage_must_be_known():
+    case = PaperFlow(100.0)
+    problem = FlowProblem.with_boundary_velocity(box_mesh(1), case.re, lambda x: case.velocity(np, x))
+    with pytest.raises(InputError, match="--matrix-dtype"):
+        NavierStokesSystem(problem, get_backend("cpu"), matrix_dtype="float16")
 
 
 @pytest.mark.gpu
@@ -127,7 +180,7 @@ def test_cpu_and_gpu_solutions_agree():
     if cupy_module() is None:
         pytest.skip("no CUDA GPU")
     case = PaperFlow(400.0)
-    options = PicardOptions(tol=1e-12, cg_tol=1e-14, max_cg=20000, check_every=1)
+    options = NonlinearOptions(tol=1e-12, forcing=1e-10)
     (r_cpu, _), (r_gpu, _) = (solve(case, box_mesh(3), get_backend(d), options) for d in ("cpu", "gpu"))
     assert r_cpu.converged and r_gpu.converged
     assert np.linalg.norm(r_gpu.x - r_cpu.x) <= 1e-10 * np.linalg.norm(r_cpu.x)

@@ -10,7 +10,7 @@ MESHES = ["box", "distorted", "annulus"]
 @pytest.mark.parametrize("name", MESHES)
 def test_ebe_products_equal_assembled_csr(backend, name):
     mesh = sample_mesh(name)
-    solver, _ = assembled(mesh, backend)
+    solver, _, state = assembled(mesh, backend)
     A = solver.op.to_scipy()
     rng = np.random.default_rng(1)
     v = rng.standard_normal(mesh.n_dofs)
@@ -23,7 +23,7 @@ def test_ebe_products_equal_assembled_csr(backend, name):
 @pytest.mark.parametrize("name", MESHES)
 def test_normal_diagonal_is_exact(backend, name):
     mesh = sample_mesh(name)
-    solver, _ = assembled(mesh, backend)
+    solver, _, state = assembled(mesh, backend)
     A = solver.op.to_scipy()
     ref = np.asarray(A.multiply(A).sum(axis=0)).ravel()
     got = backend.to_numpy(solver.op.normal_diagonal())
@@ -36,18 +36,18 @@ def test_normal_diagonal_is_exact(backend, name):
 
 
 def test_prescribed_rows_fix_the_boundary_value(backend):
-    """After summing over elements each prescribed row has one entry, on the diagonal,
-    and its equation reads x_i = value (Algorithm 1, up to the row scaling)."""
+    """After summing over elements each prescribed row has one entry, 1 on the diagonal
+    (Algorithm 1: 1/S_k in each of the S_k elements), and its residual is x_i - value."""
     mesh = sample_mesh("distorted")
-    solver, _ = assembled(mesh, backend)
-    A = solver.op.to_scipy().tocsr()
+    system, x, state = assembled(mesh, backend)
+    A = system.op.to_scipy().tocsr()
     A.eliminate_zeros()
-    fixed = np.flatnonzero(backend.to_numpy(solver.fixed))
+    fixed = np.flatnonzero(backend.to_numpy(system.fixed))
     rows = A[fixed]
     assert np.all(np.diff(rows.indptr) == 1) and np.all(rows.indices == fixed)
-    b = backend.to_numpy(solver.b)
-    values = backend.to_numpy(solver.bc_values)
-    assert np.allclose(b[fixed] / rows.data, values[fixed], rtol=1e-14, atol=1e-15)
+    assert np.allclose(rows.data, 1.0, rtol=1e-14)
+    residual, values = backend.to_numpy(state.residual), backend.to_numpy(system.bc_values)
+    assert np.allclose(residual[fixed], backend.to_numpy(x)[fixed] - values[fixed], rtol=1e-14, atol=1e-15)
     assert len(fixed) == 3 * len(mesh.boundary_nodes())
 
 

@@ -1,0 +1,246 @@
+"""Nonlinear solution of F(x) = 0 (fem3d.navier_stokes.NavierStokesSystem): Picard and
+Newton steps, line search, stopping rules, and continuation in the Reynolds number.
+
+Each step linearises about the iterate x (the Picard matrix A(x), Kao & Sheu's method,
+or the exact Jacobian J(x)), solves M dx = -F(x) inexactly with a linear solver object
+(fem3d.solvers: its residual falls by the factor ``forcing``), and moves to x + dx:
+Newton steps by a backtracking line search on the residual norm (Armijo), Picard steps
+through Anderson mixing (fem3d.anderson; depth 0 is the paper's plain Picard).
+
+Converged means solved: the relative residual of the equations ||D F(x)|| / ||D b(x)||
+(rows weighted by their norms, fem3d.navier_stokes.Linearisation) is at most ``tol``.
+The iteration stops at once on NaN or infinity, when the residual grows past
+``diverge`` times its first value, when it has not fallen below 0.9 times its best for
+``stagnation`` steps, or when a linear solve failed (reduced nothing or broke down).
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from .anderson import Anderson
+from .errors import InputError, check_range
+from .navier_stokes import RE_MAX
+
+MIN_STEP = 1.0 / 64  # smallest line-search step length
+ARMIJO = 1e-4
+MAX_STAGES = 12  # longest continuation plan
+CONTINUATION_START = 400.0  # "auto" continuation: first Reynolds number above which it starts
+CONTINUATION_FACTOR = 2.5  # "auto" continuation: largest ratio of consecutive Reynolds numbers
+CONTINUATION_TOL = 1e-4  # residual tolerance of the intermediate Reynolds numbers
+
+
+@dataclass
+class NonlinearOptions:
+    """tol: relative residual that ends the solve; max_steps: step limit; newton: take Newton
+    steps once the relative residual is below this (0: Picard only, the paper's method;
+    inf: Newton from the start); anderson, relax: depth and damping of the Anderson
+    mixing of Picard steps; forcing: each linear solve reduces its residual by this factor;
+    diverge: stop when the residual exceeds this factor times its first value;
+    stagnation: stop after this many steps without a 10 % improvement of the best residual."""
+
+    tol: float = 1e-8
+    max_steps: int = 30
+    newton: float = math.inf
+    anderson: int = 5
+    relax: float = 1.0
+    forcing: float = 1e-2
+    diverge: float = 1e6
+    stagnation: int = 15
+
+    def __post_init__(self):
+        check_range("--tol", self.tol, low=0, high=1, low_open=True, high_open=True)
+        check_range("--max-steps", self.max_steps, low=1, high=100000, integer=True)
+        if not self.newton == math.inf:
+            check_range("--newton", self.newton, low=0)
+        check_range("--anderson", self.anderson, low=0, high=50, integer=True)
+        check_range("--relax", self.relax, low=0, high=1, low_open=True)
+        check_range("--forcing", self.forcing, low=0, high=1, low_open=True, high_open=True)
+        check_range("diverge", self.diverge, low=1, low_open=True)
+        check_range("stagnation", self.stagnation, low=1, integer=True)
+
+
+@dataclass
+class Step:
+    """One nonlinear step: the residual at its start, the linear solve, the step length."""
+
+    step: int
+    kind: str  # "picard" or "newton"
+    residual: float  # relative residual of the equations at the start of the step
+    linear_iterations: int
+    linear_reason: str
+    linear_relres: float
+    step_length: float  # line-search factor (1 for Picard steps)
+    seconds: float
+
+
+@dataclass
+class NonlinearResult:
+    x: np.ndarray  # last iterate on the host, layout [u | v | w | p]
+    converged: bool
+    reason: str  # converged, max_steps, diverged, stagnated, nan, linear_solver, interrupted
+    residual: float  # relative residual of the equations at x
+    steps: list = field(default_factory=list)
+
+    @property
+    def linear_iterations(self) -> int:
+        return sum(s.linear_iterations for s in self.steps)
+
+
+class NonlinearSolver:
+    """Picard/Newton iteration for a NavierStokesSystem with a linear solver object
+    (``setup(system, linearisation)``, ``solve(rhs, dx, rtol) -> fem3d.krylov.SolveInfo``).
+    ``check_interrupt()`` (fem3d.interrupt) is called once per step on every rank."""
+
+    def __init__(self, system, linear, options: NonlinearOptions | None = None, check_interrupt=None):
+        self.system = system
+        self.linear = linear
+        self.options = options or NonlinearOptions()
+        self.check_interrupt = check_interrupt or (lambda: None)
+
+    def solve(self, x0=None, log=None) -> NonlinearResult:
+        """Iterate from ``x0`` (this rank's vector; default: the system's initial guess);
+        ``log(line)`` receives one line per step. An interrupt (fem3d.interrupt.Interrupted)
+        leaves as the result's reason "interrupted", with the last iterate."""
+        from .interrupt import Interrupted
+
+        system, opt = self.system, self.options
+        xp, dist = system.xp, system.dist
+        log = log or (lambda line: None)
+        x = system.initial_guess() if x0 is None else system.backend.asarray(x0, dtype=np.float64).copy()
+        system.impose_boundary_values(x)
+        newton = opt.newton == math.inf
+        state = system.assemble(x, "newton" if newton else "picard")
+        first, best, since_best = state.norm, state.norm, 0
+        mixer = Anderson(opt.anderson, opt.relax, dist.dot)
+        steps, reason = [], "max_steps"
+        try:
+            for k in range(1, opt.max_steps + 1):
+                reason = self._stop_reason(state.norm, first, since_best)
+                if reason:
+                    break
+                self.check_interrupt()
+                t0 = time.perf_counter()
+                with system.timer("linear_setup"):
+                    self.linear.setup(system, state)
+                dx = xp.zeros_like(x)
+                with system.timer("solve"):
+                    info = self.linear.solve(-state.residual, dx, opt.forcing)
+                if info.reason in ("nan", "breakdown") or not info.relres < 1.0:
+                    steps.append(Step(k, state.kind, state.norm, info.iterations, info.reason, info.relres, 0.0,
+                                      time.perf_counter() - t0))
+                    reason = "nan" if info.reason == "nan" else "linear_solver"
+                    break
+                next_kind = "newton" if newton or state.norm < opt.newton else "picard"
+                if state.kind == "newton":
+                    x_new, new_state, length = self._line_search(x, dx, state, next_kind)
+                else:
+                    x_new = mixer.step(x, x + dx)
+                    system.impose_boundary_values(x_new)
+                    system.normalise_pressure(x_new)
+                    new_state, length = system.assemble(x_new, next_kind), 1.0
+                step = Step(k, state.kind, state.norm, info.iterations, info.reason, info.relres, length, time.perf_counter() - t0)
+                steps.append(step)
+                log(f"{step.kind:6s} {k:3d}  residual {state.norm:.3e}  {self.linear.name} {info.iterations:5d} it "
+                    f"({info.reason}, relres {info.relres:.1e})" + (f"  step {length:.3g}" if state.kind == "newton" else "")
+                    + f"  {step.seconds:7.2f} s")
+                if next_kind == "newton" and not newton:
+                    newton, mixer = True, Anderson(0)
+                x, state = x_new, new_state
+                if state.norm < 0.9 * best:
+                    best, since_best = state.norm, 0
+                else:
+                    since_best += 1
+            else:
+                reason = self._stop_reason(state.norm, first, since_best) or "max_steps"
+        except Interrupted as exc:
+            reason = f"interrupted ({exc.signal_name})"
+        return NonlinearResult(system.backend.to_numpy(x), reason == "converged", reason, state.norm, steps)
+
+    def _stop_reason(self, norm: float, first: float, since_best: int) -> str | None:
+        opt = self.options
+        if not math.isfinite(norm):
+            return "nan"
+        if norm <= opt.tol:
+            return "converged"
+        if norm > opt.diverge * first:
+            return "diverged"
+        if since_best >= opt.stagnation:
+            return "stagnated"
+        return None
+
+    def _line_search(self, x, dx, state, next_kind):
+        """x + t dx for the first t in 1, 1/2, ... that reduces the residual norm by the
+        Armijo factor, or the smallest, MIN_STEP (then the stagnation and divergence tests
+        judge the progress). Returns (x, state, t)."""
+        system, t = self.system, 1.0
+        while True:
+            trial = x + t * dx
+            system.impose_boundary_values(trial)
+            system.normalise_pressure(trial)
+            trial_state = system.assemble(trial, next_kind)
+            if trial_state.norm <= (1.0 - ARMIJO * t) * state.norm or t / 2 < MIN_STEP:
+                return trial, trial_state, t
+            t /= 2
+
+
+def continuation_steps(spec: str, re: float) -> list[float]:
+    """Reynolds numbers solved before ``re``: "none", "auto" (when Re > 400: 400 and
+    geometric steps of at most 2.5x up to Re) or a comma-separated list below ``re``;
+    InputError for plans longer than MAX_STAGES."""
+    check_range("--re", re, low=0, high=RE_MAX, low_open=True)
+    if spec == "none":
+        return []
+    if spec == "auto":
+        k = math.ceil(math.log(re / CONTINUATION_START) / math.log(CONTINUATION_FACTOR) - 1e-12) if re > CONTINUATION_START else 0
+        return [float(f"{CONTINUATION_START * (re / CONTINUATION_START) ** (i / k):.3g}") for i in range(k)]
+    try:
+        steps = sorted(float(v) for v in spec.split(","))
+    except ValueError:
+        raise InputError(f"--continuation must be auto, none or a comma-separated list of Reynolds numbers (got {spec!r})") from None
+    if len(steps) > MAX_STAGES:
+        raise InputError(f"--continuation lists {len(steps)} Reynolds numbers; at most {MAX_STAGES}")
+    for s in steps:
+        check_range("--continuation", s, low=0, high=re, low_open=True)
+    return [s for s in steps if s < re]
+
+
+@dataclass
+class Stage:
+    """The solve at one Reynolds number of a continuation."""
+
+    re: float
+    result: NonlinearResult
+
+    def as_dict(self) -> dict:
+        r = self.result
+        return {"re": self.re, "converged": r.converged, "reason": r.reason, "residual": r.residual,
+                "steps": [vars(s) for s in r.steps]}
+
+
+def solve_continuation(solver: NonlinearSolver, stages: list[float], re: float, x0=None, log=None, on_stage=None) -> list:
+    """Solve at each Reynolds number of ``stages`` (to CONTINUATION_TOL, or the final
+    tolerance if tighter), then at ``re``, each from the last iterate (``x0``: this rank's
+    initial guess or None). ``on_stage(stage)`` is called after each converged stage (a
+    restartable checkpoint). Stops at the first stage that does not converge. Returns the
+    list of Stage."""
+    log = log or (lambda line: None)
+    options, out, x = solver.options, [], x0
+    try:
+        for stage_re in stages + [re]:
+            solver.system.problem.re = stage_re
+            solver.options = options if stage_re == re else replace(options, tol=max(options.tol, CONTINUATION_TOL))
+            log(f"Re {stage_re:g}" + (" (continuation)" if stage_re != re else ""))
+            result = solver.solve(x0=x, log=lambda line: log("  " + line))
+            out.append(Stage(stage_re, result))
+            if not result.converged:
+                break
+            if on_stage is not None:
+                on_stage(out[-1])
+            x = result.x
+    finally:
+        solver.options = options
+    return out
