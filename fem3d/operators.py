@@ -36,6 +36,7 @@ class ElementOperator:
         self.colour_offsets = [int(v) for v in colour_offsets]
         self.mats = self.xp.zeros((dofs.shape[0], NL, LD), dtype=matrix_dtype)
         self._apply = ebe.for_backend(backend)
+        self._cross = None
 
     def matvec(self, x, out):
         """out = A x."""
@@ -57,7 +58,7 @@ class ElementOperator:
 
         Entries of the element matrices are grouped by (row, column) and summed before
         squaring; rows are processed in blocks of about ``max_entries`` entries. Entries
-        split between ranks add their cross terms (Distribution.normal_diagonal_cross_terms).
+        split between ranks add their cross terms, exchanged with the peers.
         """
         xp = self.xp
         n_elem = self.dofs.shape[0]
@@ -75,8 +76,64 @@ class ElementOperator:
             uniq, inv = xp.unique(key, return_inverse=True)
             sums = xp.bincount(inv.ravel(), weights=vals, minlength=uniq.size)
             diag += xp.bincount(uniq % self.n, weights=sums * sums, minlength=self.n)
-        diag += self.dist.normal_diagonal_cross_terms(self.mats, self.dofs)
+        diag += self._normal_diagonal_cross_terms()
         return self.dist.sum_interface(diag)
+
+    def _normal_diagonal_cross_terms(self):
+        """Terms of diag(A^T A) from entries split between ranks (local vector, before the
+        interface sum).
+
+        A global entry A_ij whose row and column both lie on the interface with a peer can
+        be a sum of partial sums a_r + a_q held by two ranks; (a_r + a_q)^2 then needs
+        2 a_r a_q besides the squares each rank adds. For every such pair the higher rank
+        adds 2 a_r a_q at its column j.
+        """
+        xp, dist = self.xp, self.dist
+        out = xp.zeros(self.n, dtype=np.float64)
+        if not dist.shared:
+            return out
+        if self._cross is None:
+            self._cross = self._cross_plan()
+        flat = self.mats.reshape(-1)
+        sums = {q: xp.bincount(seg, weights=flat[pos], minlength=m) for q, (pos, seg, _, m) in self._cross.items()}
+        theirs = {q: xp.empty_like(a) for q, a in sums.items()}
+        dist.exchange(sums, theirs)
+        for q, (_, _, cols, m) in self._cross.items():
+            if dist.comm.rank > q:
+                out += xp.bincount(cols, weights=2.0 * sums[q] * theirs[q], minlength=self.n)
+        return out
+
+    def _cross_plan(self) -> dict:
+        """Per peer: positions in the flattened element matrices of the entries whose row
+        and column are shared with the peer, the pair (segment) of each, the local column
+        of each pair and the number of pairs; pairs both ranks hold, in one order."""
+        dist = self.dist
+        dofs = self.backend.to_numpy(self.dofs).astype(np.int64)
+        _, nl, ld = self.mats.shape
+        keys_of, entries = {}, {}
+        for q, idx in dist.shared.items():
+            on_q = np.zeros(self.n, dtype=bool)
+            on_q[idx] = True
+            mask = on_q[dofs]
+            elems = np.flatnonzero(mask.any(axis=1))
+            m = mask[elems]
+            e, r, c = np.nonzero(m[:, :, None] & m[:, None, :])
+            e = elems[e]
+            key = dist.gdofs[dofs[e, r]] * dist.n_global + dist.gdofs[dofs[e, c]]
+            keys_of[q] = np.unique(key)
+            entries[q] = (e, r, c, key)
+        theirs = dist.exchange_objects(keys_of)
+        plan = {}
+        for q, (e, r, c, key) in entries.items():
+            common = np.intersect1d(keys_of[q], theirs[q], assume_unique=True)
+            seg = np.searchsorted(common, key)
+            keep = (seg < len(common)) & (common[np.minimum(seg, len(common) - 1)] == key)
+            e, r, c, seg = e[keep], r[keep], c[keep], seg[keep]
+            cols = np.empty(len(common), dtype=np.int64)
+            cols[seg] = dofs[e, c]
+            pos = (e * nl + r) * ld + c
+            plan[q] = tuple(self.backend.asarray(a) for a in (pos, seg, cols)) + (len(common),)
+        return plan
 
     def to_scipy(self):
         """The assembled matrix as scipy.sparse CSR on the host (for tests and small problems)."""

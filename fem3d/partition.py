@@ -118,7 +118,6 @@ class Distribution:
         self.n_global = int(n_global)
         self.n = len(self.gdofs)
         self.weights = backend.asarray(self.owned.astype(np.float64))
-        self._cross = None
         self._plan()
 
     def _plan(self) -> None:
@@ -197,59 +196,14 @@ class Distribution:
             out[gdofs] = values
         return out
 
-    def normal_diagonal_cross_terms(self, mats, dofs):
-        """Terms of diag(A^T A) that come from entries split between ranks (local vector).
+    def exchange(self, sends: dict, recvs: dict) -> None:
+        """Send the float64 array sends[peer] to each peer and receive recvs[peer] from it
+        (same shapes both ways; device or host arrays)."""
+        self.comm.exchange(sends, recvs)
 
-        A global entry A_ij whose row and column both lie on the interface with a peer can
-        be a sum of partial sums a_r + a_q held by two ranks; (a_r + a_q)^2 then needs
-        2 a_r a_q besides the squares each rank adds. For every such pair the higher rank
-        adds 2 a_r a_q at its column j; add the result before :meth:`sum_interface`.
-        mats (E, NL, LD) element matrices and dofs (E, NL) local unknowns on the backend.
-        """
-        xp = self.backend.xp
-        out = xp.zeros(self.n, dtype=np.float64)
-        if not self.shared:
-            return out
-        if self._cross is None:
-            self._cross = self._cross_plan(self.backend.to_numpy(dofs), mats.shape)
-        flat = mats.reshape(-1)
-        sums = {q: xp.bincount(seg, weights=flat[pos], minlength=m) for q, (pos, seg, _, m) in self._cross.items()}
-        theirs = {q: xp.empty_like(a) for q, a in sums.items()}
-        self.comm.exchange(sums, theirs)
-        for q, (_, _, cols, m) in self._cross.items():
-            if self.comm.rank > q:
-                out += xp.bincount(cols, weights=2.0 * sums[q] * theirs[q], minlength=self.n)
-        return out
-
-    def _cross_plan(self, dofs: np.ndarray, shape) -> dict:
-        """Per peer: positions in the flattened element matrices of the entries whose row
-        and column are shared with the peer, the pair (segment) of each, the local column
-        of each pair and the number of pairs; pairs both ranks hold, in one order."""
-        _, nl, ld = shape
-        keys_of, entries = {}, {}
-        for q, idx in self.shared.items():
-            on_q = np.zeros(self.n, dtype=bool)
-            on_q[idx] = True
-            mask = on_q[dofs]
-            elems = np.flatnonzero(mask.any(axis=1))
-            m = mask[elems]
-            e, r, c = np.nonzero(m[:, :, None] & m[:, None, :])
-            e = elems[e]
-            key = self.gdofs[dofs[e, r]] * self.n_global + self.gdofs[dofs[e, c]]
-            keys_of[q] = np.unique(key)
-            entries[q] = (e, r, c, key)
-        theirs = self.comm.exchange_objects(keys_of)
-        plan = {}
-        for q, (e, r, c, key) in entries.items():
-            common = np.intersect1d(keys_of[q], theirs[q], assume_unique=True)
-            seg = np.searchsorted(common, key)
-            keep = (seg < len(common)) & (common[np.minimum(seg, len(common) - 1)] == key)
-            e, r, c, seg = e[keep], r[keep], c[keep], seg[keep]
-            cols = np.empty(len(common), dtype=np.int64)
-            cols[seg] = dofs[e, c]
-            pos = (e * nl + r) * ld + c
-            plan[q] = tuple(self.backend.asarray(a) for a in (pos, seg, cols)) + (len(common),)
-        return plan
+    def exchange_objects(self, sends: dict) -> dict:
+        """Send a Python object to each peer of ``sends``; returns what each sent back."""
+        return self.comm.exchange_objects(sends)
 
 
 @dataclass
