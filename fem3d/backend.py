@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import importlib.resources
+import os
 import statistics
 import time
 from collections import defaultdict
@@ -61,6 +62,14 @@ class Backend:
         if self.is_gpu:
             self.xp.cuda.Device(self.device_id).synchronize()
 
+    def free_bytes(self) -> int:
+        """Bytes this process may still allocate on the backend's device: the GPU's free
+        memory plus CuPy's pooled free blocks, or the host's (:func:`host_free_bytes`)."""
+        if not self.is_gpu:
+            return host_free_bytes()
+        free, _ = self.xp.cuda.runtime.memGetInfo()
+        return free + self.xp.get_default_memory_pool().free_bytes()
+
     def describe(self) -> str:
         if not self.is_gpu:
             return f"cpu (NumPy {np.__version__})"
@@ -89,6 +98,25 @@ class Backend:
                 fn()
                 times.append(time.perf_counter() - t0)
         return statistics.median(times)
+
+
+def host_free_bytes() -> int:
+    """Bytes of RAM available to this process: /proc/meminfo's MemAvailable (else the free
+    pages), at most the cgroup's memory.max minus memory.current where one is set."""
+    available = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    try:
+        with open("/proc/meminfo") as fh:
+            available = next(int(line.split()[1]) * 1024 for line in fh if line.startswith("MemAvailable:"))
+    except (OSError, StopIteration, ValueError):
+        pass
+    try:
+        with open("/sys/fs/cgroup/memory.max") as fh, open("/sys/fs/cgroup/memory.current") as cur:
+            limit = fh.read().strip()
+            if limit.isdigit():
+                available = min(available, int(limit) - int(cur.read()))
+    except (OSError, ValueError):
+        pass
+    return available
 
 
 def get_backend(device: str = "auto", local_rank: int = 0) -> Backend:

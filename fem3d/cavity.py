@@ -32,6 +32,7 @@ from .comm import agreed_errors
 from .distributed import add_parallel_arguments, partitioned_system, rank_report, start
 from .errors import ArgumentParser, ConvergenceError, InputError, check_range, run_cli
 from .interrupt import InterruptCheck, graceful_stop, requested
+from .memory import check_fits
 from .mesh import box_mesh, read_mesh
 from .nonlinear import NonlinearSolver, continuation_steps, solve_continuation
 from .output import ensure_writable_dir, save_npy
@@ -40,17 +41,21 @@ from .problems import lid_driven_problem, read_initial
 from .solvers import make_linear_solver
 
 
-def build_mesh(args):
-    """The mesh and a description of it for the summary."""
+def build_mesh(args, fits):
+    """The mesh and a description of it for the summary. ``fits(elements, largest)`` checks
+    the memory of a mesh of that many elements before it is built (fem3d.memory)."""
     if args.mesh:
         if args.n is not None or args.nx or args.ny or args.nz or args.grading:
             raise InputError("--mesh cannot be combined with --n, --nx/--ny/--nz or --grading")
-        return read_mesh(args.mesh, args.tag_field), {"file": args.mesh}
+        mesh = read_mesh(args.mesh, args.tag_field)
+        fits(mesh.n_elements, lambda e: f"a mesh of {e:,} elements fits at most")
+        return mesh, {"file": args.mesh}
     n = 8 if args.n is None else args.n
     sizes = []
     for name, v in (("--nx", args.nx), ("--ny", args.ny), ("--nz", args.nz)):
-        sizes.append(check_range(name if v is not None else "--n", n if v is None else v, low=1, integer=True))
-    check_range("--grading", args.grading, low=0)
+        sizes.append(check_range(name if v is not None else "--n", n if v is None else v, low=1, high=10**4, integer=True))
+    check_range("--grading", args.grading, low=0, high=10)
+    fits(math.prod(sizes), lambda e: f"--n {int(e ** (1 / 3))} fits at most")
     return box_mesh(*sizes, grading=args.grading), {"box": sizes, "grading": args.grading}
 
 
@@ -90,13 +95,13 @@ def main(argv=None) -> int:
         with agreed_errors(comm):
             stages = continuation_steps(args.continuation, args.re)
             nonlinear, linear = nonlinear_options(args), linear_options(args)
-            out = ensure_writable_dir(args.out)
-            mesh, mesh_info = build_mesh(args)
+            mesh, mesh_info = build_mesh(args, lambda e, largest: check_fits(backend, linear.matrix_dtype, e, comm.size, largest))
             problem = lid_driven_problem(mesh, args.re, args.lid)
             problem.check_solvable()
             x0 = read_initial(args.initial, mesh.n_dofs) if args.initial else None
             part = distribute(mesh, comm, backend)
-        system = partitioned_system(problem, part, backend, args.matrix_dtype)
+            out = ensure_writable_dir(args.out)
+        system = partitioned_system(problem, part, backend, linear.matrix_dtype)
         t_prep = time.perf_counter() - t_start
         say = (lambda s: print(s, flush=True)) if root and not args.quiet else (lambda s: None)
         ranks = f" on {comm.size} ranks ({comm.name})" if comm.size > 1 else ""
@@ -118,7 +123,7 @@ def main(argv=None) -> int:
         run = CavityRun(command=" ".join(["python -m fem3d.cavity", *argv]), out=out, re=done[-1].re, mesh=mesh,
                         mesh_info=mesh_info, part=part, x_local=last.x, x=x, comm=comm, device=backend.describe(),
                         history=[stage.as_dict() for stage in done],
-                        options={"nonlinear": vars(nonlinear), "linear": vars(linear), "matrix_dtype": args.matrix_dtype},
+                        options={"nonlinear": vars(nonlinear), "linear": vars(linear)},
                         times_s=_phase_seconds(system, t_prep), output_started=t_output, per_rank=per_rank,
                         converged=last.converged and done[-1].re == args.re, reason=last.reason, vtu=not args.no_vtu)
         files = write_results(run)

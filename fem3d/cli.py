@@ -42,4 +42,5 @@ def nonlinear_options(args) -> NonlinearOptions:
 
 def linear_options(args) -> LinearOptions:
     """LinearOptions from parsed arguments (ranges checked there)."""
-    return LinearOptions(solver=args.solver, max_iterations=args.max_linear, check_every=args.check_every)
+    return LinearOptions(solver=args.solver, max_iterations=args.max_linear, check_every=args.check_every,
+                         matrix_dtype=args.matrix_dtype)

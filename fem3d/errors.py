@@ -47,7 +47,8 @@ class ArgumentParser(argparse.ArgumentParser):
     only rank 0 prints the error or the help, every rank exits alike."""
 
     def error(self, message: str):  # noqa: D401 - argparse API
-        self.exit(EXIT_INPUT, f"{self.prog}: error: {message}\n" if launcher_rank() == 0 else None)
+        prog = self.prog.removeprefix("python -m ")  # as run_cli names the command
+        self.exit(EXIT_INPUT, f"{prog}: error: {message}\n" if launcher_rank() == 0 else None)
 
     def print_help(self, file=None):
         if launcher_rank() == 0:

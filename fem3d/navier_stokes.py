@@ -23,7 +23,7 @@ from .assembly import ReferenceTables, apply_dirichlet_rows, element_matrices_ch
 from .backend import PhaseTimer
 from .errors import InputError, check_range
 from .fields import nodal_velocity, pressure_weights
-from .kernels.ebe import MATRIX_DTYPES
+from .kernels.ebe import matrix_storage
 from .mesh import HexMesh
 from .operators import ElementOperator
 from .partition import Distribution
@@ -95,8 +95,7 @@ class NavierStokesSystem:
     batch of element matrices (bounds the temporaries)."""
 
     def __init__(self, problem: FlowProblem, backend, dist=None, matrix_dtype: str = "float64", chunk: int | None = None):
-        if matrix_dtype not in MATRIX_DTYPES:
-            raise InputError(f"--matrix-dtype must be one of {', '.join(MATRIX_DTYPES)} (got {matrix_dtype!r})")
+        storage = matrix_storage(matrix_dtype)
         self.problem = problem
         self.backend = backend
         self.timer = PhaseTimer(backend)
@@ -109,7 +108,7 @@ class NavierStokesSystem:
             self.geometry = backend.asarray(mesh.geometry)
             self.cells = backend.asarray(mesh.cells)
             dofs = mesh.dofs()
-            self.op = ElementOperator(backend, dofs, mesh.colour_offsets, mesh.n_dofs, self.dist, MATRIX_DTYPES[matrix_dtype])
+            self.op = ElementOperator(backend, dofs, mesh.colour_offsets, mesh.n_dofs, self.dist, storage)
             n, nd = mesh.n_nodes, mesh.n_dofs
             nodes, values = problem.bc_nodes, problem.bc_values
             fixed = np.zeros(nd, dtype=bool)

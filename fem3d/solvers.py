@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from .assembly import scale_rows
 from .errors import InputError, check_range
+from .kernels.ebe import matrix_storage
 from .krylov import NormalEquationsCG, NormalJacobi
 
 SOLVERS = ("paper",)
@@ -23,17 +24,20 @@ SOLVERS = ("paper",)
 @dataclass
 class LinearOptions:
     """solver: one of SOLVERS; max_iterations: Krylov iterations per linear solve;
-    check_every: CG iterations between residual checks (each reads one number back)."""
+    check_every: CG iterations between residual checks (each reads one number back);
+    matrix_dtype: storage of the element matrices (fem3d.kernels.ebe.MATRIX_DTYPES)."""
 
     solver: str = "paper"
     max_iterations: int = 20000
     check_every: int = 10
+    matrix_dtype: str = "float64"
 
     def __post_init__(self):
         if self.solver not in SOLVERS:
             raise InputError(f"--solver must be one of {', '.join(SOLVERS)} (got {self.solver!r})")
         check_range("--max-linear", self.max_iterations, low=1, high=10**7, integer=True)
         check_range("--check-every", self.check_every, low=1, high=10**6, integer=True)
+        matrix_storage(self.matrix_dtype)
 
 
 class PaperSolver:

@@ -28,6 +28,7 @@ from .errors import ArgumentParser, ConvergenceError, check_range, run_cli
 from .exact import CASES
 from .fields import l2_errors
 from .interrupt import InterruptCheck, graceful_stop, requested
+from .memory import check_fits
 from .mesh import box_mesh
 from .navier_stokes import FlowProblem
 from .nonlinear import NonlinearOptions, NonlinearSolver
@@ -45,8 +46,7 @@ PAPER_TABLE2 = {
 FIELDS = ("u", "v", "w", "p")
 
 
-def run_case(case, n: int, backend, comm, nonlinear: NonlinearOptions, linear: LinearOptions, log=None,
-             matrix_dtype: str = "float64", progress=None) -> dict:
+def run_case(case, n: int, backend, comm, nonlinear: NonlinearOptions, linear: LinearOptions, log=None, progress=None) -> dict:
     """Solve ``case`` on an n^3 unit cube (on every rank of ``comm``); returns a row of
     the convergence table."""
     t0 = time.perf_counter()
@@ -54,7 +54,7 @@ def run_case(case, n: int, backend, comm, nonlinear: NonlinearOptions, linear: L
     problem = FlowProblem.with_boundary_velocity(mesh, case.re, lambda x: case.velocity(np, x), force=case.force)
     with agreed_errors(comm):
         part = distribute(mesh, comm, backend)
-    system = partitioned_system(problem, part, backend, matrix_dtype)
+    system = partitioned_system(problem, part, backend, linear.matrix_dtype)
     result = NonlinearSolver(system, make_linear_solver(linear, progress), nonlinear, progress).solve(log=log)
     errors = l2_errors(backend, part.mesh, backend.asarray(result.x), case.velocity, case.pressure,
                        total=part.dist.allreduce)
@@ -104,9 +104,10 @@ def main(argv=None) -> int:
     with agreed_errors(comm):
         if args.re is not None:
             check_range("--re", args.re, low=0, low_open=True)
-        for n in args.n:
-            check_range("--n", n, low=1, integer=True)
         nonlinear, linear = nonlinear_options(args), linear_options(args)
+        for n in args.n:
+            check_range("--n", n, low=1, high=10**4, integer=True)
+            check_fits(backend, linear.matrix_dtype, n**3, comm.size, lambda e: f"--n {int(e ** (1 / 3))} fits at most")
         check_writable_file(args.out)
     names = ["paper", "manufactured"] if args.case == "both" else [args.case]
     say = (lambda s: print(s, flush=True)) if root else (lambda s: None)
@@ -121,7 +122,7 @@ def main(argv=None) -> int:
             say(f"case {name}, Re {case.re:g}, {backend.describe()}{ranks}")
             rows = report["cases"][name] = []
             for n in sorted(set(args.n)):
-                rows.append(run_case(case, n, backend, comm, nonlinear, linear, log, args.matrix_dtype, check))
+                rows.append(run_case(case, n, backend, comm, nonlinear, linear, log, check))
                 if not rows[-1]["converged"]:
                     failed.append(rows[-1])
                 add_rates(rows)

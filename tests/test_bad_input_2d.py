@@ -97,7 +97,7 @@ CYLINDER = [
 
 
 @pytest.mark.parametrize("main, prog, cases", [
-    (heat.main, "python -m tridiag.heat", HEAT),
+    (heat.main, "tridiag.heat", HEAT),
     (cavity2d.main, "tridiag.cavity2d", CAVITY),
     (cylinder.main, "tridiag.cylinder", CYLINDER),
 ], ids=["heat", "cavity2d", "cylinder"])
@@ -110,7 +110,7 @@ def test_hostile_options_one_line_exit_2(tmp_path, capsys, main, prog, cases):
 
 def test_memory_estimate_names_the_largest_grid_that_fits(tmp_path, capsys, monkeypatch):
     """1 GiB free: the cavity needs (56 float64 + 10 float64) arrays per node: 2**30 / 528 nodes, n = 1425."""
-    monkeypatch.setattr(tridiag.memory, "host_available", lambda: 2**30)
+    monkeypatch.setattr("fem3d.backend.host_free_bytes", lambda: 2**30)
     line = one_line(capsys, cavity2d.main, ["--n", "2048", *CPU, "--out", str(tmp_path)], "tridiag.cavity2d")
     assert line == ("tridiag.cavity2d: error: --n 2048 (float64) needs about 2.06 GiB of host memory, 1 GiB is free: "
                     "--n 1425 fits at most")
@@ -143,7 +143,7 @@ def test_a_failing_picture_is_a_warning_and_the_results_stand(tmp_path, capsys, 
 
 @pytest.mark.parametrize("args, code, message", [
     (["-m", "tridiag.heat", "unsteady", "--dx", "1e-300", "--n", "9", *CPU],
-     2, "python -m tridiag.heat: error: --dx must be >= 1e-30 and <= 1e+30 (got 1e-300)"),
+     2, "tridiag.heat: error: --dx must be >= 1e-30 and <= 1e+30 (got 1e-300)"),
     (["-m", "tridiag.cavity2d", "--n", "200000", *CPU], 2, "tridiag.cavity2d: error: --n 200000 (float64) needs about"),
     (["-m", "tridiag.cylinder", "--re", "inf", *CPU],
      2, "tridiag.cylinder: error: --re must be >= 0.001 and <= 100000 and finite (got inf)"),

@@ -163,7 +163,7 @@ def test_no_vtu_skips_the_solution_file_and_float32_storage_is_recorded(tmp_path
     assert p.returncode == 0, p.stderr
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["files"] == ["solution.npy", "profiles.csv", "summary.json"] and not (tmp_path / "cavity.vtu").exists()
-    assert summary["options"]["matrix_dtype"] == "float32" and summary["converged"] and summary["residual"] <= 1e-6
+    assert summary["options"]["linear"]["matrix_dtype"] == "float32" and summary["converged"] and summary["residual"] <= 1e-6
 
 
 def test_restart_from_a_saved_solution(tmp_path):

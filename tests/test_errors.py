@@ -75,4 +75,4 @@ def test_input_errors_without_a_communicator_print_on_launcher_rank_0(monkeypatc
 def test_argument_error_under_mpiexec_printed_once():
     p = mpiexec("-n", "2", sys.executable, "-m", "fem3d.cavity", "--bogus", timeout=60)
     assert p.returncode == 2, p.stdout + p.stderr
-    assert p.stderr == "python -m fem3d.cavity: error: unrecognized arguments: --bogus\n"
+    assert p.stderr == "fem3d.cavity: error: unrecognized arguments: --bogus\n"

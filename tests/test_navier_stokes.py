@@ -171,8 +171,10 @@ def test_linear_option_ranges(bad, name):
 def test_matrix_storage_must_be_known():
     case = PaperFlow(100.0)
     problem = FlowProblem.with_boundary_velocity(box_mesh(1), case.re, lambda x: case.velocity(np, x))
-    with pytest.raises(InputError, match="--matrix-dtype"):
+    with pytest.raises(InputError, match="--matrix-dtype must be one of float64, float32"):
         NavierStokesSystem(problem, get_backend("cpu"), matrix_dtype="float16")
+    with pytest.raises(InputError, match="--matrix-dtype"):
+        LinearOptions(matrix_dtype="half")
 
 
 @pytest.mark.gpu

@@ -33,7 +33,7 @@ from .heat_steady import PARAMETERS, STOPS, centre, parameters, solve_steady
 from .heat_unsteady import initial_field, relative_l2, run_unsteady, serial_cpu_run
 from .memory import check_fits
 
-PROG = "python -m tridiag.heat"
+PROG = "tridiag.heat"
 MEMORIES = ("shared", "global")
 SPACING = (1e-30, 1e30)  # --dx and --dt: (n - 1) dx and dt / dx² stay far inside float64's range
 T1_RANGE = (1e-6, 1e6)  # --t1: squared changes of the field stay far inside float32's range

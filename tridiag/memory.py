@@ -8,39 +8,10 @@ and the solver's work arrays, measured at the peak of a run) on the device, and
 """
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
+from fem3d.backend import host_free_bytes
 from fem3d.errors import InputError
-
-
-def host_available() -> int:
-    """Bytes of RAM available to this process: /proc/meminfo's MemAvailable (else the free pages),
-    at most the cgroup's memory.max minus memory.current where one is set."""
-    available = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    try:
-        with open("/proc/meminfo") as fh:
-            available = next(int(line.split()[1]) * 1024 for line in fh if line.startswith("MemAvailable:"))
-    except (OSError, StopIteration, ValueError):
-        pass
-    try:
-        with open("/sys/fs/cgroup/memory.max") as fh, open("/sys/fs/cgroup/memory.current") as cur:
-            limit = fh.read().strip()
-            if limit.isdigit():
-                available = min(available, int(limit) - int(cur.read()))
-    except (OSError, ValueError):
-        pass
-    return available
-
-
-def device_available(backend) -> int:
-    """Bytes free on the backend's device: the GPU's free memory and CuPy's pooled free blocks,
-    or the host's available RAM for NumPy."""
-    if not backend.is_gpu:
-        return host_available()
-    free, _ = backend.xp.cuda.runtime.memGetInfo()
-    return free + backend.xp.get_default_memory_pool().free_bytes()
 
 
 def check_fits(backend, nodes: int, arrays: float, dtype, host_arrays: float, what: str, largest) -> None:
@@ -50,9 +21,9 @@ def check_fits(backend, nodes: int, arrays: float, dtype, host_arrays: float, wh
     largest size of it that fits (e.g. "--n 2048")."""
     device = arrays * np.dtype(dtype).itemsize
     host = host_arrays * 8
-    budgets = [(device, device_available(backend), "GPU" if backend.is_gpu else "host")]
+    budgets = [(device, backend.free_bytes(), "GPU" if backend.is_gpu else "host")]
     if backend.is_gpu:
-        budgets.append((host, host_available(), "host"))
+        budgets.append((host, host_free_bytes(), "host"))
     else:
         budgets[0] = (device + host, budgets[0][1], "host")
     for per_node, free, where in budgets:

@@ -20,6 +20,15 @@ NL = 89  # local unknowns of a Q2-Q1 element: 27 u, 27 v, 27 w, 8 p
 LD = NL  # stored row length
 MATRIX_DTYPES = {"float64": np.float64, "float32": np.float32}
 _WARPS = 4  # must match WARPS in ebe.cu
+
+
+def matrix_storage(name: str):
+    """The NumPy dtype of element-matrix storage ``name`` (--matrix-dtype)."""
+    from ..errors import InputError
+
+    if name not in MATRIX_DTYPES:
+        raise InputError(f"--matrix-dtype must be one of {', '.join(MATRIX_DTYPES)} (got {name!r})")
+    return np.dtype(MATRIX_DTYPES[name])
 _CUDA_TYPES = {np.dtype(np.float64): "double", np.dtype(np.float32): "float"}
 
 
