@@ -78,7 +78,8 @@ def quadrature_geometry(xp, X, tables: ReferenceTables):
 
 def element_matrices_chunk(xp, X, u_nodes, re: float, tables: ReferenceTables, force=None, p_nodes=None,
                            jacobian: bool = False):
-    """Element matrices (E, NL, LD), loads (E, NL) and residuals (E, NL) of one chunk of elements.
+    """Element matrices (E, NL, LD), loads (E, NL), residuals (E, NL) and the squared row
+    norms of the Picard matrices (E, NL) of one chunk of elements.
 
     X (E, g, 3) geometry nodes; u_nodes (E, 27, 3) velocity a about which the equations are
     linearised; p_nodes (E, 8) pressure (or None); force(xp, x) -> (..., 3) body force at
@@ -90,7 +91,8 @@ def element_matrices_chunk(xp, X, u_nodes, re: float, tables: ReferenceTables, f
     (c, d) gain the reaction term int W_i N_j da_c/dx_d and the derivative of the test
     functions, int (dS_i/da_d) N_j r_c, with r = (a . grad) a - nu lap a + grad p - f the
     strong momentum residual and dS_i/da_d = (dtau_i/da_d) a . grad N_i + tau_i dN_i/dx_d.
-    Residuals: A(a) x_e - b_e with x_e = (a, p) when p_nodes is given, else None.
+    Residuals: A(a) x_e - b_e with x_e = (a, p) when p_nodes is given, else None. The row
+    norms of A(a) weigh the residual alike whichever matrix is returned.
     """
     E = X.shape[0]
     geo = quadrature_geometry(xp, X, tables)
@@ -123,6 +125,7 @@ def element_matrices_chunk(xp, X, u_nodes, re: float, tables: ReferenceTables, f
         mats[:, 81:89, rows] = wM @ dN[..., d]
         if f is not None:
             load[:, rows] = (wW @ f[..., d:d + 1])[..., 0]
+    row_sq = (mats * mats).sum(axis=2)
     residual = None
     if p_nodes is not None:
         x_e = xp.concatenate([u_nodes.transpose(0, 2, 1).reshape(E, 81), p_nodes], axis=1)
@@ -138,7 +141,7 @@ def element_matrices_chunk(xp, X, u_nodes, re: float, tables: ReferenceTables, f
                 react = wW @ (NT * grad_a[:, :, c, d, None])
                 supg = (dS[..., d] * (wq * strong[..., c])[..., None]).transpose(0, 2, 1) @ NT
                 mats[:, 27 * c:27 * c + 27, 27 * d:27 * d + 27] += react + supg
-    return mats, load, residual
+    return mats, load, residual, row_sq
 
 
 def apply_dirichlet_rows(xp, mats, dofs, fixed, valence):

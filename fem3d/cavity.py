@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import os
+import signal
 import sys
 import time
 
@@ -31,7 +32,7 @@ from .cli import add_solver_arguments, linear_options, nonlinear_options
 from .comm import agreed_errors
 from .distributed import add_parallel_arguments, partitioned_system, rank_report, start
 from .errors import ArgumentParser, ConvergenceError, InputError, check_range, run_cli
-from .interrupt import InterruptCheck, graceful_stop, requested
+from .interrupt import InterruptCheck, agreed, graceful_stop, requested
 from .memory import check_fits
 from .mesh import box_mesh, read_mesh
 from .nonlinear import NonlinearSolver, continuation_steps, solve_continuation
@@ -127,7 +128,6 @@ def main(argv=None) -> int:
                         times_s=_phase_seconds(system, t_prep), output_started=t_output, per_rank=per_rank,
                         converged=last.converged and done[-1].re == args.re, reason=last.reason, vtu=not args.no_vtu)
         files = write_results(run)
-        interrupted = last.reason.startswith("interrupted")
         if root:
             warnings = []
 
@@ -135,16 +135,18 @@ def main(argv=None) -> int:
                 warnings.append(message)
                 print(f"fem3d.cavity: warning: {message}", file=sys.stderr, flush=True)
 
-            pictures = [] if args.no_plots or interrupted else write_pictures(run, warn)
+            pictures = [] if args.no_plots else write_pictures(run, warn, stop=requested)
             for line in final_lines(run, write_summary(run, files + pictures, warnings)):
                 say(line)
-        signum = requested()
-    if interrupted or signum:
+        signum = agreed(comm)
+    if signum:
         if root:
-            print(f"fem3d.cavity: {last.reason if interrupted else 'interrupted'} at Re {done[-1].re:g} after "
-                  f"{len(last.steps)} steps; the last iterate (residual {last.residual:.2e}) is in "
-                  f"{os.path.join(out, 'solution.npy')}", file=sys.stderr, flush=True)
-        return 128 + (signum or 2)
+            solution = os.path.join(out, "solution.npy")
+            where = (f"after the solve; the converged solution and its results are in {out}" if run.converged else
+                     f"at Re {done[-1].re:g} after {len(last.steps)} steps; the last iterate (residual {last.residual:.2e}) "
+                     f"is in {solution}: continue with --initial {solution}")
+            print(f"fem3d.cavity: interrupted by {signal.Signals(signum).name} {where}", file=sys.stderr, flush=True)
+        return 128 + signum
     if not run.converged:
         raise ConvergenceError(f"results in {out} are marked as not converged (Re {done[-1].re:g}, residual {last.residual:.2e} "
                                f"after {len(last.steps)} steps)", last.reason)

@@ -85,16 +85,19 @@ def write_results(run: CavityRun) -> list[str]:
     return files
 
 
-def write_pictures(run: CavityRun, warn) -> list[str]:
+def write_pictures(run: CavityRun, warn, stop=lambda: False) -> list[str]:
     """profiles.png and slice.png (rank 0), each drawn in a child process; a picture that
-    cannot be made becomes ``warn("NAME not written (why)")`` and the next is tried.
-    Returns the pictures written."""
+    cannot be made becomes ``warn("NAME not written (why)")`` and the next is tried; once
+    ``stop()`` is true (a stop signal) no further picture is started. Returns the pictures
+    written."""
     pictures = {
         "profiles.png": lambda: (plots.profiles_png, {"profiles": run.profiles, "references": run.references, "re": run.re}),
         "slice.png": lambda: (plots.slice_png, {"plane": mid_plane(run.mesh, run.x), "re": run.re}),
     }
     written = []
     for name, job in pictures.items():
+        if stop():
+            break
         try:
             draw, data = job()
             draw_in_child(draw, os.path.join(run.out, name), **data)

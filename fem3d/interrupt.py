@@ -56,6 +56,12 @@ def requested() -> int:
     return _received[0] if _received else 0
 
 
+def agreed(comm) -> int:
+    """The stop signal recorded on any rank of ``comm`` (collective), 0 if none."""
+    signum = requested()
+    return int(max(comm.allgather(signum))) if comm.size > 1 else signum
+
+
 class InterruptCheck:
     """Called at safe points: raises Interrupted on every rank once any rank received a
     stop signal. ``every``: look only at every this many calls (Krylov progress checks)."""
@@ -67,8 +73,6 @@ class InterruptCheck:
         self.calls += 1
         if self.calls % self.every:
             return
-        signum = requested()
-        if self.comm.size > 1:
-            signum = int(max(self.comm.allgather(signum)))
+        signum = agreed(self.comm)
         if signum:
             raise Interrupted(signum)

@@ -19,7 +19,7 @@ from typing import Callable
 
 import numpy as np
 
-from .assembly import ReferenceTables, apply_dirichlet_rows, element_matrices_chunk, row_norms_squared
+from .assembly import ReferenceTables, apply_dirichlet_rows, element_matrices_chunk
 from .backend import PhaseTimer
 from .errors import InputError, check_range
 from .fields import nodal_velocity, pressure_weights
@@ -76,7 +76,7 @@ class Linearisation:
 
     kind      "picard" (the stored element matrices hold A(x)) or "newton" (J(x))
     residual  F(x) (n,), complete on this rank (device)
-    scale     (n,) 1 / (row norm of the assembled matrix): the weights of the residual norm
+    scale     (n,) 1 / (row norm of the Picard matrix A(x)): the weights of the residual norm
     norm      ||scale F(x)|| / ||scale b(x)||: the relative residual of the equations
     """
 
@@ -137,7 +137,8 @@ class NavierStokesSystem:
 
     def assemble(self, x, kind: str) -> Linearisation:
         """Residual F(x) and, into the element matrices, A(x) (``kind`` "picard") or J(x)
-        ("newton"), Dirichlet rows applied."""
+        ("newton"), Dirichlet rows applied. The residual's weights are the row norms of the
+        Picard matrix A(x) (1 / sqrt(S_k) for a prescribed row), whichever matrix is stored."""
         xp, mesh, op = self.xp, self.mesh, self.op
         vel = nodal_velocity(xp, x, mesh.n_nodes)
         residual = xp.zeros(mesh.n_dofs, dtype=np.float64)
@@ -147,18 +148,20 @@ class NavierStokesSystem:
             for s in range(0, mesh.n_elements, self.chunk):
                 e = slice(s, min(s + self.chunk, mesh.n_elements))
                 dofs = op.dofs[e]
-                mats, b_e, r_e = element_matrices_chunk(xp, self.geometry[e], vel[self.cells[e]], self.problem.re, self.tables,
-                                                        self.problem.force, x[dofs[:, 81:]], jacobian=kind == "newton")
+                mats, b_e, r_e, sq_e = element_matrices_chunk(xp, self.geometry[e], vel[self.cells[e]], self.problem.re,
+                                                              self.tables, self.problem.force, x[dofs[:, 81:]],
+                                                              jacobian=kind == "newton")
                 apply_dirichlet_rows(xp, mats, dofs, self.fixed, self.valence)
-                row_sq += row_norms_squared(xp, mats, dofs, mesh.n_dofs)
                 op.mats[e] = mats
                 flat = dofs.ravel()
                 residual += xp.bincount(flat, weights=r_e.ravel(), minlength=mesh.n_dofs)
                 load += xp.bincount(flat, weights=b_e.ravel(), minlength=mesh.n_dofs)
+                row_sq += xp.bincount(flat, weights=sq_e.ravel(), minlength=mesh.n_dofs)
             for v in (residual, load, row_sq):
                 self.dist.sum_interface(v)
             residual[self.fixed] = (x - self.bc_values)[self.fixed]
             load[self.fixed] = self.bc_values[self.fixed]
+            row_sq[self.fixed] = 1.0 / self.valence[self.fixed]
             scale = 1.0 / xp.sqrt(row_sq)
             b_norm = self.dist.norm(scale * load)
             norm = self.dist.norm(scale * residual) / (b_norm if b_norm > 0 else 1.0)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .assembly import scale_rows
+from .assembly import row_norms_squared, scale_rows
 from .errors import InputError, check_range
 from .kernels.ebe import matrix_storage
 from .krylov import NormalEquationsCG, NormalJacobi
@@ -50,9 +50,11 @@ class PaperSolver:
         self.precond = NormalJacobi()
 
     def setup(self, system, state) -> None:
-        self.op, self.scale = system.op, state.scale
-        scale_rows(self.op.mats, self.op.dofs, None, self.scale)
-        self.precond.setup(self.op)
+        op = self.op = system.op
+        row_sq = system.dist.sum_interface(row_norms_squared(op.xp, op.mats, op.dofs, op.n))
+        self.scale = 1.0 / op.xp.sqrt(row_sq)
+        scale_rows(op.mats, op.dofs, None, self.scale)
+        self.precond.setup(op)
 
     def solve(self, rhs, x, rtol: float):
         cg = NormalEquationsCG(rtol, self.options.max_iterations, self.options.check_every, self.progress)

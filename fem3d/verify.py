@@ -16,6 +16,7 @@ converge there; Newton's method would be needed.
 from __future__ import annotations
 
 import math
+import signal
 import sys
 import time
 
@@ -27,7 +28,7 @@ from .distributed import add_parallel_arguments, partitioned_system, start
 from .errors import ArgumentParser, ConvergenceError, check_range, run_cli
 from .exact import CASES
 from .fields import l2_errors
-from .interrupt import InterruptCheck, graceful_stop, requested
+from .interrupt import InterruptCheck, agreed, graceful_stop
 from .memory import check_fits
 from .mesh import box_mesh
 from .navier_stokes import FlowProblem
@@ -138,7 +139,7 @@ def main(argv=None) -> int:
         r = failed[-1]
         if root:
             print(f"fem3d.verify: {r['reason']} in case {r['case']} N={r['n']}; rows so far in {args.out}", file=sys.stderr, flush=True)
-        return 128 + (requested() or 2)
+        return 128 + (agreed(comm) or signal.SIGINT)
     if failed:
         runs = ", ".join(f"case {r['case']} N={r['n']} (Re {r['re']:g})" for r in failed)
         raise ConvergenceError(f"{runs}; results in {args.out} are marked", failed[0]["reason"])

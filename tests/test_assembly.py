@@ -54,11 +54,11 @@ def test_galerkin_only_weighting_of_force_would_be_inconsistent(backend):
     tables = ReferenceTables.build(backend.xp, 8)
     X = backend.asarray(mesh.geometry)
     u = backend.asarray(poly_velocity(mesh.points)[mesh.cells])
-    _, rhs_full, _ = element_matrices_chunk(backend.xp, X, u, NU_RE, tables, poly_force)
+    _, rhs_full, _, _ = element_matrices_chunk(backend.xp, X, u, NU_RE, tables, poly_force)
     orig = asm.upwind_tau
     try:
         asm.upwind_tau = lambda xp, a, J, re, mid: xp.zeros(a.shape[:2] + (27,))
-        _, rhs_galerkin, _ = element_matrices_chunk(backend.xp, X, u, NU_RE, tables, poly_force)
+        _, rhs_galerkin, _, _ = element_matrices_chunk(backend.xp, X, u, NU_RE, tables, poly_force)
     finally:
         asm.upwind_tau = orig
     diff = backend.to_numpy(rhs_full - rhs_galerkin)
@@ -88,11 +88,13 @@ def test_jacobian_is_the_derivative_of_the_stabilised_residual(backend, re):
     eps = 1e-6
     fd = (residual(x + eps * dx) - residual(x - eps * dx)) / (2 * eps)
     u, p = parts(x)
-    jac, _, _ = element_matrices_chunk(xp, X, u, re, tables, poly_force, p, jacobian=True)
+    jac, _, _, _ = element_matrices_chunk(xp, X, u, re, tables, poly_force, p, jacobian=True)
     jd = (jac[:, :, :89] @ dx[..., None])[..., 0]
     assert float(xp.abs(jd - fd).max()) < 1e-8 * float(xp.abs(fd).max())
-    picard, _, _ = element_matrices_chunk(xp, X, u, re, tables, poly_force)
+    picard, _, _, sq = element_matrices_chunk(xp, X, u, re, tables, poly_force)
     assert float(xp.abs((picard[:, :, :89] @ dx[..., None])[..., 0] - fd).max()) > 1e-3 * float(xp.abs(fd).max())
+    assert float(xp.abs(sq - (picard * picard).sum(axis=2)).max()) == 0.0  # row norms of the Picard matrix either way
+    assert float(xp.abs(element_matrices_chunk(xp, X, u, re, tables, poly_force, p, jacobian=True)[3] - sq).max()) == 0.0
 
 
 def test_upwind_derivatives_match_differences():
@@ -122,7 +124,7 @@ def test_stokes_blocks_are_symmetric_and_divergence_is_minus_gradient_transpose(
     xp = backend.xp
     tables = ReferenceTables.build(xp, mesh.geometry.shape[1])
     X = backend.asarray(mesh.geometry)
-    mats, _, _ = element_matrices_chunk(xp, X, xp.zeros((mesh.n_elements, 27, 3)), 7.0, tables)
+    mats, _, _, _ = element_matrices_chunk(xp, X, xp.zeros((mesh.n_elements, 27, 3)), 7.0, tables)
     m = backend.to_numpy(mats)[:, :, :89]
     K = m[:, :27, :27]
     assert np.allclose(K, K.transpose(0, 2, 1), atol=1e-14)
