@@ -233,7 +233,7 @@ def test_help_mentions_defaults():
 
 def test_results_are_on_disk_before_the_pictures_start(tmp_path, monkeypatch):
     """A run killed while drawing keeps its results, and summary.json lists only them."""
-    def killed(run, warn):
+    def killed(run, warn, stop):
         assert sorted(os.listdir(tmp_path)) == sorted(RESULTS)
         raise KeyboardInterrupt
 
