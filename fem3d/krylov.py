@@ -29,8 +29,7 @@ class SolveInfo:
 
     iterations  Krylov iterations performed
     reason      one of REASONS
-    relres      the solver's relative residual at the end (normal equations: ||A^T r|| / ||A^T b||,
-                GMRES: ||r|| / ||b||)
+    relres      ||b - A x|| / ||b|| at the last check
     history     (iteration, relres) at each check
     """
 
@@ -76,8 +75,10 @@ class NormalEquationsCG:
     the derivation, and this code, use alpha: r_{j+1} = r_j - alpha_j q_j.) The
     preconditioner must be :class:`NormalJacobi` (its diagonal feeds the fused update).
 
-    Stops when ||A^T (b - A x)|| <= rtol ||A^T b||; reads the residual back to the host
-    every ``check_every`` iterations.
+    CG on the normal equations minimises the true residual ||b - A x|| over its Krylov
+    space, and that is what it reports and tests: every ``check_every`` iterations it
+    computes b - A x (one more product) and stops once ||b - A x|| <= rtol ||b||, so that
+    an inexact Newton step reduces the linearised residual as asked.
     """
 
     def __init__(self, rtol: float = 1e-10, max_iterations: int = 20000, check_every: int = 10, progress=None):
@@ -89,15 +90,14 @@ class NormalEquationsCG:
         allreduce = None if dist.is_serial else dist.allreduce
         n = b.size
         work = xp.empty(n, dtype=np.float64)
-        bt = op.rmatvec(b, xp.empty(n, dtype=np.float64))
-        bnorm = dist.norm(bt)
+        bnorm = dist.norm(b)
         if not math.isfinite(bnorm):
             return SolveInfo(0, "nan", math.nan)
         if bnorm == 0.0:
             x.fill(0.0)
             return SolveInfo(0, "converged", 0.0)
         inv_diag = precond.inv_diag
-        r = bt - op.normal_matvec(x, xp.empty(n, dtype=np.float64), work)
+        r = op.rmatvec(b, xp.empty(n, dtype=np.float64)) - op.normal_matvec(x, xp.empty(n, dtype=np.float64), work)
         z = inv_diag * r
         p = xp.zeros(n, dtype=np.float64)
         q = xp.zeros(n, dtype=np.float64)
@@ -109,12 +109,12 @@ class NormalEquationsCG:
             op.normal_matvec(z, s, work)
             dots(r, z, s, dist.weights, sc, allreduce)
             if it % self.check_every == 0 or it == self.max_iterations:
-                rr, flag = (float(v) for v in op.backend.to_numpy(sc[[2, 8]]))
-                relres = math.sqrt(rr) / bnorm if rr >= 0 else math.nan
+                flag = float(op.backend.to_numpy(sc[8]))
+                relres = dist.norm(b - op.matvec(x, work)) / bnorm
                 history.append((it, relres))
                 if self.progress is not None:
                     self.progress(it, relres)
-                if not math.isfinite(relres):
+                if not math.isfinite(relres) or not math.isfinite(float(op.backend.to_numpy(sc[2]))):
                     reason = "nan"
                     break
                 if relres <= self.rtol:
