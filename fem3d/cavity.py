@@ -27,6 +27,7 @@ import signal
 import sys
 import time
 
+from . import resolution
 from .cavity_output import CavityRun, final_lines, write_pictures, write_results, write_summary
 from .cli import add_solver_arguments, linear_options, nonlinear_options
 from .comm import agreed_errors
@@ -42,34 +43,58 @@ from .problems import lid_driven_problem, read_initial
 from .solvers import make_linear_solver
 
 
-def build_mesh(args, fits):
+def build_mesh(args, fits, kind: str, ranks: int, warn):
     """The mesh and a description of it for the summary. ``fits(elements, largest)`` checks
-    the memory of a mesh of that many elements before it is built (fem3d.memory)."""
+    the memory of a mesh of that many elements before it is built (fem3d.memory). With
+    ``--n auto`` the size comes from the Reynolds number and the device (``kind`` "cpu" or
+    "gpu", ``ranks`` of them; fem3d.resolution); ``warn(line)`` says before the run when
+    that mesh is not expected to resolve the flow."""
     if args.mesh:
-        if args.n is not None or args.nx or args.ny or args.nz or args.grading:
+        if args.n != "auto" or args.nx or args.ny or args.nz or args.grading is not None:
             raise InputError("--mesh cannot be combined with --n, --nx/--ny/--nz or --grading")
         mesh = read_mesh(args.mesh, args.tag_field)
         fits(mesh.n_elements, lambda e: f"a mesh of {e:,} elements fits at most")
         return mesh, {"file": args.mesh}
-    n = 8 if args.n is None else args.n
+    if args.n == "auto":
+        n = resolution.automatic_size(args.re, kind, ranks)
+        grading = resolution.GRADING if args.grading is None else args.grading
+        expected = resolution.expected_deviation(args.re, n)
+        if expected > resolution.TARGET:
+            fine = resolution.resolving_size(args.re)
+            where = f"the {kind.upper()}" if ranks == 1 else f"{ranks} {kind.upper()} ranks"
+            warn(f"Re {args.re:g} on {where}: {n}^3 elements (about "
+                 f"{resolution.estimated_seconds(kind, args.re, n, ranks):.0f} s) are expected to miss the published profiles "
+                 f"by about {expected:.2f}; profiles within {resolution.TARGET:g} need --n {fine} (about "
+                 f"{resolution.estimated_seconds('gpu', args.re, fine):.0f} s on one GPU: python -m fem3d.cavity "
+                 f"--re {args.re:g} --n {fine} --grading {resolution.GRADING:g} --device gpu)")
+    else:
+        try:
+            n = int(args.n)
+        except ValueError:
+            raise InputError(f"--n must be auto or an integer >= 1 (got {args.n!r})") from None
+        grading = 0.0 if args.grading is None else args.grading
     sizes = []
     for name, v in (("--nx", args.nx), ("--ny", args.ny), ("--nz", args.nz)):
         sizes.append(check_range(name if v is not None else "--n", n if v is None else v, low=1, high=10**4, integer=True))
-    check_range("--grading", args.grading, low=0, high=10)
+    check_range("--grading", grading, low=0, high=10)
     fits(math.prod(sizes), lambda e: f"--n {int(e ** (1 / 3))} fits at most")
-    return box_mesh(*sizes, grading=args.grading), {"box": sizes, "grading": args.grading}
+    return box_mesh(*sizes, grading=grading), {"box": sizes, "grading": grading, "automatic": args.n == "auto"}
 
 
 def parse(argv):
     ap = ArgumentParser(prog="python -m fem3d.cavity", description=__doc__.split("\n\n")[0].split(": ")[0] + ".",
-                        epilog="The defaults (Re 100 on 8^3 elements) finish on a laptop CPU in well under a minute. "
-                               "Re 1000 needs finer meshes (--n 40 --grading 1 on a GPU) and starts from Re 400 (--continuation auto).")
+                        epilog="The mesh is chosen from the Reynolds number and the device (--n auto): fine enough for "
+                               "profiles within 0.01 of the published ones where the device affords it in minutes, else a "
+                               "smaller one with a warning that says what to run. Re 100 takes seconds on a laptop CPU; "
+                               "Re 1000 needs a GPU and starts from Re 400 (--continuation auto).")
     ap.add_argument("--re", type=float, default=100.0, help="Reynolds number (lid speed and cavity side 1; default 100)")
-    ap.add_argument("--n", type=int, default=None, help="elements per side of the unit cube (default 8)")
+    ap.add_argument("--n", default="auto", help="elements per side of the unit cube, or auto: from the Reynolds number "
+                    "and the device (default auto)")
     ap.add_argument("--nx", type=int, help="elements along x (default --n)")
     ap.add_argument("--ny", type=int, help="elements along y (default --n)")
     ap.add_argument("--nz", type=int, help="elements along z (default --n)")
-    ap.add_argument("--grading", type=float, default=0.0, help="clustering of elements toward the walls, 0 uniform (default 0; 1 to 2 is typical)")
+    ap.add_argument("--grading", type=float, default=None,
+                    help="clustering of elements toward the walls, 0 uniform (default 1 with --n auto, else 0; 1 to 2 is typical)")
     ap.add_argument("--mesh", help="hexahedral mesh file read with meshio instead of the unit cube")
     ap.add_argument("--tag-field", help="integer cell data holding the boundary tags of --mesh (default gmsh:physical, boundary or tag)")
     ap.add_argument("--lid", default="y=1", help="the lid: a boundary tag name or a plane such as y=1 (default y=1)")
@@ -96,12 +121,16 @@ def main(argv=None) -> int:
         with agreed_errors(comm):
             stages = continuation_steps(args.continuation, args.re)
             nonlinear, linear = nonlinear_options(args), linear_options(args)
-            mesh, mesh_info = build_mesh(args, lambda e, largest: check_fits(backend, linear.matrix_dtype, e, comm.size, largest))
+            notes = []
+            mesh, mesh_info = build_mesh(args, lambda e, largest: check_fits(backend, linear.matrix_dtype, e, comm.size, largest),
+                                         backend.kind, comm.size, notes.append)
             problem = lid_driven_problem(mesh, args.re, args.lid)
             problem.check_solvable()
             x0 = read_initial(args.initial, mesh.n_dofs) if args.initial else None
             part = distribute(mesh, comm, backend)
             out = ensure_writable_dir(args.out)
+        for line in notes if root else []:
+            print(f"fem3d.cavity: warning: {line}", file=sys.stderr, flush=True)
         system = partitioned_system(problem, part, backend, linear.matrix_dtype)
         t_prep = time.perf_counter() - t_start
         say = (lambda s: print(s, flush=True)) if root and not args.quiet else (lambda s: None)

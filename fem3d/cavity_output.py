@@ -23,6 +23,7 @@ from .mesh import HexMesh
 from .output import save_npy, write_json, write_profiles_csv
 from .partition import Partition
 from .picture_process import PictureError, draw_in_child
+from . import resolution
 from .references import cavity_references, centre_line_profiles, compare_with_references
 
 
@@ -64,6 +65,21 @@ class CavityRun:
     def comparison(self) -> list:
         """max |difference| from each reference set (rank 0)."""
         return compare_with_references(self.profiles, self.references)
+
+    @property
+    def accuracy(self) -> dict:
+        """The largest difference from the published profiles (None without data at this Re),
+        the one expected for a graded cube of this size (fem3d.resolution; None for other
+        meshes) and whether the profiles are resolved (within resolution.TARGET; None when
+        neither tells)."""
+        largest = max(self.comparison, key=lambda row: row["max_abs_diff"], default=None)
+        box = self.mesh_info.get("box")
+        cube = box is not None and len(set(box)) == 1 and self.mesh_info["grading"] == resolution.GRADING
+        expected = resolution.expected_deviation(self.re, box[0]) if cube else None
+        measure = largest["max_abs_diff"] if largest else expected
+        return {"largest_deviation": None if largest is None else {k: largest[k] for k in ("max_abs_diff", "profile", "reference", "citation")},
+                "expected_deviation": expected, "target": resolution.TARGET,
+                "resolved": None if measure is None else bool(measure <= resolution.TARGET)}
 
 
 def write_results(run: CavityRun) -> list[str]:
@@ -124,11 +140,25 @@ def write_summary(run: CavityRun, files: list[str], warnings: list[str] = ()) ->
         "linear_iterations": sum(s["linear_iterations"] for s in steps),
         "continuation": run.history, "times_s": times, "t_run_s": t_run,
         "t_unit_us": t_run * 1e6 / (max(len(steps), 1) * run.mesh.n_elements),
-        "per_rank": run.per_rank, "options": run.options, "validation": run.comparison,
+        "per_rank": run.per_rank, "options": run.options, "validation": run.comparison, "accuracy": run.accuracy,
         "files": list(files), "warnings": list(warnings), "command": run.command,
     }
     write_json(os.path.join(run.out, "summary.json"), summary)
     return summary
+
+
+def accuracy_line(accuracy: dict, re: float) -> str:
+    """One line: the largest deviation from the published profiles and whether that resolves
+    the flow, or what is expected where no data exist."""
+    target, largest, expected = accuracy["target"], accuracy["largest_deviation"], accuracy["expected_deviation"]
+    if largest is not None:
+        verdict = "resolved" if accuracy["resolved"] else f"not resolved: more than {target:g}"
+        return (f"largest deviation from the published profiles: {largest['max_abs_diff']:.4f} ({largest['profile']} vs "
+                f"{largest['citation']}), {verdict}")
+    if expected is not None:
+        return (f"no published profiles at Re {re:g}; this mesh is expected within {expected:.4f} of them "
+                f"({'resolved' if accuracy['resolved'] else f'not resolved: more than {target:g}'})")
+    return f"no published profiles at Re {re:g} and no measured accuracy for this mesh: resolution unknown"
 
 
 def final_lines(run: CavityRun, summary: dict) -> list[str]:
@@ -136,6 +166,7 @@ def final_lines(run: CavityRun, summary: dict) -> list[str]:
     T_unit, and the files written."""
     lines = [f"{row['profile']:>13} vs {row['reference']}: max |diff| {row['max_abs_diff']:.4f} at {row['at']:.4f}"
              for row in summary["validation"]]
+    lines.append(accuracy_line(summary["accuracy"], run.re))
     lines.append(f"T_unit {summary['t_unit_us']:.1f} us ({summary['nonlinear_steps']} nonlinear steps, "
                  f"{summary['linear_iterations']} linear iterations, {summary['t_run_s']:.1f} s)")
     lines.append(f"wrote {run.out}/: {', '.join(summary['files'])}")

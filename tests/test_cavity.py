@@ -287,3 +287,45 @@ def test_cpu_and_gpu_profiles_agree(tmp_path):
         assert p.returncode == 0, p.stderr
         profiles.append(np.genfromtxt(tmp_path / device / "profiles.csv", delimiter=",", skip_header=1, usecols=(5, 6, 7)))
     assert np.abs(profiles[0] - profiles[1]).max() < 1e-8
+
+
+def test_automatic_mesh_resolves_where_the_device_affords_it():
+    from fem3d import resolution
+
+    assert resolution.expected_deviation(100.0, 8) == pytest.approx(0.0068)  # a measured point
+    assert resolution.expected_deviation(1000.0, 12) == pytest.approx(0.0377)
+    assert resolution.expected_deviation(400.0, 12) < resolution.expected_deviation(1000.0, 12) < resolution.expected_deviation(1000.0, 8)
+    assert resolution.expected_deviation(2000.0, 40) > resolution.expected_deviation(1000.0, 40)  # thinner wall layers
+    for re in (100.0, 400.0, 1000.0):
+        n = resolution.resolving_size(re)
+        assert resolution.expected_deviation(re, n) <= resolution.TARGET * resolution.MARGIN
+        assert n == resolution.SIZES[0] or resolution.expected_deviation(re, resolution.SIZES[resolution.SIZES.index(n) - 1]) > \
+            resolution.TARGET * resolution.MARGIN
+    assert resolution.automatic_size(100.0, "cpu") == resolution.resolving_size(100.0) == 8  # the README's command
+    cpu_1000 = resolution.automatic_size(1000.0, "cpu")
+    assert cpu_1000 < resolution.resolving_size(1000.0) == resolution.automatic_size(1000.0, "gpu")
+    assert resolution.estimated_seconds("cpu", 1000.0, cpu_1000) <= resolution.BUDGET_S["cpu"]
+
+
+def test_flagship_command_on_cpu_ranks_warns_before_it_starts(tmp_path):
+    """The flagship `mpirun -n 4 python -m fem3d.cavity --re 1000`, on two CPU ranks: the mesh
+    the CPUs afford cannot resolve Re 1000, and the run says so (and what to run instead)
+    before its first step; --n 4 keeps it short."""
+    from test_distributed import MPIEXEC
+
+    if MPIEXEC is None:
+        pytest.skip("no mpiexec")
+    p = subprocess.run([MPIEXEC, "-n", "2", sys.executable, "-m", "fem3d.cavity", "--re", "1000", "--device", "cpu", "--max-steps", "1",
+                        "--no-plots", "--out", str(tmp_path / "auto")], capture_output=True, text=True, timeout=300)
+    warning = p.stderr.splitlines()[0]
+    assert warning.startswith("fem3d.cavity: warning: Re 1000 on 2 CPU ranks: ") and "--device gpu" in warning
+    assert p.stdout.index("cavity Re 1000") < p.stdout.index("residual")  # printed before the first step
+    p = subprocess.run([MPIEXEC, "-n", "2", sys.executable, "-m", "fem3d.cavity", "--re", "1000", "--n", "4", "--device", "cpu",
+                        "--out", str(tmp_path / "n4")], capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+    summary = json.loads((tmp_path / "n4" / "summary.json").read_text())
+    assert summary["converged"] and summary["ranks"] == 2 and summary["re"] == 1000.0 and summary["residual"] <= 1e-6
+    assert [s["re"] for s in summary["continuation"]] == [400.0, 1000.0]
+    assert summary["accuracy"]["resolved"] is False and summary["accuracy"]["largest_deviation"]["max_abs_diff"] > 0.05
+    assert "largest deviation from the published profiles:" in p.stdout and "not resolved" in p.stdout
+    assert {"cavity.pvtu", "cavity_0.vtu", "cavity_1.vtu", "slice.png", "profiles.png"} <= set(os.listdir(tmp_path / "n4"))
