@@ -79,6 +79,13 @@ class NormalEquationsCG:
     space, and that is what it reports and tests: every ``check_every`` iterations it
     computes b - A x (one more product) and stops once ||b - A x|| <= rtol ||b||, so that
     an inexact Newton step reduces the linearised residual as asked.
+
+    Near round-off the recurrences can lose positivity (a breakdown): the iterate then
+    stays as it is until the next check, which restarts CG from the true residual, and
+    so does a residual that fell by less than 1 % in STALL_ITERATIONS iterations (the
+    recursive residual has drifted from the true one); the same again after a restart
+    that did not halve the residual ends the solve ("breakdown" or "stagnated", with
+    the iterate it reached).
     """
 
     def __init__(self, rtol: float = 1e-10, max_iterations: int = 20000, check_every: int = 10, progress=None):
@@ -97,14 +104,19 @@ class NormalEquationsCG:
             x.fill(0.0)
             return SolveInfo(0, "converged", 0.0)
         inv_diag = precond.inv_diag
-        r = op.rmatvec(b, xp.empty(n, dtype=np.float64)) - op.normal_matvec(x, xp.empty(n, dtype=np.float64), work)
-        z = inv_diag * r
-        p = xp.zeros(n, dtype=np.float64)
-        q = xp.zeros(n, dtype=np.float64)
-        s = xp.empty(n, dtype=np.float64)
-        sc = cg.new_scalars(xp)
+        r, z = xp.empty(n, dtype=np.float64), xp.empty(n, dtype=np.float64)
+        p, q, s = xp.empty(n, dtype=np.float64), xp.empty(n, dtype=np.float64), xp.empty(n, dtype=np.float64)
+
+        def start():
+            op.rmatvec(b - op.matvec(x, work), r)
+            xp.multiply(inv_diag, r, out=z)
+            p.fill(0.0)
+            q.fill(0.0)
+            return cg.new_scalars(xp)
+
+        sc = start()
         history = []
-        reason, relres, it = "max_iterations", math.nan, 0
+        reason, relres, it, restarted_at, restart_it = "max_iterations", math.nan, 0, None, 0
         for it in range(self.max_iterations + 1):
             op.normal_matvec(z, s, work)
             dots(r, z, s, dist.weights, sc, allreduce)
@@ -120,13 +132,28 @@ class NormalEquationsCG:
                 if relres <= self.rtol:
                     reason = "converged"
                     break
-                if flag:
-                    reason = "breakdown"
-                    break
                 if it == self.max_iterations:
                     break
+                if flag or self._stalled(history, it, restart_it):
+                    if restarted_at is not None and relres >= 0.5 * restarted_at:
+                        reason = "breakdown" if flag else "stagnated"
+                        break
+                    restarted_at, restart_it = relres, it
+                    sc = start()
+                    continue
             update(x, r, z, p, q, s, inv_diag, sc)
         return SolveInfo(it, reason, relres, history)
+
+    STALL_ITERATIONS = 500
+
+    def _stalled(self, history, it, since):
+        """True when the residual fell by less than 1 % over the last STALL_ITERATIONS
+        iterations (counted from ``since``, the last restart)."""
+        then = it - self.STALL_ITERATIONS
+        if then < since:
+            return False
+        past = [rel for i, rel in history if since <= i <= then]
+        return bool(past) and history[-1][1] > 0.99 * past[-1]
 
 
 class FGMRES:

@@ -129,7 +129,7 @@ class NonlinearSolver:
                 dx = xp.zeros_like(x)
                 with system.timer("solve"):
                     info = self.linear.solve(-state.residual, dx, opt.forcing)
-                if info.reason in ("nan", "breakdown") or not info.relres < 1.0:
+                if info.reason == "nan" or not info.relres < 1.0:
                     steps.append(Step(k, state.kind, state.norm, info.iterations, info.reason, info.relres, 0.0,
                                       time.perf_counter() - t0))
                     reason = "nan" if info.reason == "nan" else "linear_solver"

@@ -58,6 +58,17 @@ def test_normal_cg_reasons_for_stopping(backend):
     assert cg_solve(op, b, xp.zeros(op.n), indefinite, rtol=1e-14, max_iterations=200).reason == "breakdown"
 
 
+def test_normal_cg_at_round_off_restarts_and_keeps_its_best_accuracy(backend):
+    op = random_operator(backend)
+    A = op.to_scipy().tocsc()
+    b = np.random.default_rng(3).standard_normal(op.n)
+    x_ref = spla.spsolve(A, b)
+    x = backend.xp.zeros(op.n)
+    info = cg_solve(op, backend.asarray(b), x, rtol=1e-30, max_iterations=3000, check_every=7)
+    assert info.reason in ("breakdown", "stagnated") and info.iterations < 3000 and info.relres < 1e-13
+    assert np.linalg.norm(backend.to_numpy(x) - x_ref) < 1e-12 * np.linalg.norm(x_ref)
+
+
 def test_warm_start_from_the_solution_needs_no_iteration(backend):
     op = random_operator(backend, n=1)
     x_true = backend.asarray(np.random.default_rng(5).standard_normal(op.n))
@@ -147,3 +158,8 @@ def test_cuda_vector_kernels_match_numpy_reference():
         update_gpu(*dev, cp.asarray(minv), sc_d)
         for h, d in zip(host, dev):
             assert np.allclose(d.get(), h, rtol=1e-13, atol=1e-13)
+    frozen = [cp.asarray(v) for v in (x, r, z, p, q, s)]
+    sc_d[8] = 1.0  # a breakdown: the update leaves every vector as it is
+    update_gpu(*frozen, cp.asarray(minv), sc_d)
+    for h, d in zip((x, r, z, p, q, s), frozen):
+        assert np.array_equal(d.get(), h)

@@ -137,8 +137,10 @@ def test_stopping_reasons():
     assert r.reason == "stagnated" and len(r.steps) == NonlinearOptions().stagnation
     r = nonlinear_solve(problem, cpu, picard, FakeLinear(lambda rhs: rhs, relres=1.0))
     assert r.reason == "linear_solver" and len(r.steps) == 1 and not r.converged
-    r = nonlinear_solve(problem, cpu, picard, FakeLinear(lambda rhs: rhs, reason="breakdown", relres=0.1))
-    assert r.reason == "linear_solver"
+    r = nonlinear_solve(problem, cpu, picard, FakeLinear(lambda rhs: rhs, reason="breakdown", relres=1.0))
+    assert r.reason == "linear_solver" and len(r.steps) == 1
+    r = nonlinear_solve(problem, cpu, picard, FakeLinear(lambda rhs: 0 * rhs, reason="breakdown", relres=0.1))
+    assert r.reason == "stagnated"  # a breakdown that reduced the residual is a step; progress is judged by the loop
     nan_force = FlowProblem.with_boundary_velocity(box_mesh(2), 10.0, lambda x: case.velocity(np, x), force=lambda xp, x: x * np.nan)
     r = nonlinear_solve(nan_force, cpu)
     assert r.reason == "nan" and not r.converged and len(r.steps) == 0

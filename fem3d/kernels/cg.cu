@@ -41,7 +41,8 @@ cg_dots_partial(const double* __restrict__ r, const double* __restrict__ z,
 // alpha and beta from gamma = sc[0], delta = sc[1]:
 //   beta = gamma / gamma_prev, alpha = gamma / (delta - beta gamma / alpha_prev)
 // (first iteration: beta = 0, alpha = gamma / delta); flags a breakdown when the
-// denominator is not positive or gamma is negative or NaN.
+// denominator or gamma is not positive (or NaN): gamma = 0 means the recursive
+// residual vanished at round-off.
 __device__ void derive_scalars(double* sc)
 {
     const double gamma = sc[0], delta = sc[1];
@@ -51,7 +52,7 @@ __device__ void derive_scalars(double* sc)
         denom = delta - beta * gamma / sc[4];
     }
     const double alpha = gamma / denom;
-    if (!(denom > 0.0) || !(gamma >= 0.0)) sc[8] = 1.0;
+    if (!(denom > 0.0) || !(gamma > 0.0)) sc[8] = 1.0;
     sc[5] = alpha; sc[6] = beta;
     sc[3] = gamma; sc[4] = alpha; sc[7] = 0.0;
 }
@@ -94,6 +95,7 @@ cg_update(double* __restrict__ x, double* __restrict__ r, double* __restrict__ z
           double* __restrict__ p, double* __restrict__ q, const double* __restrict__ s,
           const double* __restrict__ minv, const double* __restrict__ sc, long n)
 {
+    if (sc[8] != 0.0) return;  // after a breakdown the iterate stays until the solver restarts
     const double alpha = sc[5], beta = sc[6];
     for (long i = blockIdx.x * (long)THREADS + threadIdx.x; i < n; i += (long)gridDim.x * THREADS) {
         const double pi = z[i] + beta * p[i];

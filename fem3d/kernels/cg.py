@@ -5,7 +5,8 @@ Scalars stay on the device in ``sc`` (9 float64):
   5 alpha            6 beta             7 1 before the first iteration  8 breakdown flag
 ``dots`` reduces the products weighted by ``w`` (1 at owned entries), sums them over
 the ranks with ``allreduce`` (None: one process) and derives alpha, beta; ``update``
-then advances all vectors in one pass.
+then advances all vectors in one pass, or leaves them as they are once the breakdown
+flag is set (the solver restarts from the true residual at its next check).
 """
 from __future__ import annotations
 
@@ -28,12 +29,12 @@ def _scalars(sc):
     """alpha, beta from gamma, delta (mirrors cg_dots_finish in cg.cu)."""
     gamma, delta = sc[0], sc[1]
     beta, denom = 0.0, delta
-    if sc[7] == 0.0:
-        beta = gamma / sc[3]
-        denom = delta - beta * gamma / sc[4]
     with np.errstate(divide="ignore", invalid="ignore"):
+        if sc[7] == 0.0:
+            beta = gamma / sc[3]
+            denom = delta - beta * gamma / sc[4]
         alpha = gamma / denom
-    if not (denom > 0.0) or not (gamma >= 0.0):
+    if not (denom > 0.0) or not (gamma > 0.0):
         sc[8] = 1.0
     sc[5], sc[6] = alpha, beta
     sc[3], sc[4], sc[7] = gamma, alpha, 0.0
@@ -48,6 +49,8 @@ def dots_numpy(r, z, s, w, sc, allreduce=None):
 
 
 def update_numpy(x, r, z, p, q, s, minv, sc):
+    if sc[8] != 0.0:
+        return  # after a breakdown the iterate stays until the solver restarts
     alpha, beta = sc[5], sc[6]
     p *= beta
     p += z
