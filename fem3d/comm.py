@@ -218,8 +218,8 @@ def launched_ranks() -> int:
 def setup(device: str = "auto", comm: str = "auto", allow_shared_gpu: bool = False):
     """(backend, communicator) of this process.
 
-    ``comm``: auto (serial for one rank; NCCL when the ranks run on GPUs and CuPy has
-    NCCL, else MPI), serial, mpi or nccl. Under MPI the device of each rank is its
+    ``comm``: auto (serial for one rank; NCCL when the ranks run on GPUs of their own and
+    CuPy has NCCL, else MPI), serial, mpi or nccl. Under MPI the device of each rank is its
     node-local rank modulo the node's GPUs; more ranks than GPUs on a node is an error
     unless ``allow_shared_gpu``.
     """
@@ -234,15 +234,19 @@ def setup(device: str = "auto", comm: str = "auto", allow_shared_gpu: bool = Fal
     if comm == "serial":
         raise InputError(f"--comm serial but started as {launched} MPI ranks; use --comm auto, mpi or nccl")
     cp = cupy_module() if device in ("auto", "gpu") else None
+    shared = False
     if cp is not None:
         n_gpus = cp.cuda.runtime.getDeviceCount()
-        if host.local_size > n_gpus and not allow_shared_gpu:
+        shared = host.local_size > n_gpus
+        if shared and not allow_shared_gpu:
             raise InputError(f"{host.local_size} ranks on this node but only {n_gpus} GPU(s); start at most {n_gpus} ranks "
                              "per node or pass --allow-shared-gpu")
     backend = get_backend(device, host.local_rank)
     if comm == "nccl" and not (backend.is_gpu and _has_nccl()):
         raise InputError("--comm nccl needs GPUs and CuPy built with NCCL")
-    use_nccl = comm == "nccl" or (comm == "auto" and backend.is_gpu and _has_nccl() and host.size > 1)
+    if comm == "nccl" and shared:
+        raise InputError("--comm nccl needs one GPU per rank (NCCL refuses two ranks on one GPU); use --comm mpi with --allow-shared-gpu")
+    use_nccl = comm == "nccl" or (comm == "auto" and backend.is_gpu and _has_nccl() and host.size > 1 and not shared)
     world = (NcclComm if use_nccl else MPIComm)(host.comm, backend)
     _ACTIVE.append(world)
     return backend, world
