@@ -242,14 +242,22 @@ def setup(device: str = "auto", comm: str = "auto", allow_shared_gpu: bool = Fal
             raise InputError(f"{host.local_size} ranks on this node but only {n_gpus} GPU(s); start at most {n_gpus} ranks "
                              "per node or pass --allow-shared-gpu")
     backend = get_backend(device, host.local_rank)
-    if comm == "nccl" and not (backend.is_gpu and _has_nccl()):
-        raise InputError("--comm nccl needs GPUs and CuPy built with NCCL")
-    if comm == "nccl" and shared:
-        raise InputError("--comm nccl needs one GPU per rank (NCCL refuses two ranks on one GPU); use --comm mpi with --allow-shared-gpu")
-    use_nccl = comm == "nccl" or (comm == "auto" and backend.is_gpu and _has_nccl() and host.size > 1 and not shared)
+    use_nccl = wants_nccl(comm, backend.is_gpu and _has_nccl(), host.size, shared)
     world = (NcclComm if use_nccl else MPIComm)(host.comm, backend)
     _ACTIVE.append(world)
     return backend, world
+
+
+def wants_nccl(comm: str, nccl_available: bool, ranks: int, shared_gpu: bool) -> bool:
+    """Whether ranks on GPUs talk through NCCL: ``comm`` nccl asks for it (an error where
+    it cannot run: no NCCL, or ranks sharing a GPU, which NCCL refuses), auto takes it for
+    several ranks with a GPU each."""
+    if comm == "nccl" and not nccl_available:
+        raise InputError("--comm nccl needs GPUs and CuPy built with NCCL")
+    if comm == "nccl" and shared_gpu:
+        raise InputError("--comm nccl needs one GPU per rank (NCCL refuses two ranks on one GPU); "
+                         "use --comm mpi with --allow-shared-gpu")
+    return comm == "nccl" or (comm == "auto" and nccl_available and ranks > 1 and not shared_gpu)
 
 
 def _mpi_world() -> MPIComm:

@@ -53,3 +53,16 @@ def test_time_call_returns_median_seconds(backend):
     calls = []
     sec = backend.time_call(lambda: calls.append(1), repeat=5, warmup=2)
     assert len(calls) == 7 and 0 <= sec < 1
+
+
+def test_nccl_only_where_every_rank_has_a_gpu_of_its_own():
+    from fem3d.comm import wants_nccl
+
+    assert wants_nccl("auto", True, 2, shared_gpu=False)
+    assert not wants_nccl("auto", True, 2, shared_gpu=True)  # NCCL refuses two ranks on one GPU
+    assert not wants_nccl("auto", True, 1, shared_gpu=False) and not wants_nccl("auto", False, 4, shared_gpu=False)
+    assert not wants_nccl("mpi", True, 2, shared_gpu=False) and wants_nccl("nccl", True, 2, shared_gpu=False)
+    with pytest.raises(InputError, match="one GPU per rank"):
+        wants_nccl("nccl", True, 2, shared_gpu=True)
+    with pytest.raises(InputError, match="needs GPUs and CuPy built with NCCL"):
+        wants_nccl("nccl", False, 2, shared_gpu=False)
