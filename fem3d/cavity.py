@@ -171,9 +171,10 @@ def main(argv=None) -> int:
     if signum:
         if root:
             solution = os.path.join(out, "solution.npy")
+            rest = ",".join(f"{r:g}" for r in stages if r >= done[-1].re) or "none"
             where = (f"after the solve; the converged solution and its results are in {out}" if run.converged else
                      f"at Re {done[-1].re:g} after {len(last.steps)} steps; the last iterate (residual {last.residual:.2e}) "
-                     f"is in {solution}: continue with --initial {solution}")
+                     f"is in {solution}: continue with --initial {solution} --continuation {rest}")
             print(f"fem3d.cavity: interrupted by {signal.Signals(signum).name} {where}", file=sys.stderr, flush=True)
         return 128 + signum
     if not run.converged:

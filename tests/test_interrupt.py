@@ -34,7 +34,9 @@ def check_stopped(code, stderr, signum, out):
     lines = stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in stderr, stderr
     name = signal.Signals(signum).name
-    assert lines[0].startswith(f"fem3d.cavity: interrupted by {name} at Re ") and f"--initial {out}/solution.npy" in lines[0]
+    # stopped in the first stage (Re 400 of the Re 1000 run): the restart goes on from that stage
+    assert lines[0].startswith(f"fem3d.cavity: interrupted by {name} at Re 400 ")
+    assert lines[0].endswith(f"continue with --initial {out}/solution.npy --continuation 400")
     summary = json.loads((out / "summary.json").read_text())
     assert summary["converged"] is False and summary["reason"] == f"interrupted ({name})"
     x = np.load(out / "solution.npy")
