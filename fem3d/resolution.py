@@ -14,6 +14,7 @@ falling with N: that is the accuracy of the published profiles themselves.
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 
@@ -66,8 +67,10 @@ def work(re: float) -> float:
 
 
 def estimated_seconds(kind: str, re: float, n: int, ranks: int = 1) -> float:
-    """Rough wall time of `python -m fem3d.cavity` on an n^3 cube on ``ranks`` devices of ``kind``."""
-    return SECONDS_PER_ELEMENT[kind] * n**3 * work(re) / ranks
+    """Rough wall time of `python -m fem3d.cavity` on an n^3 cube on ``ranks`` devices of ``kind``
+    (CPU ranks share this machine's cores: they speed the run up by at most the number of cores)."""
+    parallel = min(ranks, os.cpu_count() or 1) if kind == "cpu" else ranks
+    return SECONDS_PER_ELEMENT[kind] * n**3 * work(re) / parallel
 
 
 def automatic_size(re: float, kind: str, ranks: int = 1) -> int:

@@ -305,6 +305,10 @@ def test_automatic_mesh_resolves_where_the_device_affords_it():
     cpu_1000 = resolution.automatic_size(1000.0, "cpu")
     assert cpu_1000 < resolution.resolving_size(1000.0) == resolution.automatic_size(1000.0, "gpu")
     assert resolution.estimated_seconds("cpu", 1000.0, cpu_1000) <= resolution.BUDGET_S["cpu"]
+    assert resolution.automatic_size(1000.0, "gpu", ranks=4) == resolution.resolving_size(1000.0) == 24
+    cores = os.cpu_count()  # CPU ranks beyond the cores gain nothing
+    assert resolution.estimated_seconds("cpu", 400.0, 12, ranks=cores + 2) == resolution.estimated_seconds("cpu", 400.0, 12, ranks=cores)
+    assert resolution.estimated_seconds("gpu", 400.0, 12, ranks=4) == resolution.estimated_seconds("gpu", 400.0, 12) / 4
 
 
 def test_flagship_command_on_cpu_ranks_warns_before_it_starts(tmp_path):
