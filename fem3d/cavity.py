@@ -122,6 +122,10 @@ def main(argv=None) -> int:
             stages = continuation_steps(args.continuation, args.re)
             nonlinear, linear = nonlinear_options(args), linear_options(args)
             notes = []
+            cores = os.cpu_count() or 1
+            if not backend.is_gpu and comm.local_size > cores:
+                notes.append(f"{comm.local_size} ranks share this node's {cores} CPU cores: oversubscribed ranks wait on "
+                             f"each other (4 ranks on 2 cores took 3x the time of one rank); start at most {cores}")
             mesh, mesh_info = build_mesh(args, lambda e, largest: check_fits(backend, linear.matrix_dtype, e, comm.size, largest),
                                          backend.kind, comm.size, notes.append)
             problem = lid_driven_problem(mesh, args.re, args.lid)

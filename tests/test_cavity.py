@@ -306,9 +306,21 @@ def test_automatic_mesh_resolves_where_the_device_affords_it():
     assert cpu_1000 < resolution.resolving_size(1000.0) == resolution.automatic_size(1000.0, "gpu")
     assert resolution.estimated_seconds("cpu", 1000.0, cpu_1000) <= resolution.BUDGET_S["cpu"]
     assert resolution.automatic_size(1000.0, "gpu", ranks=4) == resolution.resolving_size(1000.0) == 24
-    cores = os.cpu_count()  # CPU ranks beyond the cores gain nothing
-    assert resolution.estimated_seconds("cpu", 400.0, 12, ranks=cores + 2) == resolution.estimated_seconds("cpu", 400.0, 12, ranks=cores)
+    assert resolution.estimated_seconds("cpu", 400.0, 12, ranks=4) == resolution.estimated_seconds("cpu", 400.0, 12)  # shared cores
     assert resolution.estimated_seconds("gpu", 400.0, 12, ranks=4) == resolution.estimated_seconds("gpu", 400.0, 12) / 4
+
+
+def test_more_cpu_ranks_than_cores_are_warned_of(tmp_path):
+    from test_distributed import MPIEXEC
+
+    cores = os.cpu_count()
+    if MPIEXEC is None or cores > 3:
+        pytest.skip("needs mpiexec and a machine of at most 3 cores")
+    p = subprocess.run([MPIEXEC, "-n", str(cores + 1), sys.executable, "-m", "fem3d.cavity", "--n", "4", "--device", "cpu",
+                        "--max-steps", "1", "--no-plots", "--no-vtu", "--quiet", "--out", str(tmp_path)],
+                       capture_output=True, text=True, timeout=300)
+    assert p.stderr.splitlines()[0] == (f"fem3d.cavity: warning: {cores + 1} ranks share this node's {cores} CPU cores: oversubscribed "
+                                        f"ranks wait on each other (4 ranks on 2 cores took 3x the time of one rank); start at most {cores}")
 
 
 def test_flagship_command_on_cpu_ranks_warns_before_it_starts(tmp_path):
