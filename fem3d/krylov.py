@@ -88,6 +88,8 @@ class NormalEquationsCG:
     the iterate it reached).
     """
 
+    STALL_ITERATIONS = 500
+
     def __init__(self, rtol: float = 1e-10, max_iterations: int = 20000, check_every: int = 10, progress=None):
         self.rtol, self.max_iterations, self.check_every, self.progress = rtol, max_iterations, check_every, progress
 
@@ -143,8 +145,6 @@ class NormalEquationsCG:
                     continue
             update(x, r, z, p, q, s, inv_diag, sc)
         return SolveInfo(it, reason, relres, history)
-
-    STALL_ITERATIONS = 500
 
     def _stalled(self, history, it, since):
         """True when the residual fell by less than 1 % over the last STALL_ITERATIONS

@@ -11,7 +11,7 @@ Converged means solved: the relative residual of the equations ||D F(x)|| / ||D 
 (rows weighted by their norms, fem3d.navier_stokes.Linearisation) is at most ``tol``.
 The iteration stops at once on NaN or infinity, when the residual grows past
 ``diverge`` times its first value, when it has not fallen below 0.9 times its best for
-``stagnation`` steps, or when a linear solve failed (reduced nothing or broke down).
+``stagnation`` steps, or when a linear solve failed (NaN, or its residual not reduced).
 """
 from __future__ import annotations
 

@@ -4,9 +4,8 @@ MEASURED holds the largest |difference| of our centre-line profiles from the pub
 ones (fem3d.references: Wong & Baker 2002 at Re 100, 400, 1000; Albensoeder & Kuhlmann
 2005 at Re 1000) on cubes of N^3 elements graded toward the walls (grading 1), converged
 to the default tolerance: benchmarks/results/cavity_validation_h100.md (Re 100 and 400
-at 24, Re 1000 at 40), cavity_validation_resolution_*_h100.md and cavity_flagship_h100.md
-(Re 1000 at 24); the smallest meshes were run on the CPU (the discrete solution does not
-depend on the device). Between the tabulated N and Re the deviation is interpolated
+at 24, Re 1000 at 40), cavity_validation_resolution_*_h100.md (the other sizes) and
+cavity_flagship_h100.md (Re 1000 at 24). Between the tabulated N and Re the deviation is interpolated
 linearly in log N and log Re; beyond the largest Re it is extrapolated with the mesh
 scaled by sqrt(Re) (the wall layers thin like Re^-1/2). Near 0.002 the deviation stops
 falling with N: that is the accuracy of the published profiles themselves.
