@@ -67,6 +67,15 @@ class NormalJacobi:
         return out
 
 
+def _without_iterating(bnorm: float, x) -> SolveInfo:
+    """The answer for a right-hand side of norm ``bnorm`` that is not finite (NaN) or zero
+    (x = 0, converged)."""
+    if not math.isfinite(bnorm):
+        return SolveInfo(0, "nan", math.nan)
+    x.fill(0.0)
+    return SolveInfo(0, "converged", 0.0)
+
+
 class NormalEquationsCG:
     """Jacobi-preconditioned conjugate gradients on A^T A x = A^T b (Kao & Sheu 2018,
     Algorithm 2) in the Chronopoulos-Gear form: one product with A^T A and one fused
@@ -100,11 +109,8 @@ class NormalEquationsCG:
         n = b.size
         work = xp.empty(n, dtype=np.float64)
         bnorm = dist.norm(b)
-        if not math.isfinite(bnorm):
-            return SolveInfo(0, "nan", math.nan)
-        if bnorm == 0.0:
-            x.fill(0.0)
-            return SolveInfo(0, "converged", 0.0)
+        if not math.isfinite(bnorm) or bnorm == 0.0:
+            return _without_iterating(bnorm, x)
         inv_diag = precond.inv_diag
         r, z = xp.empty(n, dtype=np.float64), xp.empty(n, dtype=np.float64)
         p, q, s = xp.empty(n, dtype=np.float64), xp.empty(n, dtype=np.float64), xp.empty(n, dtype=np.float64)
@@ -181,11 +187,8 @@ class FGMRES:
         precond = precond or Identity()
         V, Z = self._buffers(xp, b.size)
         bnorm = dist.norm(b)
-        if not math.isfinite(bnorm):
-            return SolveInfo(0, "nan", math.nan)
-        if bnorm == 0.0:
-            x.fill(0.0)
-            return SolveInfo(0, "converged", 0.0)
+        if not math.isfinite(bnorm) or bnorm == 0.0:
+            return _without_iterating(bnorm, x)
         m, history, its = self.restart, [], 0
         r = b - op.matvec(x, xp.empty_like(b))
         beta = dist.norm(r)
