@@ -73,3 +73,14 @@ def test_a_hanging_child_is_stopped(tmp_path, child_imports_tests):
     with pytest.raises(PictureError, match=r"^the drawing process took longer than 1.5 s and was stopped$"):
         draw_in_child(broken_drawings.hang, str(tmp_path / "slice.png"), timeout=1.5)
     assert os.listdir(tmp_path) == []
+
+
+def test_summary_is_written_before_the_pictures_and_again_to_list_them():
+    from tridiag.pictures import summary_then_pictures
+
+    writes = []
+    files = summary_then_pictures(["a.csv"], lambda listed: writes.append(list(listed)), lambda: ["b.png"])
+    assert files == ["a.csv", "b.png"] and writes == [["a.csv"], ["a.csv", "b.png"]]
+    writes.clear()
+    assert summary_then_pictures(["a.csv"], lambda listed: writes.append(list(listed)), None) == ["a.csv"]
+    assert writes == [["a.csv"]]  # no pictures asked for (or none drawn): one summary

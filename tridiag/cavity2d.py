@@ -20,6 +20,7 @@ from fem3d.errors import ArgumentParser, ConvergenceError, InputError, check_ran
 from fem3d.output import ensure_writable_dir
 
 from .cavity2d_output import CavityRun, draw_pictures, report, write_results, write_summary
+from .pictures import summary_then_pictures
 from .cavity2d_problem import ARRAYS, HOST_ARRAYS, cavity, default_dt, default_tol, wall_relaxation
 from .cli import MAX_STEPS, RE_RANGE, add_flow_arguments, check_flow_arguments
 from .memory import check_fits
@@ -122,12 +123,8 @@ def main(argv=None) -> int:
         fields={name: backend.to_numpy(f).astype(np.float64) for name, f in
                 (("psi", psi), ("omega", omega), ("u", u), ("v", v))},
         seconds_total=time.perf_counter() - t_start)
-    files = write_results(run, out)
-    write_summary(run, out, files)
-    pictures = [] if args.no_plots else draw_pictures(run, out, PROG)
-    if pictures:
-        files += pictures
-        write_summary(run, out, files)
+    files = summary_then_pictures(write_results(run, out), lambda written: write_summary(run, out, written),
+                                  None if args.no_plots else lambda: draw_pictures(run, out, PROG))
     for line in report(run):
         say(line)
     if error is not None:

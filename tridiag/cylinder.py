@@ -25,6 +25,7 @@ from .channel import HEIGHT, LENGTH, Channel, parse_grid
 from .cli import MAX_STEPS, RE_RANGE, add_flow_arguments, check_flow_arguments
 from .cylinder_flow import BODY, CFL, CFL_LIMIT, HOST_ARRAYS, MAX_KICK, CylinderFlow, default_dt, field_arrays
 from .cylinder_output import CylinderRun, draw_pictures, report, summary, write_results, write_snapshot, write_summary
+from .pictures import summary_then_pictures
 from .memory import check_fits
 from .vorticity import velocity
 
@@ -175,12 +176,8 @@ def main(argv=None) -> int:
         mismatch=mismatch, snapshots=snapshots, error=error, seconds=seconds,
         seconds_total=time.perf_counter() - t_start)
     content = summary(run)
-    files = write_results(run, out)
-    write_summary(out, content, files)
-    pictures = [] if args.no_plots else draw_pictures(run, out, PROG)
-    if pictures:
-        files += pictures
-        write_summary(out, content, files)
+    files = summary_then_pictures(write_results(run, out), lambda written: write_summary(out, content, written),
+                                  None if args.no_plots else lambda: draw_pictures(run, out, PROG))
     say(report(content))
     if error is not None:
         raise ConvergenceError(f"{error} (results in {out} marked as diverged)", error.reason)

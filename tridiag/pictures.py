@@ -25,3 +25,15 @@ def draw(out: str, pictures: list, prog: str) -> list:
             detail = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
             print(f"{prog}: warning: {name} not drawn ({detail})", file=sys.stderr, flush=True)
     return drawn
+
+
+def summary_then_pictures(files: list, write_summary, draw_pictures) -> list:
+    """The order of a run's last writes: ``write_summary(files)`` lists the results already
+    written, then ``draw_pictures()`` (None: pictures not asked for) returns the pictures drawn,
+    and the summary is written again to list them too. Returns all the files."""
+    write_summary(files)
+    pictures = draw_pictures() if draw_pictures is not None else []
+    if pictures:
+        files = files + pictures
+        write_summary(files)
+    return files
