@@ -21,12 +21,6 @@ DEVICE_BYTES = {
 HOST_MESH_BYTES = 4e3  # per element of the whole mesh: connectivity, coordinates, geometry, boundary faces
 
 
-def run_bytes(kind: str, matrix_dtype: str, elements: int) -> float:
-    """Device bytes (host bytes for ``kind`` "cpu") of a part of ``elements`` elements."""
-    per_element, fixed = DEVICE_BYTES[(kind, matrix_dtype)]
-    return fixed + per_element * elements
-
-
 def check_fits(backend, matrix_dtype: str, mesh_elements: int, ranks: int, largest) -> None:
     """InputError unless this rank's share of a mesh of ``mesh_elements`` elements split
     over ``ranks`` fits its device, and the whole mesh its host. ``largest(n)`` words the
