@@ -131,7 +131,8 @@ def main(argv=None) -> int:
             problem = lid_driven_problem(mesh, args.re, args.lid)
             problem.check_solvable()
             x0 = read_initial(args.initial, mesh.n_dofs) if args.initial else None
-            part = distribute(mesh, comm, backend)
+            linear = linear.for_mesh(mesh, comm.size)
+            part = distribute(mesh, comm, backend, linear.alignment(mesh, comm.size))
             out = ensure_writable_dir(args.out)
         for line in notes if root else []:
             print(f"fem3d.cavity: warning: {line}", file=sys.stderr, flush=True)

@@ -25,11 +25,16 @@ def add_solver_arguments(ap, tol: float, max_steps: int | None = None, newton: f
     g.add_argument("--forcing", type=float, default=d.forcing,
                    help=f"inexact steps: each linear solve reduces its residual by this factor, in (0, 1) (default {d.forcing:g})")
     g = ap.add_argument_group("linear solver")
-    g.add_argument("--solver", default=lin.solver, help=f"{', '.join(SOLVERS)} (default {lin.solver})")
+    g.add_argument("--solver", default=lin.solver,
+                   help=f"{', '.join(SOLVERS)}: mg is FGMRES with monolithic geometric multigrid (structured boxes), paper the "
+                        f"normal-equations Jacobi CG of Kao & Sheu; auto takes mg where the mesh allows it (default {lin.solver})")
     g.add_argument("--max-linear", type=int, default=lin.max_iterations,
                    help=f"Krylov iteration limit per linear solve (default {lin.max_iterations})")
     g.add_argument("--check-every", type=int, default=lin.check_every,
-                   help=f"CG iterations between residual checks (default {lin.check_every})")
+                   help=f"paper solver: CG iterations between residual checks (default {lin.check_every})")
+    g.add_argument("--restart", type=int, default=lin.restart, help=f"mg solver: FGMRES restart length (default {lin.restart})")
+    g.add_argument("--smoothing-steps", type=int, default=lin.smoothing_steps,
+                   help=f"mg solver: GMRES steps of each multigrid smoothing, 1 to 20 (default {lin.smoothing_steps})")
     g.add_argument("--matrix-dtype", default="float64",
                    help=f"storage of the element matrices: {' or '.join(MATRIX_DTYPES)} (half the memory and time per product; default float64)")
 
@@ -43,4 +48,4 @@ def nonlinear_options(args) -> NonlinearOptions:
 def linear_options(args) -> LinearOptions:
     """LinearOptions from parsed arguments (ranges checked there)."""
     return LinearOptions(solver=args.solver, max_iterations=args.max_linear, check_every=args.check_every,
-                         matrix_dtype=args.matrix_dtype)
+                         matrix_dtype=args.matrix_dtype, restart=args.restart, smoothing_steps=args.smoothing_steps)

@@ -162,6 +162,57 @@ class NormalEquationsCG:
         return bool(past) and history[-1][1] > 0.99 * past[-1]
 
 
+def _arnoldi_step(op, precond, V, Z, H, j: int) -> float:
+    """Step j of flexible Arnoldi: Z[j] = M^-1 V[j], then V[j+1] = A Z[j] made orthogonal
+    to V[:j+1] by classical Gram-Schmidt done twice (each pass one product with the basis
+    and one reduction of j+1 numbers) and normalised; fills H[:j+2, j] (host) and returns
+    H[j+1, j] (NaN when a coefficient is not finite)."""
+    dist = op.dist
+    precond.apply(V[j], Z[j])
+    w = op.matvec(Z[j], V[j + 1])
+    for _ in range(2):
+        h = op.backend.to_numpy(dist.allreduce(V[:j + 1] @ (dist.weights * w)))
+        w -= V[:j + 1].T @ op.backend.asarray(h)
+        H[:j + 1, j] += h
+    hn = dist.norm(w)
+    H[j + 1, j] = hn
+    if not np.all(np.isfinite(H[:j + 2, j])):
+        return math.nan
+    if hn > 0:
+        w /= hn
+    return hn
+
+
+def gmres_steps(op, b, x, precond, steps: int):
+    """x + the GMRES correction of ``steps`` steps right-preconditioned by ``precond``
+    (flexible Arnoldi from the residual b - A x; ``x`` None means zero): minimises
+    ||b - A (x + Z y)|| over the ``steps`` preconditioned directions. A fixed number of
+    steps makes it a (nonlinear) smoother for multigrid. Returns the new x."""
+    xp, dist = op.xp, op.dist
+    r = b.copy() if x is None else b - op.matvec(x, xp.empty_like(b))
+    x = xp.zeros_like(b) if x is None else x
+    beta = dist.norm(r)
+    if not beta > 0:
+        return x if beta == 0 else x + math.nan
+    V = xp.empty((steps + 1, b.size), dtype=np.float64)
+    Z = xp.empty((steps, b.size), dtype=np.float64)
+    H = np.zeros((steps + 1, steps))
+    V[0] = r / beta
+    k = steps
+    for j in range(steps):
+        hn = _arnoldi_step(op, precond, V, Z, H, j)
+        if not math.isfinite(hn):
+            return x + math.nan
+        if hn <= 1e-14 * beta:
+            k = j + 1
+            break
+    e1 = np.zeros(k + 1)
+    e1[0] = beta
+    y = np.linalg.lstsq(H[:k + 1, :k], e1, rcond=None)[0]
+    x += Z[:k].T @ op.backend.asarray(y)
+    return x
+
+
 class FGMRES:
     """Restarted flexible GMRES with right preconditioning (Saad 1993): minimises the true
     residual ||b - A x|| over the preconditioned Krylov space, and the preconditioner may
@@ -208,19 +259,8 @@ class FGMRES:
             rotations = []
             j = 0
             while j < m and its < self.max_iterations:
-                precond.apply(V[j], Z[j])
-                w = op.matvec(Z[j], V[j + 1])
-                for _ in range(2):
-                    h = V[:j + 1] @ (dist.weights * w)
-                    h = op.backend.to_numpy(dist.allreduce(h))
-                    w -= V[:j + 1].T @ op.backend.asarray(h)
-                    H[:j + 1, j] += h
-                hn = dist.norm(w)
-                H[j + 1, j] = hn
-                if not np.all(np.isfinite(H[:j + 2, j])):
+                if not math.isfinite(_arnoldi_step(op, precond, V, Z, H, j)):
                     return SolveInfo(its, "nan", math.nan, history)
-                if hn > 0:
-                    w /= hn
                 for i, (c, s) in enumerate(rotations):
                     H[i, j], H[i + 1, j] = c * H[i, j] + s * H[i + 1, j], -s * H[i, j] + c * H[i + 1, j]
                 d = math.hypot(H[j, j], H[j + 1, j])

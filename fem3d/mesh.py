@@ -58,8 +58,8 @@ class HexMesh:
     boundary_faces  (F, 2) int64  (element, local face 0..5 in FACES order) of each boundary face
     boundary_tags   (F,) int64    tag of each boundary face, -1 if untagged
     tag_names       name -> tag
-    grid            (nx, ny, nz) of a structured box, whose element_ids are
-                    i + nx (j + ny k); None for other meshes
+    grid            (nx, ny, nz) of the structured box this mesh is (a part of, on one
+                    rank), whose element_ids are i + nx (j + ny k); None for other meshes
     merged_nodes    coincident nodes of the file merged by read_mesh
     """
 

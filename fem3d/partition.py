@@ -27,25 +27,35 @@ from .mesh import HexMesh
 AXES = "xyz"
 
 
-def partition_elements(mesh: HexMesh, parts: int) -> np.ndarray:
+def slab_owners(grid, parts: int, align: int = 1) -> np.ndarray:
+    """(nx*ny*nz,) rank of each element (by element id i + nx (j + ny k)) of a structured
+    box cut into ``parts`` slabs across its longest axis. Slabs hold whole units of
+    ``align`` element layers (multigrid keeps parents and children on one rank) and
+    differ by at most one unit."""
+    axis = int(np.argmax(grid))
+    layers = grid[axis]
+    units = layers // align
+    if parts > units:
+        what = f"{layers} element layers along {AXES[axis]}" + (f" (in {units} blocks of {align} for multigrid)" if align > 1 else "")
+        raise InputError(f"{parts} ranks but the mesh has only {what}; start at most {units} ranks")
+    nx, ny, _ = grid
+    ids = np.arange(int(np.prod(grid)))
+    layer = (ids % nx, (ids // nx) % ny, ids // (nx * ny))[axis]
+    return ((layer // align) * parts) // units
+
+
+def partition_elements(mesh: HexMesh, parts: int, align: int = 1) -> np.ndarray:
     """(E,) rank of each element.
 
     Structured boxes are cut into slabs of whole element layers across their longest
-    axis (sizes differ by at most one layer); other meshes by recursive coordinate
-    bisection of the element centres (sizes differ by at most one element).
+    axis (fem3d.partition.slab_owners; ``align`` layers per unit); other meshes by
+    recursive coordinate bisection of the element centres (sizes differ by at most one
+    element).
     """
     if parts == 1:
         return np.zeros(mesh.n_elements, dtype=np.int64)
     if mesh.grid is not None:
-        axis = int(np.argmax(mesh.grid))
-        layers = mesh.grid[axis]
-        if parts > layers:
-            raise InputError(f"{parts} ranks but the mesh has only {layers} element layers along {AXES[axis]}; "
-                             f"start at most {layers} ranks")
-        nx, ny, _ = mesh.grid
-        ids = mesh.element_ids
-        layer = (ids % nx, (ids // nx) % ny, ids // (nx * ny))[axis]
-        return (layer * parts) // layers
+        return slab_owners(mesh.grid, parts, align)[mesh.element_ids]
     if parts > mesh.n_elements:
         raise InputError(f"{parts} ranks but the mesh has only {mesh.n_elements} elements; start at most {mesh.n_elements} ranks")
     part = np.empty(mesh.n_elements, dtype=np.int64)
@@ -94,6 +104,7 @@ def submesh(mesh: HexMesh, elements: np.ndarray):
         boundary_faces=faces,
         boundary_tags=mesh.boundary_tags[keep],
         tag_names=dict(mesh.tag_names),
+        grid=mesh.grid,
     )
     return local, nodes, pressure
 
@@ -217,12 +228,18 @@ class Partition:
     elements: np.ndarray
 
 
-def distribute(mesh: HexMesh, comm, backend) -> Partition:
-    """This rank's part of ``mesh`` among ``comm.size`` ranks (every rank calls it)."""
+def distribute(mesh: HexMesh, comm, backend, align: int = 1) -> Partition:
+    """This rank's part of ``mesh`` among ``comm.size`` ranks (every rank calls it);
+    ``align``: see :func:`partition_elements`."""
     if comm.size == 1:
-        all_elements = np.arange(mesh.n_elements)
-        return Partition(mesh, Distribution.serial(backend, mesh.n_dofs), np.arange(mesh.n_nodes), all_elements)
-    part = partition_elements(mesh, comm.size)
+        return Partition(mesh, Distribution.serial(backend, mesh.n_dofs), np.arange(mesh.n_nodes), np.arange(mesh.n_elements))
+    return distribute_owned(mesh, partition_elements(mesh, comm.size, align), comm, backend)
+
+
+def distribute_owned(mesh: HexMesh, part: np.ndarray, comm, backend) -> Partition:
+    """This rank's part of ``mesh`` whose elements are on the ranks ``part`` (E,)."""
+    if comm.size == 1:
+        return distribute(mesh, comm, backend)
     elements = np.flatnonzero(part == comm.rank)
     local, nodes, pressure = submesh(mesh, elements)
     touching = np.zeros((mesh.n_nodes, comm.size), dtype=bool)  # ranks touching each global node

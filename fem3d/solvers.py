@@ -6,38 +6,69 @@ iterate: fem3d.navier_stokes.NavierStokesSystem, Linearisation) and
 ``solve(rhs, x, rtol) -> fem3d.krylov.SolveInfo`` (x holds the initial guess). The
 nonlinear solver (fem3d.nonlinear) only sees this interface.
 
+``mg``     flexible GMRES on the row-scaled system, preconditioned by one V-cycle of
+           monolithic geometric multigrid with element-Vanka smoothing (fem3d.multigrid);
+           needs a structured box whose sides can be halved at least once.
 ``paper``  Kao & Sheu 2018: rows equilibrated to unit norm inside the element matrices,
            then Jacobi-preconditioned CG on the normal equations (Chronopoulos-Gear).
+``auto``   mg where the mesh allows it, else paper (:meth:`LinearOptions.for_mesh`).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import math
+from dataclasses import replace
+
+import numpy as np
+
 from .assembly import row_norms_squared, scale_rows
 from .errors import InputError, check_range
 from .kernels.ebe import matrix_storage
-from .krylov import NormalEquationsCG, NormalJacobi
+from .krylov import FGMRES, NormalEquationsCG, NormalJacobi, SolveInfo
+from .multigrid import Multigrid, alignment, halvings
 
-SOLVERS = ("paper",)
+SOLVERS = ("auto", "mg", "paper")
 
 
 @dataclass
 class LinearOptions:
     """solver: one of SOLVERS; max_iterations: Krylov iterations per linear solve;
     check_every: CG iterations between residual checks (each reads one number back);
-    matrix_dtype: storage of the element matrices (fem3d.kernels.ebe.MATRIX_DTYPES)."""
+    matrix_dtype: storage of the element matrices (fem3d.kernels.ebe.MATRIX_DTYPES);
+    restart: FGMRES restart length; smoothing_steps: GMRES steps of each multigrid
+    smoothing."""
 
-    solver: str = "paper"
+    solver: str = "auto"
     max_iterations: int = 20000
     check_every: int = 10
     matrix_dtype: str = "float64"
+    restart: int = 50
+    smoothing_steps: int = 3
 
     def __post_init__(self):
         if self.solver not in SOLVERS:
             raise InputError(f"--solver must be one of {', '.join(SOLVERS)} (got {self.solver!r})")
         check_range("--max-linear", self.max_iterations, low=1, high=10**7, integer=True)
         check_range("--check-every", self.check_every, low=1, high=10**6, integer=True)
+        check_range("--restart", self.restart, low=1, high=1000, integer=True)
+        check_range("--smoothing-steps", self.smoothing_steps, low=1, high=20, integer=True)
         matrix_storage(self.matrix_dtype)
+
+    def for_mesh(self, mesh, ranks: int) -> "LinearOptions":
+        """These options with ``auto`` resolved for ``mesh`` on ``ranks`` ranks: mg on a box
+        that can be halved (fem3d.multigrid.halvings), else paper; InputError for mg on a
+        mesh that cannot."""
+        can = halvings(mesh.grid, ranks) > 0
+        if self.solver == "mg" and not can:
+            what = "a mesh read from a file" if mesh.grid is None else f"a {'x'.join(map(str, mesh.grid))} box on {ranks} rank(s)"
+            raise InputError(f"--solver mg needs a box whose sides are even with at least 4 elements (and, under MPI, "
+                             f"two element layers per rank along the longest side); got {what}: use --solver paper")
+        return replace(self, solver="mg" if can else "paper") if self.solver == "auto" else self
+
+    def alignment(self, mesh, ranks: int) -> int:
+        """Element layers per partition unit (fem3d.partition.distribute) for this solver."""
+        return alignment(mesh, ranks) if self.solver == "mg" else 1
 
 
 class PaperSolver:
@@ -61,7 +92,85 @@ class PaperSolver:
         return cg.solve(self.op, self.scale * rhs, x, self.precond)
 
 
+class _RowScaled:
+    """The operator D A of an ElementOperator A and row weights D (n,)."""
+
+    def __init__(self, op, scale):
+        self.op, self.scale = op, scale
+        self.xp, self.dist, self.backend, self.n = op.xp, op.dist, op.backend, op.n
+
+    def matvec(self, x, out):
+        self.op.matvec(x, out)
+        out *= self.scale
+        return out
+
+
+class _Unscaled:
+    """A preconditioner M of A used for D A: applies M to D^-1 r."""
+
+    def __init__(self, precond, scale):
+        self.precond, self.scale = precond, scale
+
+    def apply(self, r, out):
+        return self.precond.apply(r / self.scale, out)
+
+
+class MultigridSolver:
+    """Flexible GMRES preconditioned by a V-cycle of monolithic geometric multigrid
+    (fem3d.multigrid), on the system with rows weighted like the nonlinear residual
+    (Linearisation.scale), so that its relative residual is the one the Newton forcing
+    asks for. The hierarchy is built at the first setup; every setup recomputes the
+    coarse matrices and smoothers of the new linearisation."""
+
+    name = "fgmres"
+
+    def __init__(self, options: LinearOptions, progress=None):
+        self.options, self.progress = options, progress
+        self.mg, self.system = None, None
+
+    def setup(self, system, state) -> None:
+        if self.system is not system:
+            levels = halvings(system.mesh.grid, system.dist.comm.size)
+            if levels == 0:
+                raise InputError("--solver mg needs a structured box whose sides can be halved; use --solver paper")
+            self.mg, self.system = Multigrid(system, levels, self.options.smoothing_steps), system
+        self.ready = self.mg.setup()
+        self.scale = state.scale
+        self.op = _RowScaled(system.op, state.scale)
+        self.left_null = self._left_null_vector(system)
+
+    @staticmethod
+    def _left_null_vector(system):
+        """Left null vector of A for an enclosed flow (that of D A is y / D): y = 1 on the
+        pressure (continuity) rows, minus the sum of the continuity rows' entries in
+        column k on each prescribed row k (whose row is the unit row), 0 elsewhere (the
+        continuity rows of a free velocity column sum to the integral of div N_k, zero)."""
+        op, xp = system.op, system.xp
+        ones = xp.zeros(op.n, dtype=np.float64)
+        ones[3 * system.mesh.n_nodes:] = 1.0
+        y = ones - system.fixed * op.rmatvec(ones, xp.empty_like(ones))
+        return y
+
+    def solve(self, rhs, x, rtol: float):
+        """Solve A x = rhs to ``rtol`` in the weighted norm. The part of the right-hand side
+        that the singular matrix of an enclosed flow cannot produce (round-off in the
+        continuity residual, along the left null vector) is removed first, so that small
+        tolerances stay reachable."""
+        if not self.ready:
+            return SolveInfo(0, "breakdown", math.inf)
+        dist = self.op.dist
+        y = self.left_null / self.scale
+        y /= dist.norm(y)
+        b = self.scale * rhs
+        b -= dist.dot(y, b) * y
+        fgmres = FGMRES(rtol, self.options.restart, self.options.max_iterations, self.progress)
+        return fgmres.solve(self.op, b, x, _Unscaled(self.mg, self.scale))
+
+
 def make_linear_solver(options: LinearOptions, progress=None):
-    """The linear solver named by ``options.solver``; ``progress(iteration, relres)`` is
-    called at its residual checks."""
-    return {"paper": PaperSolver}[options.solver](options, progress)
+    """The linear solver named by ``options.solver`` (auto resolved first:
+    LinearOptions.for_mesh); ``progress(iteration, relres)`` is called at its residual
+    checks."""
+    if options.solver == "auto":
+        raise ValueError("resolve --solver auto with LinearOptions.for_mesh first")
+    return {"paper": PaperSolver, "mg": MultigridSolver}[options.solver](options, progress)

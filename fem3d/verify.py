@@ -54,7 +54,8 @@ def run_case(case, n: int, backend, comm, nonlinear: NonlinearOptions, linear: L
     mesh = box_mesh(n)
     problem = FlowProblem.with_boundary_velocity(mesh, case.re, lambda x: case.velocity(np, x), force=case.force)
     with agreed_errors(comm):
-        part = distribute(mesh, comm, backend)
+        linear = linear.for_mesh(mesh, comm.size)
+        part = distribute(mesh, comm, backend, linear.alignment(mesh, comm.size))
     system = partitioned_system(problem, part, backend, linear.matrix_dtype)
     result = NonlinearSolver(system, make_linear_solver(linear, progress), nonlinear, progress).solve(log=log)
     errors = l2_errors(backend, part.mesh, backend.asarray(result.x), case.velocity, case.pressure,
@@ -62,7 +63,7 @@ def run_case(case, n: int, backend, comm, nonlinear: NonlinearOptions, linear: L
     return {
         "case": case.name, "re": case.re, "n": n, "elements": mesh.n_elements, "dofs": mesh.n_dofs,
         "errors": errors, "converged": result.converged, "reason": result.reason, "residual": result.residual,
-        "nonlinear_steps": len(result.steps), "linear_iterations": result.linear_iterations,
+        "solver": linear.solver, "nonlinear_steps": len(result.steps), "linear_iterations": result.linear_iterations,
         "seconds": time.perf_counter() - t0, "times": system.timer.as_dict(),
     }
 

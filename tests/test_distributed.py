@@ -27,7 +27,7 @@ from fem3d.problems import lid_driven_problem
 from support import assembled, sample_mesh
 
 TIGHT = NonlinearOptions(tol=1e-11, forcing=1e-12)
-LINEAR = LinearOptions(max_iterations=5000, check_every=5)
+LINEAR = LinearOptions(solver="paper", max_iterations=5000, check_every=5)
 
 
 # ----------------------------------------------------------------- partitions (serial)
@@ -255,3 +255,23 @@ def test_verification_errors_match_single_process(ranks):
         ref = run_case(case, 3, backend, SerialComm(), TIGHT, LINEAR)
         for f in "uvwp":
             assert abs(row["errors"][f] - ref["errors"][f]) <= 1e-9 * ref["errors"][f]
+
+
+@pytest.mark.mpi
+def test_mg_solver_matches_single_process(ranks):
+    """The multigrid solver on ranks (levels partitioned in slabs of whole coarse elements)
+    gives the single-process solution."""
+    from fem3d.distributed import partitioned_system
+
+    backend, comm = ranks
+    mesh = box_mesh(8, 4, 4, grading=1.0)
+    problem = lid_driven_problem(mesh, 100.0, "y=1")
+    linear = LinearOptions(solver="mg").for_mesh(mesh, comm.size)
+    part = distribute(mesh, comm, backend, linear.alignment(mesh, comm.size))
+    result = NonlinearSolver(partitioned_system(problem, part, backend), make_linear_solver(linear), TIGHT).solve()
+    x = part.dist.gather(result.x)
+    assert result.converged and all(s.linear_reason == "converged" for s in result.steps)
+    if comm.rank == 0:
+        ref = NonlinearSolver(NavierStokesSystem(problem, backend), make_linear_solver(LinearOptions(solver="mg")), TIGHT).solve()
+        assert ref.converged and len(ref.steps) == len(result.steps)
+        assert relative(x, ref.x) < 1e-8

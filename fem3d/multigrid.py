@@ -1,0 +1,250 @@
+"""Monolithic geometric multigrid for the linearised Q2-Q1 equations on structured boxes.
+
+Levels are the mesh's box (nx, ny, nz) and its halvings (every other vertex): each level's
+Q2 velocity and Q1 pressure spaces lie in the finer level's. The prolongation P from a
+level to the next finer one interpolates each coarse (parent) element's velocity and
+pressure at the nodes of its 8 children in reference coordinates: one 89 x 89 matrix P_c
+per child position c, the same for every parent. Coarse operators are Galerkin,
+A_coarse = P^T A P, and stay element-local because the spaces are nested: a parent's
+matrix is the sum over its children of P_c^T A_child P_c. Prescribed (Dirichlet) unknowns
+are left out of P on both levels; on the coarse level they keep the paper's rows
+(diagonal 1/S_k), so corrections never move them.
+
+One application is a V(1,1) cycle: ``smoothing_steps`` GMRES steps preconditioned by the
+element Vanka smoother (fem3d.vanka) before and after the coarse correction; the coarsest
+level is solved by the inverse of its assembled matrix (dense, on the device, the same on
+every rank) when it has at most DIRECT_MAX unknowns, else by COARSE_STEPS smoothing steps.
+The pressure level of an enclosed flow is fixed on the coarsest level at one pressure
+unknown.
+
+Under MPI every level is partitioned in slabs of whole coarsest elements
+(fem3d.partition.slab_owners with ``align`` = 2**levels), so parents and their children
+live on one rank; each level has its own Distribution and completes its interface sums
+like the fine operator.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .element import Q1, Q2
+from .kernels.ebe import NL
+from .krylov import gmres_steps
+from .mesh import box_mesh
+from .operators import ElementOperator
+from .partition import distribute_owned, slab_owners
+from .vanka import Vanka
+from .assembly import apply_dirichlet_rows
+
+MIN_COARSE = 2  # fewest elements per side of the coarsest box
+DIRECT_MAX = 12_000  # most unknowns of a coarsest level solved directly (dense inverse)
+COARSE_STEPS = 20  # smoothing steps that stand in for a coarsest level too large for LU
+
+
+def halvings(grid, parts: int = 1) -> int:
+    """How many times the box ``grid`` can be halved: every side even at each step, at
+    least MIN_COARSE elements per side at the end, and (``parts`` ranks) at least one
+    coarsest element layer per rank along the slab axis (fem3d.partition)."""
+    if grid is None:
+        return 0
+    axis, k = int(np.argmax(grid)), 0
+    while all(g % 2 ** (k + 1) == 0 for g in grid) and min(grid) // 2 ** (k + 1) >= MIN_COARSE \
+            and grid[axis] // 2 ** (k + 1) >= parts:
+        k += 1
+    return k
+
+
+def alignment(mesh, parts: int) -> int:
+    """Element layers per partition unit that keep the hierarchy's parents and children on
+    one rank (1 for one rank or a mesh that is not a box)."""
+    return 2 ** halvings(mesh.grid, parts) if parts > 1 else 1
+
+
+def child_prolongations() -> np.ndarray:
+    """(8, NL, NL): P_c maps a parent's local unknowns to those of its child at position
+    c = i + 2 j + 4 k (i, j, k in {0, 1} along x, y, z): values of the parent's Q2 velocity
+    (each component) and Q1 pressure at the child's nodes."""
+    out = np.zeros((8, NL, NL))
+    for c in range(8):
+        shift = 2 * np.array([c % 2, (c // 2) % 2, c // 4]) - 1
+        vel, pres = Q2.values((Q2.nodes + shift) / 2), Q1.values((Q1.nodes + shift) / 2)
+        for d in range(3):
+            out[c, 27 * d:27 * d + 27, 27 * d:27 * d + 27] = vel
+        out[c, 81:, 81:] = pres
+    return out
+
+
+class Level:
+    """One level: its operator (element matrices), prescribed unknowns, valence, smoother
+    and, except on the coarsest, the transfer to the next coarser level: ``children``
+    (8, Ec) the local element of child position c of each coarse local element and
+    ``child_dofs`` (8, Ec, NL) their unknowns."""
+
+    def __init__(self, op: ElementOperator, mesh, fixed, valence):
+        self.op, self.mesh, self.xp = op, mesh, op.xp
+        self.fixed, self.valence = fixed, valence
+        self.free = (~fixed).astype(np.float64)
+        self.weights = 1.0 / valence
+        self.smoother = Vanka(op, mesh, valence)
+        self.children = self.child_dofs = None
+
+    def prolong(self, coarse: "Level", xc, P):
+        """P xc (complete on every rank): each child's values interpolated from its parent,
+        weighted by 1 / valence and summed (a partition of unity: continuous fields)."""
+        op = self.op
+        vals = self.xp.matmul((xc * coarse.free)[coarse.op.dofs][None], P.transpose(0, 2, 1))  # (8, Ec, NL)
+        out = self.xp.zeros(op.n, dtype=np.float64)
+        op.backend.scatter_add(out, self.child_dofs.ravel(), (vals * self.weights[self.child_dofs]).ravel())
+        op.dist.sum_interface(out)
+        return out * self.free
+
+    def restrict(self, coarse: "Level", r, P):
+        """P^T r (complete on every rank)."""
+        local = self.xp.matmul((r * self.free * self.weights)[self.child_dofs], P).sum(axis=0)  # (Ec, NL)
+        out = self.xp.zeros(coarse.op.n, dtype=np.float64)
+        coarse.op.backend.scatter_add(out, coarse.op.dofs.ravel(), local.ravel())
+        coarse.op.dist.sum_interface(out)
+        return out * coarse.free
+
+    def galerkin(self, coarse: "Level", P) -> None:
+        """coarse.op.mats = sum over children of P_c^T A_child P_c with prescribed unknowns
+        left out, then the prescribed rows of the coarse level."""
+        xp, mats = self.xp, coarse.op.mats
+        coarse_free = coarse.free[coarse.op.dofs]
+        mask = coarse_free[:, :, None] * coarse_free[:, None, :]
+        mats.fill(0.0)
+        for c in range(8):
+            fine_free = self.free[self.child_dofs[c]]
+            a = self.op.mats[self.children[c], :, :NL].astype(np.float64) * fine_free[:, :, None] * fine_free[:, None, :]
+            mats += P[c].T @ a @ P[c]
+        mats *= mask
+        apply_dirichlet_rows(xp, mats, coarse.op.dofs, coarse.fixed, coarse.valence)
+
+
+class CoarseSolve:
+    """The coarsest level solved exactly: its assembled matrix (gathered on every rank) with
+    the pressure level fixed at one pressure unknown (its row and column replaced by a
+    diagonal entry, so that a right-hand side with a component the singular matrix cannot
+    produce, such as round-off, does not come back amplified) is inverted as a dense
+    matrix on the device; a solve is one product."""
+
+    def __init__(self, level: Level):
+        self.level = level
+        dist = level.op.dist
+        self.gdofs = level.op.backend.asarray(dist.gdofs)
+        self.owned = level.op.backend.asarray(dist.owned)
+        self.n_global = dist.n_global
+
+    def setup(self) -> None:
+        op, dist, xp = self.level.op, self.level.op.dist, self.level.xp
+        backend, n = op.backend, self.n_global
+        if dist.is_serial:
+            pieces = [(op.mats, self.gdofs[op.dofs.astype(np.int64)])]
+        else:
+            mine = (backend.to_numpy(op.mats), dist.gdofs[backend.to_numpy(op.dofs)])
+            pieces = [(backend.asarray(m), backend.asarray(g)) for m, g in dist.comm.allgather(mine)]
+        dense = xp.zeros(n * n, dtype=np.float64)
+        is_p = xp.zeros(n, dtype=np.float64)
+        for mats, gd in pieces:
+            backend.scatter_add(dense, (gd[:, :, None] * n + gd[:, None, :]).ravel(), mats[:, :, :NL].astype(np.float64).ravel())
+            is_p[gd[:, 81:].ravel()] = 1.0
+        dense = dense.reshape(n, n)
+        self.pin = pin = int(xp.argmax(is_p))  # the first pressure unknown: the pressure level is fixed there
+        scale = float(xp.abs(xp.diagonal(dense)).max())
+        dense[pin, :] = 0.0
+        dense[:, pin] = 0.0
+        dense[pin, pin] = scale
+        self.inverse = xp.linalg.inv(dense)
+
+    def solve(self, b):
+        level = self.level
+        xp, dist = level.xp, level.op.dist
+        full = xp.zeros(self.n_global, dtype=np.float64)
+        full[self.gdofs[self.owned]] = b[self.owned]
+        dist.allreduce(full)
+        full[self.pin] = 0.0
+        return (self.inverse @ full)[self.gdofs]
+
+
+class Multigrid:
+    """The V(1,1)-cycle preconditioner of a NavierStokesSystem on a structured box
+    (``levels`` >= 1 halvings; fem3d.multigrid.halvings). ``setup()`` after each assembly
+    (Galerkin coarse matrices, smoothers, coarse LU; False when a Vanka block is singular
+    on some rank), ``apply(r, out)``: out = one cycle applied to r."""
+
+    def __init__(self, system, levels: int, smoothing_steps: int = 3):
+        mesh, dist, backend = system.mesh, system.dist, system.backend
+        self.xp, self.steps = backend.xp, smoothing_steps
+        self.P = backend.asarray(child_prolongations())
+        comm = dist.comm
+        self.levels = [Level(system.op, mesh, system.fixed, system.valence)]
+        grid, align = tuple(mesh.grid), 2 ** levels if comm.size > 1 else 1
+        for k in range(1, levels + 1):
+            grid = tuple(g // 2 for g in grid)
+            whole = box_mesh(*grid)
+            part = distribute_owned(whole, slab_owners(grid, comm.size, max(1, align // 2 ** k))[whole.element_ids],
+                                    comm, backend)
+            fine = self.levels[-1]
+            op = ElementOperator(backend, part.mesh.dofs(), part.mesh.colour_offsets, part.mesh.n_dofs, part.dist)
+            valence = part.dist.sum_interface(backend.asarray(np.bincount(part.mesh.dofs().ravel(),
+                                                                          minlength=part.mesh.n_dofs).astype(np.float64)))
+            fixed = self._children(fine, part.mesh, op)
+            self.levels.append(Level(op, part.mesh, fixed, valence))
+        coarsest = self.levels[-1]
+        self.direct = CoarseSolve(coarsest) if coarsest.op.dist.n_global <= DIRECT_MAX else None
+
+    def _children(self, fine: Level, coarse_mesh, coarse_op):
+        """Set the fine level's transfer (children, child_dofs) to the coarse level; returns
+        the coarse level's prescribed unknowns (where its nodes coincide with prescribed
+        fine nodes)."""
+        backend = coarse_op.backend
+        nx, ny, _ = fine.mesh.grid
+        cx, cy, cz = coarse_mesh.grid
+        ids = fine.mesh.element_ids
+        i, j, k = ids % nx, (ids // nx) % ny, ids // (nx * ny)
+        local = np.full(cx * cy * cz, -1, dtype=np.int64)
+        local[coarse_mesh.element_ids] = np.arange(coarse_mesh.n_elements)
+        parent = local[i // 2 + cx * (j // 2 + cy * (k // 2))]
+        if (parent < 0).any():
+            raise ValueError("multigrid: a parent element lives on another rank (partition not aligned)")
+        position = i % 2 + 2 * (j % 2) + 4 * (k % 2)
+        children = np.full((8, coarse_mesh.n_elements), -1, dtype=np.int64)
+        children[position, parent] = np.arange(len(ids))
+        if (children < 0).any():
+            raise ValueError("multigrid: a child element lives on another rank (partition not aligned)")
+        fine_fixed = backend.to_numpy(fine.fixed)
+        fine_dofs, coarse_dofs = backend.to_numpy(fine.op.dofs), coarse_mesh.dofs()
+        fixed = np.zeros(coarse_mesh.n_dofs, dtype=bool)
+        P = child_prolongations()
+        for c in range(8):
+            child_pos, parent_pos = np.nonzero(np.abs(P[c] - 1.0) < 1e-12)  # coinciding nodes
+            fixed[coarse_dofs[:, parent_pos]] = fine_fixed[fine_dofs[children[c]][:, child_pos]]
+        fine.children, fine.child_dofs = backend.asarray(children), backend.asarray(fine_dofs[children])
+        return backend.asarray(fixed)
+
+    def setup(self) -> bool:
+        ok = True
+        for fine, coarse in zip(self.levels, self.levels[1:]):
+            fine.galerkin(coarse, self.P)
+        for level in self.levels if self.direct is None else self.levels[:-1]:
+            ok = level.smoother.setup() and ok
+        if self.direct is not None:
+            self.direct.setup()
+        dist = self.levels[0].op.dist
+        return dist.allreduce_scalar(0.0 if ok else 1.0) == 0.0
+
+    def _smooth(self, level: Level, x, b, steps: int):
+        return gmres_steps(level.op, b, x, level.smoother, steps)
+
+    def _cycle(self, k: int, b):
+        level = self.levels[k]
+        if k == len(self.levels) - 1:
+            return self.direct.solve(b) if self.direct is not None else self._smooth(level, None, b, COARSE_STEPS)
+        x = self._smooth(level, None, b, self.steps)
+        r = b - level.op.matvec(x, self.xp.empty_like(b))
+        coarse = self.levels[k + 1]
+        x += level.prolong(coarse, self._cycle(k + 1, level.restrict(coarse, r, self.P)), self.P)
+        return self._smooth(level, x, b, self.steps)
+
+    def apply(self, r, out):
+        out[...] = self._cycle(0, r)
+        return out
