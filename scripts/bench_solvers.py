@@ -1,0 +1,122 @@
+"""Paper solver against the multigrid solver on the lid-driven cube: time to the same answer.
+
+    python scripts/bench_solvers.py --device gpu --n 20 30 40 --re 100 400 1000
+    python scripts/bench_solvers.py --device cpu --n 8 12 --re 400
+
+Runs ``python -m fem3d.cavity --n N --grading 1 --re RE --solver S`` (each in its own
+process) for every N, Re and solver, and reports nonlinear steps (Newton among them),
+Krylov iterations in all and per step, seconds of each phase and in all, the device
+memory the run held at its peak (CuPy's pool; the element matrices' own for scale) and
+the largest deviation of the centre-line profiles from the published data. Saves
+benchmarks/results/bench_solvers_<tag>.{json,md}.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+from fem3d.errors import ArgumentParser, run_cli
+from script_options import check_each, check_names, check_tag
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SOLVERS = ("paper", "mg")
+
+
+def child(argv) -> int:
+    """Run fem3d.cavity in this process, then save the device memory pool's size beside its summary."""
+    from fem3d import cavity
+    from fem3d.backend import cupy_module
+
+    code = cavity.main(argv)
+    cp = cupy_module()
+    pool = cp.get_default_memory_pool().total_bytes() if cp is not None else None
+    out = argv[argv.index("--out") + 1]
+    with open(os.path.join(out, "memory.json"), "w") as fh:
+        json.dump({"device_pool_bytes": pool}, fh)
+    return code
+
+
+def run(n: int, re: float, solver: str, device: str, runs: str, extra: list) -> dict:
+    import subprocess
+
+    out = os.path.join(runs, f"{solver}_n{n}_re{re:g}")
+    args = ["--re", f"{re:g}", "--n", str(n), "--grading", "1", "--device", device, "--solver", solver, "--quiet",
+            "--no-vtu", "--no-plots", "--out", out, *extra]
+    print(f"python -m fem3d.cavity {' '.join(args)}", flush=True)
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", *args], capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if proc.returncode not in (0, 3):
+        sys.stderr.write(proc.stderr)
+        raise SystemExit(proc.returncode)
+    with open(os.path.join(out, "summary.json")) as fh:
+        s = json.load(fh)
+    with open(os.path.join(out, "memory.json")) as fh:
+        pool = json.load(fh)["device_pool_bytes"]
+    steps = [st for stage in s["continuation"] for st in stage["steps"]]
+    final = [st for st in s["continuation"][-1]["steps"]]
+    elements = n ** 3
+    return {"n": n, "re": re, "solver": s["options"]["linear"]["solver"], "device": s["device"], "converged": s["converged"],
+            "steps": len(steps), "newton_steps": sum(st["kind"] == "newton" for st in steps),
+            "linear_iterations": s["linear_iterations"], "iterations_per_step": s["linear_iterations"] / max(1, len(steps)),
+            "final_stage_iterations_per_step": sum(st["linear_iterations"] for st in final) / max(1, len(final)),
+            "times_s": s["times_s"], "run_s": s["t_run_s"], "wall_s": wall, "device_pool_bytes": pool,
+            "element_matrix_bytes": elements * 89 * 89 * 8,
+            "largest_deviation": s["accuracy"]["largest_deviation"]["max_abs_diff"] if s["accuracy"]["largest_deviation"] else None,
+            "residual": s["residual"]}
+
+
+def table(rows: list) -> str:
+    lines = ["| N | Re | solver | steps (Newton) | Krylov its | its/step (final Re) | element matrices s | linear set-up s "
+             "| solve s | run s | speed-up | device memory GB (matrices) | max profile diff |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    paper = {(r["n"], r["re"]): r["run_s"] for r in rows if r["solver"] == "paper"}
+    for r in rows:
+        t = r["times_s"]
+        ref = paper.get((r["n"], r["re"]))
+        speed = f"{ref / r['run_s']:.1f}x" if ref and r["solver"] != "paper" else ""
+        mem = "" if r["device_pool_bytes"] is None else f"{r['device_pool_bytes'] / 1e9:.1f} ({r['element_matrix_bytes'] / 1e9:.1f})"
+        dev = "" if r["largest_deviation"] is None else f"{r['largest_deviation']:.4f}"
+        lines.append(f"| {r['n']} | {r['re']:g} | {r['solver']} | {r['steps']} ({r['newton_steps']}) | {r['linear_iterations']} | "
+                     f"{r['iterations_per_step']:.1f} ({r['final_stage_iterations_per_step']:.1f}) | {t.get('element_matrices', 0):.2f} | "
+                     f"{t.get('linear_setup', 0):.2f} | {t.get('solve', 0):.2f} | {r['run_s']:.2f} | {speed} | {mem} | {dev} |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["--child"]:
+        return child(argv[1:])
+    ap = ArgumentParser(prog="scripts/bench_solvers.py", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--n", type=int, nargs="+", default=[20, 30, 40])
+    ap.add_argument("--re", type=float, nargs="+", default=[100.0, 400.0, 1000.0])
+    ap.add_argument("--solvers", nargs="+", default=list(SOLVERS))
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--runs", default="bench-solvers", help="folder for the runs' outputs")
+    ap.add_argument("--results", default=os.path.join(ROOT, "benchmarks", "results"))
+    ap.add_argument("--tag", default=None, help="suffix of the result files (default: device and sizes)")
+    ap.add_argument("extra", nargs=argparse.REMAINDER, help="further fem3d.cavity options after --")
+    args = ap.parse_args(argv)
+    check_each("--n", args.n, 2, 200, integer=True)
+    check_each("--re", args.re, 0, 1e5, low_open=True)
+    check_names("--solvers", args.solvers, SOLVERS)
+    tag = check_tag(args.tag) if args.tag else None
+    extra = [a for a in args.extra if a != "--"]
+    rows = [run(n, re, solver, args.device, args.runs, extra) for n in args.n for re in args.re for solver in args.solvers]
+    text = table(rows)
+    print(text)
+    tag = tag or f"{'gpu' if 'gpu' in rows[0]['device'] else 'cpu'}_n{'-'.join(map(str, args.n))}"
+    os.makedirs(args.results, exist_ok=True)
+    command = "python scripts/bench_solvers.py " + " ".join(argv)
+    with open(os.path.join(args.results, f"bench_solvers_{tag}.json"), "w") as fh:
+        json.dump({"command": command, "rows": rows}, fh, indent=1)
+    with open(os.path.join(args.results, f"bench_solvers_{tag}.md"), "w") as fh:
+        fh.write(f"# Solvers on the lid-driven cube ({rows[0]['device']})\n\n`{command}`\n\n{text}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_cli(main, prog="scripts/bench_solvers.py"))
