@@ -27,7 +27,8 @@ def add_solver_arguments(ap, tol: float, max_steps: int | None = None, newton: f
     g = ap.add_argument_group("linear solver")
     g.add_argument("--solver", default=lin.solver,
                    help=f"{', '.join(SOLVERS)}: mg is FGMRES with monolithic geometric multigrid (structured boxes), paper the "
-                        f"normal-equations Jacobi CG of Kao & Sheu; auto takes mg where the mesh allows it (default {lin.solver})")
+                        f"normal-equations Jacobi CG of Kao & Sheu; auto takes mg where the mesh allows it. mg is 5x faster at Re 1000 on 40^3 "
+                        f"but slower at Re 100 (benchmarks/results/bench_solvers_*.md) (default {lin.solver})")
     g.add_argument("--max-linear", type=int, default=lin.max_iterations,
                    help=f"Krylov iteration limit per linear solve (default {lin.max_iterations})")
     g.add_argument("--check-every", type=int, default=lin.check_every,
