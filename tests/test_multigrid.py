@@ -183,9 +183,11 @@ def test_mg_and_paper_solvers_give_the_same_cavity_flow():
 
 
 def test_solver_choice_and_bad_options():
-    assert LinearOptions().for_mesh(box_mesh(4), 1).solver == "mg"
-    assert LinearOptions().for_mesh(box_mesh(5), 1).solver == "paper"
-    assert LinearOptions().for_mesh(sample_mesh("distorted"), 1).solver == "paper"
+    auto = LinearOptions(solver="auto")
+    assert LinearOptions().solver == "paper"
+    assert auto.for_mesh(box_mesh(4), 1).solver == "mg" and auto.for_mesh(box_mesh(8, 4, 4), 3).solver == "mg"
+    assert auto.for_mesh(box_mesh(5), 1).solver == "paper" and auto.for_mesh(box_mesh(4), 3).solver == "paper"
+    assert auto.for_mesh(sample_mesh("distorted"), 1).solver == "paper"
     assert LinearOptions(solver="paper").for_mesh(box_mesh(4), 1).solver == "paper"
     with pytest.raises(InputError, match="--solver mg needs a box"):
         LinearOptions(solver="mg").for_mesh(box_mesh(5), 1)
