@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .assembly import apply_dirichlet_rows
 from .element import Q1, Q2
 from .kernels.ebe import NL
 from .krylov import gmres_steps
@@ -33,7 +34,6 @@ from .mesh import box_mesh
 from .operators import ElementOperator
 from .partition import distribute_owned, slab_owners
 from .vanka import Vanka
-from .assembly import apply_dirichlet_rows
 
 MIN_COARSE = 2  # fewest elements per side of the coarsest box
 DIRECT_MAX = 12_000  # most unknowns of a coarsest level solved directly (dense inverse)
@@ -76,16 +76,18 @@ def child_prolongations() -> np.ndarray:
 class Level:
     """One level: its operator (element matrices), prescribed unknowns, valence, smoother
     and, except on the coarsest, the transfer to the next coarser level: ``children``
-    (8, Ec) the local element of child position c of each coarse local element and
-    ``child_dofs`` (8, Ec, NL) their unknowns."""
+    (8, Ec) the local element of child position c of each coarse local element,
+    ``child_dofs`` (8, Ec, NL) their unknowns and ``child_weights`` (8, Ec, NL) the
+    partition-of-unity weights there."""
 
     def __init__(self, op: ElementOperator, mesh, fixed, valence):
         self.op, self.mesh, self.xp = op, mesh, op.xp
         self.fixed, self.valence = fixed, valence
         self.free = (~fixed).astype(np.float64)
         self.weights = 1.0 / valence
+        self.free_weights = self.free * self.weights
         self.smoother = Vanka(op, mesh, valence)
-        self.children = self.child_dofs = None
+        self.children = self.child_dofs = self.child_weights = None
 
     def prolong(self, coarse: "Level", xc, P):
         """P xc (complete on every rank): each child's values interpolated from its parent,
@@ -93,13 +95,13 @@ class Level:
         op = self.op
         vals = self.xp.matmul((xc * coarse.free)[coarse.op.dofs][None], P.transpose(0, 2, 1))  # (8, Ec, NL)
         out = self.xp.zeros(op.n, dtype=np.float64)
-        op.backend.scatter_add(out, self.child_dofs.ravel(), (vals * self.weights[self.child_dofs]).ravel())
+        op.backend.scatter_add(out, self.child_dofs.ravel(), (vals * self.child_weights).ravel())
         op.dist.sum_interface(out)
         return out * self.free
 
     def restrict(self, coarse: "Level", r, P):
         """P^T r (complete on every rank)."""
-        local = self.xp.matmul((r * self.free * self.weights)[self.child_dofs], P).sum(axis=0)  # (Ec, NL)
+        local = self.xp.matmul((r * self.free_weights)[self.child_dofs], P).sum(axis=0)  # (Ec, NL)
         out = self.xp.zeros(coarse.op.n, dtype=np.float64)
         coarse.op.backend.scatter_add(out, coarse.op.dofs.ravel(), local.ravel())
         coarse.op.dist.sum_interface(out)
@@ -184,9 +186,9 @@ class Multigrid:
             part = distribute_owned(whole, slab_owners(grid, comm.size, max(1, align // 2 ** k))[whole.element_ids],
                                     comm, backend)
             fine = self.levels[-1]
-            op = ElementOperator(backend, part.mesh.dofs(), part.mesh.colour_offsets, part.mesh.n_dofs, part.dist)
-            valence = part.dist.sum_interface(backend.asarray(np.bincount(part.mesh.dofs().ravel(),
-                                                                          minlength=part.mesh.n_dofs).astype(np.float64)))
+            dofs = part.mesh.dofs()
+            op = ElementOperator(backend, dofs, part.mesh.colour_offsets, part.mesh.n_dofs, part.dist)
+            valence = part.dist.sum_interface(backend.asarray(np.bincount(dofs.ravel(), minlength=part.mesh.n_dofs).astype(np.float64)))
             fixed = self._children(fine, part.mesh, op)
             self.levels.append(Level(op, part.mesh, fixed, valence))
         coarsest = self.levels[-1]
@@ -219,6 +221,7 @@ class Multigrid:
             child_pos, parent_pos = np.nonzero(np.abs(P[c] - 1.0) < 1e-12)  # coinciding nodes
             fixed[coarse_dofs[:, parent_pos]] = fine_fixed[fine_dofs[children[c]][:, child_pos]]
         fine.children, fine.child_dofs = backend.asarray(children), backend.asarray(fine_dofs[children])
+        fine.child_weights = fine.weights[fine.child_dofs]
         return backend.asarray(fixed)
 
     def setup(self) -> bool:

@@ -137,7 +137,8 @@ class MultigridSolver:
         self.ready = self.mg.setup()
         self.scale = state.scale
         self.op = _RowScaled(system.op, state.scale)
-        self.left_null = self._left_null_vector(system)
+        y = self._left_null_vector(system) / state.scale  # that of D A
+        self.left_null = y / system.dist.norm(y)
 
     @staticmethod
     def _left_null_vector(system):
@@ -158,11 +159,9 @@ class MultigridSolver:
         tolerances stay reachable."""
         if not self.ready:
             return SolveInfo(0, "breakdown", math.inf)
-        dist = self.op.dist
-        y = self.left_null / self.scale
-        y /= dist.norm(y)
+        y = self.left_null
         b = self.scale * rhs
-        b -= dist.dot(y, b) * y
+        b -= self.op.dist.dot(y, b) * y
         fgmres = FGMRES(rtol, self.options.restart, self.options.max_iterations, self.progress)
         return fgmres.solve(self.op, b, x, _Unscaled(self.mg, self.scale))
 
