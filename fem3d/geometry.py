@@ -23,7 +23,14 @@ def geometry_element(n_geo: int) -> LagrangeHex:
 
 def jacobians(xp, X, dG):
     """J[e, q, i, k] = d x_i / d xi_k, shape (E, Q, 3, 3), from X (E, G, 3) and dG (Q, G, 3)."""
-    return xp.einsum("egi,qgk->eqik", X, dG)
+    return xp.tensordot(X, dG, axes=([1], [1])).transpose(0, 2, 1, 3)  # one matrix product (einsum is 10x slower)
+
+
+def determinant(xp, J):
+    """Determinant (...) of batched 3x3 matrices J (..., 3, 3)."""
+    return (J[..., 0, 0] * (J[..., 1, 1] * J[..., 2, 2] - J[..., 1, 2] * J[..., 2, 1])
+            + J[..., 0, 1] * (J[..., 1, 2] * J[..., 2, 0] - J[..., 1, 0] * J[..., 2, 2])
+            + J[..., 0, 2] * (J[..., 1, 0] * J[..., 2, 1] - J[..., 1, 1] * J[..., 2, 0]))
 
 
 def det_and_inverse(xp, J):
@@ -58,7 +65,7 @@ def check_elements(X: np.ndarray, element_ids: np.ndarray | None = None, rel_tol
     dG = geo.gradients(Q2.nodes)
     det = np.empty((X.shape[0], Q2.n_nodes))
     for s in range(0, X.shape[0], 65536):  # bounded memory on large meshes
-        det[s:s + 65536], _ = det_and_inverse(np, jacobians(np, X[s:s + 65536], dG))
+        det[s:s + 65536] = determinant(np, jacobians(np, X[s:s + 65536], dG))
     extent = X.max(axis=1) - X.min(axis=1)
     scale = np.prod(np.maximum(extent, 1e-300), axis=1) / 8.0
     bad = np.flatnonzero((det.min(axis=1) <= rel_tol * scale) | ~np.isfinite(det).all(axis=1))

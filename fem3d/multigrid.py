@@ -38,6 +38,9 @@ from .vanka import Vanka
 MIN_COARSE = 2  # fewest elements per side of the coarsest box
 DIRECT_MAX = 12_000  # most unknowns of a coarsest level solved directly (dense inverse)
 COARSE_STEPS = 20  # smoothing steps that stand in for a coarsest level too large for LU
+SMOOTHING_STEPS = 5  # GMRES steps of each smoothing: with 3 the cycle diverged (error factor 1.07) on graded
+# boxes of 20^3 elements and more at Re <= 100 (FGMRES needed 241 iterations per step at 40^3, Re 100); with 5 it
+# contracts by 0.27 there, and at 40^3 it is also the fastest at Re 400 and 1000 (benchmarks/results/bench_solvers_gpu_mg_n40_s*.md)
 
 
 def halvings(grid, parts: int = 1) -> int:
@@ -173,7 +176,7 @@ class Multigrid:
     (Galerkin coarse matrices, smoothers, coarse LU; False when a Vanka block is singular
     on some rank), ``apply(r, out)``: out = one cycle applied to r."""
 
-    def __init__(self, system, levels: int, smoothing_steps: int = 3):
+    def __init__(self, system, levels: int, smoothing_steps: int = SMOOTHING_STEPS):
         mesh, dist, backend = system.mesh, system.dist, system.backend
         self.xp, self.steps = backend.xp, smoothing_steps
         self.P = backend.asarray(child_prolongations())

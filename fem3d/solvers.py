@@ -26,7 +26,7 @@ from .assembly import row_norms_squared, scale_rows
 from .errors import InputError, check_range
 from .kernels.ebe import matrix_storage
 from .krylov import FGMRES, NormalEquationsCG, NormalJacobi, SolveInfo
-from .multigrid import Multigrid, alignment, halvings
+from .multigrid import SMOOTHING_STEPS, Multigrid, alignment, halvings
 
 SOLVERS = ("auto", "mg", "paper")
 
@@ -44,7 +44,7 @@ class LinearOptions:
     check_every: int = 10
     matrix_dtype: str = "float64"
     restart: int = 50
-    smoothing_steps: int = 3
+    smoothing_steps: int = SMOOTHING_STEPS
 
     def __post_init__(self):
         if self.solver not in SOLVERS:
