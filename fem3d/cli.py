@@ -26,9 +26,9 @@ def add_solver_arguments(ap, tol: float, max_steps: int | None = None, newton: f
                    help=f"inexact steps: each linear solve reduces its residual by this factor, in (0, 1) (default {d.forcing:g})")
     g = ap.add_argument_group("linear solver")
     g.add_argument("--solver", default=lin.solver,
-                   help=f"{', '.join(SOLVERS)}: mg is FGMRES with monolithic geometric multigrid (structured boxes), paper the "
-                        f"normal-equations Jacobi CG of Kao & Sheu; auto takes mg where the mesh allows it. mg is 5x faster at Re 1000 on 40^3 "
-                        f"but slower at Re 100 (benchmarks/results/bench_solvers_*.md) (default {lin.solver})")
+                   help=f"{', '.join(SOLVERS)}: mg is FGMRES with monolithic geometric multigrid (boxes whose sides halve), paper the "
+                        f"normal-equations Jacobi CG of Kao & Sheu; auto takes mg where the mesh allows it, else paper. mg is 1.3-7x "
+                        f"faster on 20^3-40^3 at Re 100-1000 (benchmarks/results/bench_solvers_gpu_all.md) (default {lin.solver})")
     g.add_argument("--max-linear", type=int, default=lin.max_iterations,
                    help=f"Krylov iteration limit per linear solve (default {lin.max_iterations})")
     g.add_argument("--check-every", type=int, default=lin.check_every,

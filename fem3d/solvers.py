@@ -39,7 +39,7 @@ class LinearOptions:
     restart: FGMRES restart length; smoothing_steps: GMRES steps of each multigrid
     smoothing."""
 
-    solver: str = "paper"
+    solver: str = "auto"
     max_iterations: int = 20000
     check_every: int = 10
     matrix_dtype: str = "float64"

@@ -184,7 +184,7 @@ def test_mg_and_paper_solvers_give_the_same_cavity_flow():
 
 def test_solver_choice_and_bad_options():
     auto = LinearOptions(solver="auto")
-    assert LinearOptions().solver == "paper"
+    assert LinearOptions().solver == "auto"
     assert auto.for_mesh(box_mesh(4), 1).solver == "mg" and auto.for_mesh(box_mesh(8, 4, 4), 3).solver == "mg"
     assert auto.for_mesh(box_mesh(5), 1).solver == "paper" and auto.for_mesh(box_mesh(4), 3).solver == "paper"
     assert auto.for_mesh(sample_mesh("distorted"), 1).solver == "paper"
