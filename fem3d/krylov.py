@@ -162,48 +162,56 @@ class NormalEquationsCG:
         return bool(past) and history[-1][1] > 0.99 * past[-1]
 
 
-def _arnoldi_step(op, precond, V, Z, H, j: int) -> float:
+def _device_norm(dist, xp, v):
+    """(1,) array on the device: the norm of ``v`` over all ranks (no read-back)."""
+    return xp.sqrt(dist.allreduce(((dist.weights * v) @ v).reshape(1)))
+
+
+def _arnoldi_step(op, precond, V, Z, j: int):
     """Step j of flexible Arnoldi: Z[j] = M^-1 V[j], then V[j+1] = A Z[j] made orthogonal
     to V[:j+1] by classical Gram-Schmidt done twice (each pass one product with the basis
-    and one reduction of j+1 numbers) and normalised; fills H[:j+2, j] (host) and returns
-    H[j+1, j] (NaN when a coefficient is not finite)."""
-    dist = op.dist
+    and one reduction of j+1 numbers) and normalised (left zero when A Z[j] lies in the
+    basis). Returns the column H[:j+2, j] on the device: nothing is read back, so the
+    host queues the next kernels while the device works."""
+    dist, xp = op.dist, op.xp
     precond.apply(V[j], Z[j])
     w = op.matvec(Z[j], V[j + 1])
-    for _ in range(2):
-        h = op.backend.to_numpy(dist.allreduce(V[:j + 1] @ (dist.weights * w)))
-        w -= V[:j + 1].T @ op.backend.asarray(h)
-        H[:j + 1, j] += h
-    hn = dist.norm(w)
-    H[j + 1, j] = hn
-    if not np.all(np.isfinite(H[:j + 2, j])):
-        return math.nan
-    if hn > 0:
-        w /= hn
-    return hn
+    h = dist.allreduce(V[:j + 1] @ (dist.weights * w))
+    w -= V[:j + 1].T @ h
+    h2 = dist.allreduce(V[:j + 1] @ (dist.weights * w))
+    w -= V[:j + 1].T @ h2
+    hn = _device_norm(dist, xp, w)
+    w /= xp.where(hn > 0, hn, 1.0)
+    return xp.concatenate([h + h2, hn])
 
 
 def gmres_steps(op, b, x, precond, steps: int):
     """x + the GMRES correction of ``steps`` steps right-preconditioned by ``precond``
     (flexible Arnoldi from the residual b - A x; ``x`` None means zero): minimises
     ||b - A (x + Z y)|| over the ``steps`` preconditioned directions. A fixed number of
-    steps makes it a (nonlinear) smoother for multigrid. Returns the new x."""
+    steps makes it a (nonlinear) smoother for multigrid. The Hessenberg matrix stays on
+    the device until the small least-squares problem at the end (one read-back). Returns
+    the new x (NaN where a coefficient was not finite)."""
     xp, dist = op.xp, op.dist
     r = b.copy() if x is None else b - op.matvec(x, xp.empty_like(b))
     x = xp.zeros_like(b) if x is None else x
-    beta = dist.norm(r)
-    if not beta > 0:
-        return x if beta == 0 else x + math.nan
+    beta_d = _device_norm(dist, xp, r)
     V = xp.empty((steps + 1, b.size), dtype=np.float64)
     Z = xp.empty((steps, b.size), dtype=np.float64)
-    H = np.zeros((steps + 1, steps))
-    V[0] = r / beta
+    Hd = xp.zeros((steps + 1, steps + 1), dtype=np.float64)  # column ``steps`` holds beta
+    Hd[0, steps] = beta_d[0]
+    V[0] = r / xp.where(beta_d > 0, beta_d, 1.0)
+    for j in range(steps):
+        Hd[:j + 2, j] = _arnoldi_step(op, precond, V, Z, j)
+    H = op.backend.to_numpy(Hd)
+    beta = H[0, steps]
+    if not beta > 0:
+        return x if beta == 0 else x + math.nan
     k = steps
     for j in range(steps):
-        hn = _arnoldi_step(op, precond, V, Z, H, j)
-        if not math.isfinite(hn):
+        if not np.all(np.isfinite(H[:j + 2, j])):
             return x + math.nan
-        if hn <= 1e-14 * beta:
+        if H[j + 1, j] <= 1e-14 * beta:
             k = j + 1
             break
     e1 = np.zeros(k + 1)
@@ -259,7 +267,8 @@ class FGMRES:
             rotations = []
             j = 0
             while j < m and its < self.max_iterations:
-                if not math.isfinite(_arnoldi_step(op, precond, V, Z, H, j)):
+                H[:j + 2, j] = op.backend.to_numpy(_arnoldi_step(op, precond, V, Z, j))
+                if not np.all(np.isfinite(H[:j + 2, j])):
                     return SolveInfo(its, "nan", math.nan, history)
                 for i, (c, s) in enumerate(rotations):
                     H[i, j], H[i + 1, j] = c * H[i, j] + s * H[i + 1, j], -s * H[i, j] + c * H[i + 1, j]
