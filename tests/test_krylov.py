@@ -3,7 +3,7 @@ import pytest
 import scipy.sparse.linalg as spla
 
 from fem3d.kernels import cg, ebe
-from fem3d.krylov import FGMRES, NormalEquationsCG, NormalJacobi
+from fem3d.krylov import FGMRES, NormalEquationsCG, NormalJacobi, gmres_steps
 from fem3d.mesh import box_mesh
 from fem3d.operators import ElementOperator
 
@@ -129,6 +129,49 @@ def test_fgmres_exact_preconditioner_needs_one_iteration_and_reports_nan(backend
     assert FGMRES().solve(op, bad, backend.xp.zeros(op.n)).reason == "nan"
     info = FGMRES(rtol=1e-30, restart=4, max_iterations=6).solve(op, b, backend.xp.zeros(op.n))
     assert info.reason == "max_iterations" and info.iterations == 6
+
+
+@pytest.mark.parametrize("start", ["zero", "guess"])
+def test_gmres_steps_minimise_the_residual_over_the_preconditioned_krylov_space(backend, start):
+    """k steps from x0 give the x0 + Z y minimising ||b - A (x0 + Z y)|| over Z = span{M r,
+    M A M r, ...}: compared with NumPy's least squares on that space built densely."""
+    op = random_operator(backend, seed=4)
+    A = op.to_scipy().toarray()
+    rng = np.random.default_rng(5)
+    b, diag = rng.standard_normal(op.n), 0.5 + rng.random(op.n)
+    x0 = None if start == "zero" else rng.standard_normal(op.n)
+    r = b - (0 if x0 is None else A @ x0)
+    basis = [r / diag]
+    for _ in range(3):
+        basis.append((A @ basis[-1]) / diag)
+    Z = np.array(basis).T
+    y = np.linalg.lstsq(A @ Z, r, rcond=None)[0]
+    expected = (0 if x0 is None else x0) + Z @ y
+    guess = None if x0 is None else backend.asarray(x0)
+    x = gmres_steps(op, backend.asarray(b), guess, DiagonalPreconditioner(backend.asarray(diag)), 4)
+    assert np.linalg.norm(backend.to_numpy(x) - expected) < 1e-9 * np.linalg.norm(expected)
+    assert np.linalg.norm(b - A @ backend.to_numpy(x)) < 0.5 * np.linalg.norm(r)
+
+
+def test_gmres_steps_exact_in_one_step_zero_and_nan(backend):
+    """An exact preconditioner ends the Arnoldi process after one step (the later steps are
+    dropped, not divided by zero); a zero residual returns x; NaN comes back as NaN."""
+    xp = backend.xp
+    op = random_operator(backend, seed=6)
+    A = op.to_scipy().tocsc()
+    b = np.random.default_rng(7).standard_normal(op.n)
+
+    class Exact:
+        def apply(self, r, out):
+            out[...] = backend.asarray(spla.spsolve(A, backend.to_numpy(r)))
+            return out
+
+    x = gmres_steps(op, backend.asarray(b), None, Exact(), 3)
+    assert np.linalg.norm(backend.to_numpy(x) - spla.spsolve(A, b)) < 1e-10 * np.linalg.norm(b)
+    assert float(abs(gmres_steps(op, xp.zeros(op.n), None, Exact(), 3)).max()) == 0.0
+    bad = backend.asarray(b)
+    bad[3] = np.nan
+    assert bool(xp.isnan(gmres_steps(op, bad, None, Exact(), 3)).all())
 
 
 @pytest.mark.gpu
