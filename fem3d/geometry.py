@@ -42,7 +42,7 @@ def det_and_inverse(xp, J):
     d, e, f = J[..., 1, 0], J[..., 1, 1], J[..., 1, 2]
     g, h, i = J[..., 2, 0], J[..., 2, 1], J[..., 2, 2]
     c00, c01, c02 = e * i - f * h, f * g - d * i, d * h - e * g
-    det = a * c00 + b * c01 + c * c02
+    det = determinant(xp, J)
     cof_t = xp.stack(
         [
             xp.stack([c00, c * h - b * i, b * f - c * e], axis=-1),
