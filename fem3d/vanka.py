@@ -13,8 +13,9 @@ products (NumPy reference and CUDA kernel) apply it; the inverses are stored in 
 
 B_e needs the contributions of the element's neighbours: on a structured box the unknowns
 that element e shares with its neighbour at offset o in {-1, 0, 1}^3 sit at the same
-local positions for every e, so B_e is A_e plus 26 batched gathers. Entries whose row and
-column are shared with another rank get that rank's partial sums
+local positions for every e, so B_e is A_e plus 26 gathers from the neighbours
+(fem3d.kernels.vanka: NumPy reference and CUDA kernel). Entries whose row and column are
+shared with another rank get that rank's partial sums
 (fem3d.operators.ElementOperator.peer_entries).
 """
 from __future__ import annotations
@@ -24,10 +25,13 @@ import itertools
 import numpy as np
 
 from .element import Q1, Q2
+from .kernels import vanka as vanka_kernels
 from .kernels.ebe import NL
+from .kernels.vanka import OFFSETS
 from .operators import ElementOperator
 
-CHUNK = 8192  # elements per batch of blocks (bounds the temporaries)
+CHUNK = {"gpu": 8192, "cpu": 128}  # elements per batch of blocks (bounds the temporaries; on the CPU, temporaries
+# of a few MB stay in the heap, while fresh pages of larger ones cost more than the arithmetic)
 
 
 def shared_positions(offset) -> tuple[np.ndarray, np.ndarray]:
@@ -49,33 +53,42 @@ def shared_positions(offset) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate(ia), np.concatenate(ja)
 
 
-def element_neighbours(mesh) -> list:
-    """[(elements, neighbours, ia, ja)] for each of the 26 grid offsets, host arrays: local
-    element indices, their local neighbours at that offset (on this rank's part of the box
-    ``mesh.grid``) and the shared positions (:func:`shared_positions`). Checked against the
-    unknown numbering of the mesh."""
+def offsets() -> list:
+    """The grid offsets (dx, dy, dz) in {-1, 0, 1}^3 other than (0, 0, 0), in kernel order."""
+    return [o for o in itertools.product((-1, 0, 1), repeat=3) if o != (0, 0, 0)]
+
+
+def shared_table() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(ia, ja, starts): :func:`shared_positions` of every offset concatenated, offset o
+    at ia[starts[o]:starts[o + 1]] (fem3d.kernels.vanka), int32."""
+    pairs = [shared_positions(o) for o in offsets()]
+    starts = np.cumsum([0] + [len(ia) for ia, _ in pairs])
+    return (np.concatenate([ia for ia, _ in pairs]).astype(np.int32), np.concatenate([ja for _, ja in pairs]).astype(np.int32),
+            starts.astype(np.int32))
+
+
+def element_neighbours(mesh) -> np.ndarray:
+    """(E, OFFSETS) int32 host array: the local neighbour of each local element at each
+    grid offset (:func:`offsets`) on this rank's part of the box ``mesh.grid``, -1 where
+    there is none. Checked against the unknown numbering of the mesh."""
     nx, ny, nz = mesh.grid
     ids = mesh.element_ids
     local = np.full(nx * ny * nz, -1, dtype=np.int64)
     local[ids] = np.arange(len(ids))
     i, j, k = ids % nx, (ids // nx) % ny, ids // (nx * ny)
     dofs = mesh.dofs()
-    out = []
-    for offset in itertools.product((-1, 0, 1), repeat=3):
-        if offset == (0, 0, 0):
-            continue
-        dx, dy, dz = offset
+    ia, ja, starts = shared_table()
+    out = np.full((len(ids), OFFSETS), -1, dtype=np.int32)
+    for o, (dx, dy, dz) in enumerate(offsets()):
         a, b, c = i + dx, j + dy, k + dz
         inside = (a >= 0) & (a < nx) & (b >= 0) & (b < ny) & (c >= 0) & (c < nz)
-        nbr = np.full(len(ids), -1, dtype=np.int64)
-        nbr[inside] = local[(a + nx * (b + ny * c))[inside]]
-        elems = np.flatnonzero(nbr >= 0)
-        if elems.size == 0:
-            continue
-        ia, ja = shared_positions(offset)
-        if not np.array_equal(dofs[elems][:, ia], dofs[nbr[elems]][:, ja]):
+        elems = np.flatnonzero(inside)
+        nbr = local[(a + nx * (b + ny * c))[elems]]
+        elems, nbr = elems[nbr >= 0], nbr[nbr >= 0]
+        mine, theirs = ia[starts[o]:starts[o + 1]], ja[starts[o]:starts[o + 1]]
+        if not np.array_equal(dofs[elems[:, None], mine], dofs[nbr[:, None], theirs]):
             raise ValueError("the mesh's unknowns are not numbered as a structured box")
-        out.append((elems, nbr[elems], ia, ja))
+        out[elems, o] = nbr
     return out
 
 
@@ -87,30 +100,21 @@ class Vanka:
 
     def __init__(self, op: ElementOperator, mesh, valence):
         self.op = op
-        xp = op.xp
-        pairs = element_neighbours(mesh)
-        self.pairs = [tuple(op.backend.asarray(a) for a in p) for p in pairs]
-        self.bounds = [elems for elems, _, _, _ in pairs]  # host copies: chunk bounds without reading the device
+        xp, backend = op.xp, op.backend
+        self.neighbours = backend.asarray(element_neighbours(mesh))
+        self.ia, self.ja, self.starts = (backend.asarray(a) for a in shared_table())
+        self._blocks = vanka_kernels.for_backend(backend)
         self.weights = 1.0 / valence
-        storage = np.float32 if op.backend.is_gpu else np.float64  # GPU: half the bytes; NumPy would convert at every product
-        self.inverses = ElementOperator(op.backend, op.backend.to_numpy(op.dofs), op.colour_offsets, op.n, op.dist, storage)
+        storage = np.float32 if backend.is_gpu else np.float64  # GPU: half the bytes; NumPy would convert at every product
+        self.inverses = ElementOperator(backend, backend.to_numpy(op.dofs), op.colour_offsets, op.n, op.dist, storage)
         self.xp = xp
 
     def blocks(self, first: int, last: int, peers: list):
         """(last - first, NL, NL) float64 assembled blocks of elements first:last;
         ``peers``: ElementOperator.peer_entries()."""
-        A = self.op.mats
-        out = A[first:last, :, :NL].astype(np.float64)
-        flat_out, flat_a = out.reshape(-1), A.reshape(-1)
-        ld = A.shape[2]
-        for (elems, nbrs, ia, ja), host in zip(self.pairs, self.bounds):
-            lo, hi = np.searchsorted(host, [first, last])
-            if hi == lo:
-                continue
-            e, nb = elems[lo:hi] - first, nbrs[lo:hi]
-            to = (e[:, None] * NL * NL + (ia[:, None] * NL + ia[None, :]).ravel()[None, :]).ravel()
-            frm = (nb[:, None] * NL * ld + (ja[:, None] * ld + ja[None, :]).ravel()[None, :]).ravel()
-            flat_out[to] += flat_a[frm]
+        out = self.xp.empty((last - first, NL, NL), dtype=np.float64)
+        self._blocks(self.op.mats, self.neighbours, self.ia, self.ja, self.starts, out, first, last)
+        flat_out = out.reshape(-1)
         lo, hi = first * NL * NL, last * NL * NL
         for pos, values in peers:
             keep = (pos >= lo) & (pos < hi)
@@ -123,8 +127,9 @@ class Vanka:
         xp = self.xp
         dofs, n_elem = self.op.dofs, self.op.dofs.shape[0]
         peers = self.op.peer_entries()
-        for first in range(0, n_elem, CHUNK):
-            last = min(first + CHUNK, n_elem)
+        chunk = CHUNK[self.op.backend.kind]
+        for first in range(0, n_elem, chunk):
+            last = min(first + chunk, n_elem)
             try:
                 inv = xp.linalg.inv(self.blocks(first, last, peers))
             except np.linalg.LinAlgError:

@@ -117,6 +117,31 @@ def test_vanka_blocks_and_application_match_the_assembled_matrix(backend):
     assert np.abs(got - ref).max() < (1e-5 if backend.is_gpu else 1e-10) * np.abs(ref).max()  # float32 inverses on the GPU
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_vanka_blocks_kernel_matches_the_numpy_reference(dtype):
+    """fem3d.kernels.vanka: the CUDA kernel equals the NumPy reference on a 6x4x2 box, for
+    a chunk that starts and ends inside the element range."""
+    from fem3d.backend import cupy_module
+    from fem3d.kernels import vanka as kernels
+    from fem3d.vanka import element_neighbours, shared_table
+
+    if cupy_module() is None:
+        pytest.skip("no CUDA GPU")
+    cp = cupy_module()
+    mesh = box_mesh(6, 4, 2)
+    nbr = element_neighbours(mesh)
+    ia, ja, starts = shared_table()
+    A = np.random.default_rng(3).standard_normal((mesh.n_elements, 89, 89)).astype(dtype)
+    first, last = 5, mesh.n_elements - 3
+    ref = np.full((last - first, 89, 89), np.nan)
+    kernels.blocks_numpy(A, nbr, ia, ja, starts, ref, first, last)
+    got = cp.full(ref.shape, cp.nan)
+    kernels.blocks_cuda(*(cp.asarray(a) for a in (A, nbr, ia, ja, starts)), got, first, last)
+    assert np.abs(got.get() - ref).max() <= 1e-12 * np.abs(ref).max()
+    assert (nbr >= 0).sum() == 2 * (5 * 4 * 2 + 6 * 3 * 2 + 6 * 4 * 1) + 4 * (5 * 3 * 2 + 5 * 4 * 1 + 6 * 3 * 1) + 8 * 5 * 3 * 1
+
+
 def test_coarse_solve_is_exact_up_to_the_pressure_level(backend):
     _, mg, _ = hierarchy(backend, n=8)
     coarse = mg.levels[-1]

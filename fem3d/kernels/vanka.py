@@ -1,0 +1,48 @@
+"""Vanka blocks B_e = R_e A R_e^T of an element-by-element matrix on a structured box
+(fem3d.vanka): element e's matrix plus, from each neighbour, the entries whose row and
+column are both unknowns the two share.
+
+A       (E, NL, LD) element matrices, float64 or float32
+nbr     (E, OFFSETS) int32 neighbour of each element at each grid offset, -1 where none
+ia, ja  int32 shared positions of all offsets concatenated; offset o holds
+        ia[starts[o]:starts[o + 1]] (local unknowns of e) and the same slice of ja (the
+        same unknowns as local unknowns of the neighbour)
+starts  (OFFSETS + 1,) int32 (host sequence for NumPy, device array for CUDA)
+out     (last - first, NL, NL) float64 blocks of elements first <= e < last, overwritten
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..backend import cuda_module
+from .ebe import NL
+
+OFFSETS = 26  # grid offsets (dx, dy, dz) in {-1, 0, 1}^3 other than (0, 0, 0)
+_CUDA_TYPES = {np.dtype(np.float64): "double", np.dtype(np.float32): "float"}
+
+
+def blocks_numpy(A, nbr, ia, ja, starts, out, first: int, last: int):
+    """NumPy reference: one gather-add per offset."""
+    out[...] = A[first:last, :, :NL]
+    flat_out, flat_a, ld = out.reshape(-1), A.reshape(-1), A.shape[2]
+    for o in range(OFFSETS):
+        a, b = ia[starts[o]:starts[o + 1]], ja[starts[o]:starts[o + 1]]
+        e = np.flatnonzero(nbr[first:last, o] >= 0)
+        if e.size == 0 or a.size == 0:
+            continue
+        to = (e[:, None] * NL * NL + (a[:, None] * NL + a[None, :]).ravel()[None, :]).ravel()
+        frm = (nbr[first + e, o].astype(np.int64)[:, None] * NL * ld + (b[:, None] * ld + b[None, :]).ravel()[None, :]).ravel()
+        flat_out[to] += flat_a[frm]
+
+
+def blocks_cuda(A, nbr, ia, ja, starts, out, first: int, last: int):
+    """CuPy: one launch of vanka_blocks (vanka.cu), one thread block per element."""
+    options = (f"-DLD={A.shape[2]}", f"-DMAT_T={_CUDA_TYPES[A.dtype]}")
+    kernel = cuda_module("fem3d.kernels", "vanka.cu", options).get_function("vanka_blocks")
+    if last > first:
+        kernel((last - first,), (256,), (A, nbr, ia, ja, starts, out, np.int32(first), np.int32(last)))
+
+
+def for_backend(backend):
+    """The implementation for ``backend``."""
+    return blocks_cuda if backend.is_gpu else blocks_numpy
