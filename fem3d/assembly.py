@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .backend import einsum
 from .element import Q1, Q2, gauss_hex
 from .geometry import det_and_inverse, geometry_element, jacobians
 from .kernels.ebe import LD, NL
@@ -67,19 +68,20 @@ def quadrature_geometry(xp, X, tables: ReferenceTables):
     """
     J = jacobians(xp, X, tables.dG)
     det, Jinv = det_and_inverse(xp, J)  # Jinv[..., k, i] = d xi_k / d x_i
-    dN = xp.einsum("qnk,eqki->eqni", tables.dN, Jinv)
-    dM = xp.einsum("qlk,eqki->eqli", tables.dM, Jinv)
-    metric = xp.einsum("eqki,eqli->eqkl", Jinv, Jinv)
-    d2x = xp.einsum("egc,qgkl->eqckl", X, tables.HG)  # d2 x_c / d xi_k d xi_l
-    curv = xp.einsum("eqckl,eqkl->eqc", d2x, metric)
-    lap = xp.einsum("qnkl,eqkl->eqn", tables.HN, metric) - xp.einsum("eqnc,eqc->eqn", dN, curv)
-    return dict(J=J, wq=det * tables.w, dN=dN, dM=dM, lap=lap, x=xp.einsum("qg,egi->eqi", tables.G, X))
+    dN = einsum(xp, "qnk,eqki->eqni", tables.dN, Jinv)
+    dM = einsum(xp, "qlk,eqki->eqli", tables.dM, Jinv)
+    metric = einsum(xp, "eqki,eqli->eqkl", Jinv, Jinv)
+    d2x = einsum(xp, "egc,qgkl->eqckl", X, tables.HG)  # d2 x_c / d xi_k d xi_l
+    curv = einsum(xp, "eqckl,eqkl->eqc", d2x, metric)
+    lap = einsum(xp, "qnkl,eqkl->eqn", tables.HN, metric) - einsum(xp, "eqnc,eqc->eqn", dN, curv)
+    return dict(J=J, wq=det * tables.w, dN=dN, dM=dM, lap=lap, x=einsum(xp, "qg,egi->eqi", tables.G, X))
 
 
 def element_matrices_chunk(xp, X, u_nodes, re: float, tables: ReferenceTables, force=None, p_nodes=None,
-                           jacobian: bool = False):
+                           jacobian: bool = False, out=None):
     """Element matrices (E, NL, LD), loads (E, NL), residuals (E, NL) and the squared row
-    norms of the Picard matrices (E, NL) of one chunk of elements.
+    norms of the Picard matrices (E, NL) of one chunk of elements; the matrices are
+    written into ``out`` (E, NL, LD) float64 when given (no temporary of their size).
 
     X (E, g, 3) geometry nodes; u_nodes (E, 27, 3) velocity a about which the equations are
     linearised; p_nodes (E, 8) pressure (or None); force(xp, x) -> (..., 3) body force at
@@ -98,8 +100,8 @@ def element_matrices_chunk(xp, X, u_nodes, re: float, tables: ReferenceTables, f
     geo = quadrature_geometry(xp, X, tables)
     wq, dN, dM, lap = geo["wq"], geo["dN"], geo["dM"], geo["lap"]
     nu = 1.0 / re
-    a = xp.einsum("qn,eni->eqi", tables.N, u_nodes)
-    adv = xp.einsum("eqi,eqni->eqn", a, dN)  # a . grad N_j
+    a = einsum(xp, "qn,eni->eqi", tables.N, u_nodes)
+    adv = einsum(xp, "eqi,eqni->eqn", a, dN)  # a . grad N_j
     if jacobian:
         tau, dtau = upwind_tau_and_derivative(xp, a, geo["J"], re, tables.mid)
     else:
@@ -114,7 +116,9 @@ def element_matrices_chunk(xp, X, u_nodes, re: float, tables: ReferenceTables, f
     K = wW @ adv + nu * (wgrad @ grad.transpose(0, 2, 1)) - nu * (wS @ lap)
     wM = (tables.M[None] * wq[..., None]).transpose(0, 2, 1)  # (E, 8, Q)
 
-    mats = xp.zeros((E, NL, LD), dtype=np.float64)
+    mats = xp.zeros((E, NL, LD), dtype=np.float64) if out is None else out
+    if out is not None:
+        mats.fill(0.0)
     load = xp.zeros((E, NL), dtype=np.float64)
     f = None if force is None else force(xp, geo["x"])
     for d in range(3):
@@ -125,35 +129,44 @@ def element_matrices_chunk(xp, X, u_nodes, re: float, tables: ReferenceTables, f
         mats[:, 81:89, rows] = wM @ dN[..., d]
         if f is not None:
             load[:, rows] = (wW @ f[..., d:d + 1])[..., 0]
-    row_sq = (mats * mats).sum(axis=2)
+    row_sq = einsum(xp, "eij,eij->ei", mats, mats)
     residual = None
     if p_nodes is not None:
         x_e = xp.concatenate([u_nodes.transpose(0, 2, 1).reshape(E, 81), p_nodes], axis=1)
-        residual = (mats[:, :, :NL] @ x_e[..., None])[..., 0] - load
+        residual = einsum(xp, "eij,ej->ei", mats[:, :, :NL], x_e) - load
     if jacobian:
-        grad_a = xp.einsum("eqnk,eni->eqik", dN, u_nodes)  # d a_i / d x_k
-        strong = (grad_a * a[:, :, None, :]).sum(axis=-1) - nu * xp.einsum("eqn,eni->eqi", lap, u_nodes)
-        strong = strong + xp.einsum("eqld,el->eqd", dM, p_nodes) - (0.0 if f is None else f)  # r_c, (E, Q, 3)
+        grad_a = einsum(xp, "eqnk,eni->eqik", dN, u_nodes)  # d a_i / d x_k
+        strong = (grad_a * a[:, :, None, :]).sum(axis=-1) - nu * einsum(xp, "eqn,eni->eqi", lap, u_nodes)
+        strong = strong + einsum(xp, "eqld,el->eqd", dM, p_nodes) - (0.0 if f is None else f)  # r_c, (E, Q, 3)
         dS = dtau * adv[..., None] + tau[..., None] * dN  # dS_i / da_d, (E, Q, 27, 3)
-        NT = tables.N[None]  # (1, Q, 27)
-        for c in range(3):
-            for d in range(3):
-                react = wW @ (NT * grad_a[:, :, c, d, None])
-                supg = (dS[..., d] * (wq * strong[..., c])[..., None]).transpose(0, 2, 1) @ NT
-                mats[:, 27 * c:27 * c + 27, 27 * d:27 * d + 27] += react + supg
+        N = tables.N  # (Q, 27)
+        # velocity blocks as (E, c, i, d, j): row 27 c + i, column 27 d + j
+        blocks = mats[:, :81, :81].reshape(E, 3, 27, 3, 27)
+        react = wW @ (N[None, :, None, :] * grad_a.reshape(E, Q, 9, 1)).reshape(E, Q, 9 * 27)  # (E, i, (c, d, j))
+        blocks += react.reshape(E, 27, 3, 3, 27).transpose(0, 2, 1, 3, 4)
+        supg = (dS.transpose(0, 2, 3, 1)[:, None] * (wq[..., None] * strong).transpose(0, 2, 1)[:, :, None, None, :])
+        blocks += (supg.reshape(-1, Q) @ N).reshape(E, 3, 27, 3, 27)  # (E, c, i, d, q) @ (q, j)
     return mats, load, residual, row_sq
 
 
-def apply_dirichlet_rows(xp, mats, dofs, fixed, valence):
+def dirichlet_rows(xp, dofs, fixed, valence) -> tuple:
+    """(elements, local rows, diagonal values) of the rows of prescribed unknowns in
+    element matrices with unknowns ``dofs`` (E, NL): the arguments of
+    :func:`apply_dirichlet_rows`, found once per mesh. fixed (n,) bool; valence (n,)
+    element count per unknown."""
+    e, r = xp.nonzero(fixed[dofs])
+    return e, r, 1.0 / valence[dofs[e, r]]
+
+
+def apply_dirichlet_rows(mats, rows) -> None:
     """Algorithm 1 of the paper, in place: each row of a prescribed unknown k becomes
     zero with 1/S_k on the diagonal, S_k the number of elements sharing unknown k.
 
-    mats (E, NL, LD); dofs (E, NL); fixed (n,) bool; valence (n,) element count per unknown.
+    mats (E, NL, LD); rows: :func:`dirichlet_rows` of the same elements.
     """
-    mask = fixed[dofs]
-    e, r = xp.nonzero(mask)
+    e, r, diag = rows
     mats[e, r, :] = 0.0
-    mats[e, r, r] = 1.0 / valence[dofs[e, r]]
+    mats[e, r, r] = diag
 
 
 def row_norms_squared(xp, mats, dofs, n: int):

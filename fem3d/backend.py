@@ -38,6 +38,12 @@ def cupy_module():
         return None
 
 
+def einsum(xp, subscripts: str, *operands):
+    """``xp.einsum`` with an optimised contraction order (through matrix products where
+    possible): NumPy's default order is up to 20x slower on the element tables."""
+    return xp.einsum(subscripts, *operands, optimize=True)
+
+
 @dataclass(frozen=True)
 class Backend:
     """Where arrays live: ``kind`` is "cpu" (NumPy) or "gpu" (CuPy on ``device_id``)."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .backend import einsum
 from .assembly import ReferenceTables, quadrature_geometry
 from .geometry import determinant, jacobians
 
@@ -67,7 +68,7 @@ def l2_errors(backend, mesh, x, velocity, pressure, n_gauss: int = 4, chunk: int
     for s in blocks:
         geo, e_p = at_gauss_points(s)
         wq = geo["wq"]
-        uh = xp.einsum("qn,eni->eqi", tables.N, vel[cells[s:s + chunk]])
+        uh = einsum(xp, "qn,eni->eqi", tables.N, vel[cells[s:s + chunk]])
         sq[:3] += backend.to_numpy((wq[..., None] * (uh - velocity(xp, geo["x"])) ** 2).sum(axis=(0, 1)))
         sq[3] += float((wq * (e_p - mean) ** 2).sum())
     return dict(zip("uvwp", np.sqrt(total(sq)).tolist()))
@@ -95,8 +96,8 @@ def locate(mesh, points: np.ndarray, candidates: int = 8, tol: float = 1e-8):
     xi = np.zeros_like(target)
     for _ in range(30):
         G, dG = geo.values(xi), geo.gradients(xi)  # (m, g), (m, g, 3)
-        r = target - np.einsum("mg,mgi->mi", G, X)
-        J = np.einsum("mgi,mgk->mik", X, dG)
+        r = target - einsum(np, "mg,mgi->mi", G, X)
+        J = einsum(np, "mgi,mgk->mik", X, dG)
         step = np.linalg.solve(J, r[..., None])[..., 0]
         xi += step
         np.clip(xi, -2.0, 2.0, out=xi)
@@ -118,8 +119,8 @@ def evaluate(mesh, x: np.ndarray, elem: np.ndarray, xi: np.ndarray):
     vel = nodal_velocity(np, x, mesh.n_nodes)
     p = split(x, mesh.n_nodes)[3]
     e = np.maximum(elem, 0)
-    u = np.einsum("pn,pni->pi", Q2.values(xi), vel[mesh.cells[e]])
-    pr = np.einsum("pl,pl->p", Q1.values(xi), p[mesh.pressure_cells[e]])
+    u = einsum(np, "pn,pni->pi", Q2.values(xi), vel[mesh.cells[e]])
+    pr = einsum(np, "pl,pl->p", Q1.values(xi), p[mesh.pressure_cells[e]])
     u[elem < 0] = np.nan
     pr[elem < 0] = np.nan
     return u, pr
@@ -146,7 +147,7 @@ def nodal_fields(mesh, x: np.ndarray, chunk: int = 4096, node_sum=None) -> dict:
     for s in range(0, mesh.n_elements, chunk):
         cells = mesh.cells[s:s + chunk]
         _, Jinv = det_and_inverse(np, jacobians(np, mesh.geometry[s:s + chunk], dG))
-        grad = np.einsum("tnk,etki,enc->etci", dN, Jinv, vel[cells])  # d u_c / d x_i at node t
+        grad = einsum(np, "tnk,etki,enc->etci", dN, Jinv, vel[cells])  # d u_c / d x_i at node t
         curl = np.stack([grad[..., 2, 1] - grad[..., 1, 2], grad[..., 0, 2] - grad[..., 2, 0], grad[..., 1, 0] - grad[..., 0, 1]], axis=-1)
         for d in range(3):
             curl_sum[:, d] += np.bincount(cells.ravel(), weights=curl[..., d].ravel(), minlength=mesh.n_nodes)

@@ -21,10 +21,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .backend import einsum
 from .element import Q1, Q2, face_nodes
 from .errors import InputError
 from .geometry import check_elements
-from .mesh_checks import MERGE_TOL, check_elements_distinct, check_faces, check_points, coincident_nodes
+from .mesh_checks import MERGE_TOL, check_elements_distinct, check_faces, check_points, coincident_nodes, unique_rows
 
 # VTK/meshio node order -> tensor order (tensor node t is VTK node ORDER[t]).
 VTK_HEX8_TO_TENSOR = np.array([0, 1, 3, 2, 4, 5, 7, 6])
@@ -150,7 +151,7 @@ def _finish(points, cells, pressure_cells, pressure_nodes, geometry, colours, el
     cells, pressure_cells, geometry, element_ids = cells[order], pressure_cells[order], geometry[order], element_ids[order]
 
     keys = np.sort(pressure_cells[:, Q1_FACE_NODES], axis=2).reshape(-1, 4)  # (E*6, 4)
-    _, inverse, counts = np.unique(keys, axis=0, return_inverse=True, return_counts=True)
+    _, inverse, counts = unique_rows(keys)
     if check_topology:
         check_faces(keys, inverse.ravel(), counts, points[pressure_nodes], element_ids)
     on_boundary = counts[inverse.ravel()] == 1
@@ -287,7 +288,7 @@ def _q2_numbering(vertex_cells: np.ndarray, n_vertices: int) -> tuple[np.ndarray
         if n_mid == 3:
             ids = np.arange(n_elem)
         else:
-            _, ids = np.unique(keys, axis=0, return_inverse=True)
+            _, ids, _ = unique_rows(keys)
         cells[:, local] = next_id + ids.reshape(n_elem, len(local))
         next_id += ids.max() + 1
     vert_local = np.flatnonzero((abc == 1).sum(axis=1) == 0)
@@ -308,7 +309,7 @@ def mesh_from_hex8(vertices: np.ndarray, hex_cells: np.ndarray, face_tags=None, 
     geometry = verts[vcells]
     xi = Q2.nodes
     G = Q1.values(xi)  # (27, 8)
-    phys = np.einsum("tg,egd->etd", G, geometry)  # (E, 27, 3)
+    phys = einsum(np, "tg,egd->etd", G, geometry)  # (E, 27, 3)
     points = np.empty((n_nodes, 3))
     points[cells.ravel()] = phys.reshape(-1, 3)
     return _finish_general(points, cells, vcells, geometry, used, face_tags, tag_names)

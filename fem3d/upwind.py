@@ -23,6 +23,8 @@ Newton Jacobian of the stabilised equations.
 """
 from __future__ import annotations
 
+from .backend import einsum
+
 SERIES_BELOW = 0.15  # |Pe| under which the Taylor series replaces the closed forms
 LARGE = 1e12  # larger Pe are evaluated here (the coefficients differ from their limits by ~1/Pe)
 
@@ -80,7 +82,7 @@ def delta_end_derivative(xp, pe):
 def _directional(xp, a, J, re):
     """s_k = a . dx/dxi_k (E, Q, 3), |a|^2 (E, Q), Pe_k = Re |s_k| and the weight
     w_k = |s_k| / |a|^2 (0 where a = 0)."""
-    s = xp.einsum("eqi,eqik->eqk", a, J)
+    s = einsum(xp, "eqi,eqik->eqk", a, J)
     a2 = (a * a).sum(axis=-1)
     safe = xp.where(a2 > 0, a2, 1.0)[..., None]
     w = xp.where(a2[..., None] > 0, xp.abs(s) / safe, 0.0)
@@ -104,7 +106,7 @@ def _by_node(xp, per_mid, per_end, mid_mask):
     """sum_k over the directions of the middle-node or end-node value of each test node:
     per_* (E, Q, 3, ...) -> (E, Q, n_nodes, ...)."""
     mid = xp.asarray(mid_mask, dtype=per_mid.dtype)
-    return xp.einsum("eqk...,nk->eqn...", per_mid, mid) + xp.einsum("eqk...,nk->eqn...", per_end, 1.0 - mid)
+    return einsum(xp, "eqk...,nk->eqn...", per_mid, mid) + einsum(xp, "eqk...,nk->eqn...", per_end, 1.0 - mid)
 
 
 def tau_and_derivative(xp, a, J, re, mid_mask):

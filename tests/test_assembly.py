@@ -93,7 +93,7 @@ def test_jacobian_is_the_derivative_of_the_stabilised_residual(backend, re):
     assert float(xp.abs(jd - fd).max()) < 1e-8 * float(xp.abs(fd).max())
     picard, _, _, sq = element_matrices_chunk(xp, X, u, re, tables, poly_force)
     assert float(xp.abs((picard[:, :, :89] @ dx[..., None])[..., 0] - fd).max()) > 1e-3 * float(xp.abs(fd).max())
-    assert float(xp.abs(sq - (picard * picard).sum(axis=2)).max()) == 0.0  # row norms of the Picard matrix either way
+    assert float(xp.abs(sq - (picard * picard).sum(axis=2)).max()) < 1e-14 * float(sq.max())  # row norms of the Picard matrix either way
     assert float(xp.abs(element_matrices_chunk(xp, X, u, re, tables, poly_force, p, jacobian=True)[3] - sq).max()) == 0.0
 
 
