@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .assembly import apply_dirichlet_rows
+from .assembly import apply_dirichlet_rows, dirichlet_rows
 from .element import Q1, Q2
 from .kernels.ebe import NL
 from .krylov import gmres_steps
@@ -91,6 +91,7 @@ class Level:
         self.free_weights = self.free * self.weights
         self.smoother = Vanka(op, mesh, valence)
         self.children = self.child_dofs = self.child_weights = None
+        self.dirichlet = None  # fem3d.assembly.dirichlet_rows of a coarse level, found at its first Galerkin product
 
     def prolong(self, coarse: "Level", xc, P):
         """P xc (complete on every rank): each child's values interpolated from its parent,
@@ -122,7 +123,9 @@ class Level:
             a = self.op.mats[self.children[c], :, :NL].astype(np.float64) * fine_free[:, :, None] * fine_free[:, None, :]
             mats += P[c].T @ a @ P[c]
         mats *= mask
-        apply_dirichlet_rows(xp, mats, coarse.op.dofs, coarse.fixed, coarse.valence)
+        if coarse.dirichlet is None:
+            coarse.dirichlet = dirichlet_rows(xp, coarse.op.dofs, coarse.fixed, coarse.valence)
+        apply_dirichlet_rows(mats, coarse.dirichlet)
 
 
 class CoarseSolve:

@@ -19,7 +19,7 @@ from typing import Callable
 
 import numpy as np
 
-from .assembly import ReferenceTables, apply_dirichlet_rows, element_matrices_chunk
+from .assembly import ReferenceTables, apply_dirichlet_rows, dirichlet_rows, element_matrices_chunk
 from .backend import PhaseTimer
 from .errors import InputError, check_range
 from .fields import nodal_velocity, pressure_weights
@@ -103,7 +103,7 @@ class NavierStokesSystem:
         mesh = self.mesh = problem.mesh
         with self.timer("setup"):
             self.dist = dist or Distribution.serial(backend, mesh.n_dofs)
-            self.chunk = chunk or (8192 if backend.is_gpu else 1024)
+            self.chunk = chunk or (8192 if backend.is_gpu else 128)  # CPU: temporaries of a few MB stay in the heap (fresh pages of larger ones cost more than the arithmetic)
             self.tables = ReferenceTables.build(xp, mesh.geometry.shape[1])
             self.geometry = backend.asarray(mesh.geometry)
             self.cells = backend.asarray(mesh.cells)
@@ -120,6 +120,7 @@ class NavierStokesSystem:
             # elements sharing each unknown (all ranks')
             self.valence = self.dist.sum_interface(backend.asarray(np.bincount(dofs.ravel(), minlength=nd).astype(np.float64)))
             self.p_weights = pressure_weights(backend, mesh)
+            self._rows = {}  # (first, end) of a chunk of elements -> its prescribed rows
             self.volume = self.dist.allreduce_scalar(float(self.p_weights.sum()))
 
     @property
@@ -133,7 +134,14 @@ class NavierStokesSystem:
 
     def impose_boundary_values(self, x) -> None:
         """Set the prescribed entries of ``x`` to their values, in place."""
-        x[self.fixed] = self.bc_values[self.fixed]
+        self.xp.copyto(x, self.bc_values, where=self.fixed)
+
+    def _dirichlet_rows(self, chunk: slice, dofs) -> tuple:
+        """fem3d.assembly.dirichlet_rows of a chunk of elements (found once)."""
+        key = (chunk.start, chunk.stop)
+        if key not in self._rows:
+            self._rows[key] = dirichlet_rows(self.xp, dofs, self.fixed, self.valence)
+        return self._rows[key]
 
     def assemble(self, x, kind: str) -> Linearisation:
         """Residual F(x) and, into the element matrices, A(x) (``kind`` "picard") or J(x)
@@ -148,20 +156,22 @@ class NavierStokesSystem:
             for s in range(0, mesh.n_elements, self.chunk):
                 e = slice(s, min(s + self.chunk, mesh.n_elements))
                 dofs = op.dofs[e]
+                direct = op.mats.dtype == np.float64  # else computed in float64, then rounded into the storage
                 mats, b_e, r_e, sq_e = element_matrices_chunk(xp, self.geometry[e], vel[self.cells[e]], self.problem.re,
                                                               self.tables, self.problem.force, x[dofs[:, 81:]],
-                                                              jacobian=kind == "newton")
-                apply_dirichlet_rows(xp, mats, dofs, self.fixed, self.valence)
-                op.mats[e] = mats
+                                                              jacobian=kind == "newton", out=op.mats[e] if direct else None)
+                apply_dirichlet_rows(mats, self._dirichlet_rows(e, dofs))
+                if not direct:
+                    op.mats[e] = mats
                 flat = dofs.ravel()
-                residual += xp.bincount(flat, weights=r_e.ravel(), minlength=mesh.n_dofs)
-                load += xp.bincount(flat, weights=b_e.ravel(), minlength=mesh.n_dofs)
-                row_sq += xp.bincount(flat, weights=sq_e.ravel(), minlength=mesh.n_dofs)
+                for total, part in ((residual, r_e), (load, b_e), (row_sq, sq_e)):
+                    self.backend.scatter_add(total, flat, part.ravel())  # CuPy's bincount reads its largest index back
             for v in (residual, load, row_sq):
                 self.dist.sum_interface(v)
-            residual[self.fixed] = (x - self.bc_values)[self.fixed]
-            load[self.fixed] = self.bc_values[self.fixed]
-            row_sq[self.fixed] = 1.0 / self.valence[self.fixed]
+            fixed = self.fixed  # copyto with a mask: no read-back of the mask's count, unlike boolean indexing
+            xp.copyto(residual, x - self.bc_values, where=fixed)
+            xp.copyto(load, self.bc_values, where=fixed)
+            xp.copyto(row_sq, 1.0 / self.valence, where=fixed)
             scale = 1.0 / xp.sqrt(row_sq)
             b_norm = self.dist.norm(scale * load)
             norm = self.dist.norm(scale * residual) / (b_norm if b_norm > 0 else 1.0)
