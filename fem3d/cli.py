@@ -23,7 +23,8 @@ def add_solver_arguments(ap, tol: float, max_steps: int | None = None, newton: f
     g.add_argument("--anderson", type=int, default=d.anderson, help=f"Anderson mixing depth of Picard steps, 0 for plain Picard (default {d.anderson})")
     g.add_argument("--relax", type=float, default=d.relax, help=f"Picard damping in (0, 1] (default {d.relax:g})")
     g.add_argument("--forcing", type=float, default=d.forcing,
-                   help=f"inexact steps: each linear solve reduces its residual by this factor, in (0, 1) (default {d.forcing:g})")
+                   help="inexact steps: each linear solve reduces its residual by this factor or more (after the first step "
+                        "by the Eisenstat-Walker rule), in (0, 1) (default 0.1 with --solver mg, 0.01 with paper)")
     g = ap.add_argument_group("linear solver")
     g.add_argument("--solver", default=lin.solver,
                    help=f"{', '.join(SOLVERS)}: mg is FGMRES with monolithic geometric multigrid (boxes whose sides halve), paper the "

@@ -3,7 +3,9 @@ Newton steps, line search, stopping rules, and continuation in the Reynolds numb
 
 Each step linearises about the iterate x (the Picard matrix A(x), Kao & Sheu's method,
 or the exact Jacobian J(x)), solves M dx = -F(x) inexactly with a linear solver object
-(fem3d.solvers: its residual falls by the factor ``forcing``), and moves to x + dx:
+(fem3d.solvers: its residual falls by the forcing factor eta, at most ``forcing``;
+after the first step eta follows Eisenstat & Walker 1996, choice 2: loose while the
+residual falls slowly, tight once Newton converges fast), and moves to x + dx:
 Newton steps by a backtracking line search on the residual norm (Armijo), Picard steps
 through Anderson mixing (fem3d.anderson; depth 0 is the paper's plain Picard).
 
@@ -31,6 +33,18 @@ MAX_STAGES = 12  # longest continuation plan
 CONTINUATION_START = 400.0  # "auto" continuation: first Reynolds number above which it starts
 CONTINUATION_FACTOR = 2.5  # "auto" continuation: largest ratio of consecutive Reynolds numbers
 CONTINUATION_TOL = 1e-4  # residual tolerance of the intermediate Reynolds numbers
+EW_GAMMA = 0.9  # Eisenstat-Walker choice 2: eta = EW_GAMMA (|F_k| / |F_k-1|)^2
+EW_SAFEGUARD = 0.1  # ... and at least EW_GAMMA eta_k-1^2 when that exceeds this
+
+
+def forcing_term(previous_eta: float, norm: float, previous_norm: float, largest: float, tol: float) -> float:
+    """Relative tolerance of the next linear solve (Eisenstat & Walker 1996, choice 2, with
+    their safeguard), at most ``largest`` and at least 0.5 tol / |F| (a last step need
+    only reach the nonlinear tolerance ``tol``)."""
+    eta = EW_GAMMA * (norm / previous_norm) ** 2
+    if EW_GAMMA * previous_eta ** 2 > EW_SAFEGUARD:
+        eta = max(eta, EW_GAMMA * previous_eta ** 2)
+    return min(largest, max(eta, 0.5 * tol / norm))
 
 
 @dataclass
@@ -38,7 +52,9 @@ class NonlinearOptions:
     """tol: relative residual that ends the solve; max_steps: step limit; newton: take Newton
     steps once the relative residual is below this (0: Picard only, the paper's method;
     inf: Newton from the start); anderson, relax: depth and damping of the Anderson
-    mixing of Picard steps; forcing: each linear solve reduces its residual by this factor;
+    mixing of Picard steps; forcing: each linear solve reduces its residual by this factor
+    or more (:func:`forcing_term`; None: the linear solver's ``forcing``, the largest that
+    suits its Krylov method);
     diverge: stop when the residual exceeds this factor times its first value;
     stagnation: stop after this many steps without a 10 % improvement of the best residual."""
 
@@ -47,7 +63,7 @@ class NonlinearOptions:
     newton: float = math.inf
     anderson: int = 5
     relax: float = 1.0
-    forcing: float = 1e-2
+    forcing: float | None = None
     diverge: float = 1e6
     stagnation: int = 15
 
@@ -58,7 +74,8 @@ class NonlinearOptions:
             check_range("--newton", self.newton, low=0)
         check_range("--anderson", self.anderson, low=0, high=50, integer=True)
         check_range("--relax", self.relax, low=0, high=1, low_open=True)
-        check_range("--forcing", self.forcing, low=0, high=1, low_open=True, high_open=True)
+        if self.forcing is not None:
+            check_range("--forcing", self.forcing, low=0, high=1, low_open=True, high_open=True)
         check_range("diverge", self.diverge, low=1, low_open=True)
         check_range("stagnation", self.stagnation, low=1, integer=True)
 
@@ -75,6 +92,7 @@ class Step:
     linear_relres: float
     step_length: float  # line-search factor (1 for Picard steps)
     seconds: float
+    forcing: float = math.nan  # relative tolerance the linear solve was given
 
 
 @dataclass
@@ -117,6 +135,8 @@ class NonlinearSolver:
         first, best, since_best = state.norm, state.norm, 0
         mixer = Anderson(opt.anderson, opt.relax, dist.dot)
         steps, reason = [], "max_steps"
+        largest = self.linear.forcing if opt.forcing is None else opt.forcing
+        eta, previous_norm = largest, None
         try:
             for k in range(1, opt.max_steps + 1):
                 reason = self._stop_reason(state.norm, first, since_best)
@@ -127,11 +147,14 @@ class NonlinearSolver:
                 with system.timer("linear_setup"):
                     self.linear.setup(system, state)
                 dx = xp.zeros_like(x)
+                if previous_norm is not None:
+                    eta = forcing_term(eta, state.norm, previous_norm, largest, opt.tol)
+                previous_norm = state.norm
                 with system.timer("solve"):
-                    info = self.linear.solve(-state.residual, dx, opt.forcing)
+                    info = self.linear.solve(-state.residual, dx, eta)
                 if info.reason == "nan" or not info.relres < 1.0:
                     steps.append(Step(k, state.kind, state.norm, info.iterations, info.reason, info.relres, 0.0,
-                                      time.perf_counter() - t0))
+                                      time.perf_counter() - t0, eta))
                     reason = "nan" if info.reason == "nan" else "linear_solver"
                     break
                 next_kind = "newton" if newton or state.norm < opt.newton else "picard"
@@ -142,10 +165,11 @@ class NonlinearSolver:
                     system.impose_boundary_values(x_new)
                     system.normalise_pressure(x_new)
                     new_state, length = system.assemble(x_new, next_kind), 1.0
-                step = Step(k, state.kind, state.norm, info.iterations, info.reason, info.relres, length, time.perf_counter() - t0)
+                step = Step(k, state.kind, state.norm, info.iterations, info.reason, info.relres, length, time.perf_counter() - t0,
+                            eta)
                 steps.append(step)
                 log(f"{step.kind:6s} {k:3d}  residual {state.norm:.3e}  {self.linear.name} {info.iterations:5d} it "
-                    f"({info.reason}, relres {info.relres:.1e})" + (f"  step {length:.3g}" if state.kind == "newton" else "")
+                    f"({info.reason}, relres {info.relres:.1e} of {eta:.0e})" + (f"  step {length:.3g}" if state.kind == "newton" else "")
                     + f"  {step.seconds:7.2f} s")
                 if next_kind == "newton" and not newton:
                     newton, mixer = True, Anderson(0)

@@ -1,10 +1,11 @@
 """Linear solvers of the linearised Navier-Stokes systems, as compositions of an operator, a
 preconditioner and a Krylov method (fem3d.krylov).
 
-Each has ``name``, ``setup(system, state)`` (after the system was assembled about an
-iterate: fem3d.navier_stokes.NavierStokesSystem, Linearisation) and
-``solve(rhs, x, rtol) -> fem3d.krylov.SolveInfo`` (x holds the initial guess). The
-nonlinear solver (fem3d.nonlinear) only sees this interface.
+Each has ``name``, ``forcing`` (the largest relative tolerance of a linear solve that
+suits its Krylov method, fem3d.nonlinear.forcing_term), ``setup(system, state)`` (after
+the system was assembled about an iterate: fem3d.navier_stokes.NavierStokesSystem,
+Linearisation) and ``solve(rhs, x, rtol) -> fem3d.krylov.SolveInfo`` (x holds the
+initial guess). The nonlinear solver (fem3d.nonlinear) only sees this interface.
 
 ``mg``     flexible GMRES on the row-scaled system, preconditioned by one V-cycle of
            monolithic geometric multigrid with element-Vanka smoothing (fem3d.multigrid);
@@ -75,6 +76,7 @@ class PaperSolver:
     """Equilibrated normal equations, Jacobi, Chronopoulos-Gear CG (Kao & Sheu 2018)."""
 
     name = "cg"
+    forcing = 1e-2  # largest linear tolerance of a nonlinear step: with 0.1, Newton took twice the steps at 8^3, Re 400
 
     def __init__(self, options: LinearOptions, progress=None):
         self.options, self.progress = options, progress
@@ -123,6 +125,7 @@ class MultigridSolver:
     coarse matrices and smoothers of the new linearisation."""
 
     name = "fgmres"
+    forcing = 0.1  # largest linear tolerance of a nonlinear step: 0.1 against 0.01 took 50 instead of 76 iterations (8^3, Re 1000)
 
     def __init__(self, options: LinearOptions, progress=None):
         self.options, self.progress = options, progress

@@ -108,6 +108,7 @@ class FakeLinear:
     """A linear solver that returns a chosen step and reports a chosen relative residual."""
 
     name = "fake"
+    forcing = 0.1
 
     def __init__(self, step, relres=0.5, reason="converged"):
         self.step, self.relres, self.reason = step, relres, reason
