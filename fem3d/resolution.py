@@ -57,9 +57,9 @@ def resolving_size(re: float) -> int:
 
 # Seconds of a whole run per element and per unit of work(Re) with the default solver (auto: mg on
 # these boxes), by device kind (one process): fitted to benchmarks/results/bench_solvers_gpu_all.md (an
-# H100: 4.4e-5 to 8.4e-5 at 40^3, up to 1.8e-4 at 20^3 where fixed costs weigh) and to wall times on
-# 8^3 and 12^3 with 2 CPU cores (Re 100 on 8^3: 9.9 s; Re 1000 on 2 ranks: 16 s on 8^3, 122 s on 12^3).
-SECONDS_PER_ELEMENT = {"cpu": 0.014, "gpu": 1e-4}
+# H100: 3.3e-5 to 4.3e-5 at 40^3, up to 1.1e-4 at 20^3 where fixed costs weigh) and to wall times with
+# 2 CPU cores (Re 1000 on 2 ranks: 10 s on 8^3, 62 s on 12^3).
+SECONDS_PER_ELEMENT = {"cpu": 0.0072, "gpu": 1e-4}
 BUDGET_S = {"cpu": 120.0, "gpu": 600.0}  # the automatic mesh stays within this estimate
 
 
