@@ -153,8 +153,8 @@ def _finish(points, cells, pressure_cells, pressure_nodes, geometry, colours, el
     keys = np.sort(pressure_cells[:, Q1_FACE_NODES], axis=2).reshape(-1, 4)  # (E*6, 4)
     _, inverse, counts = unique_rows(keys)
     if check_topology:
-        check_faces(keys, inverse.ravel(), counts, points[pressure_nodes], element_ids)
-    on_boundary = counts[inverse.ravel()] == 1
+        check_faces(keys, inverse, counts, points[pressure_nodes], element_ids)
+    on_boundary = counts[inverse] == 1
     idx = np.flatnonzero(on_boundary)
     boundary_faces = np.stack([idx // 6, idx % 6], axis=1).astype(np.int64)
     tags = face_tag_of(keys[idx]).astype(np.int64)

@@ -92,7 +92,7 @@ class Step:
     linear_relres: float
     step_length: float  # line-search factor (1 for Picard steps)
     seconds: float
-    forcing: float = math.nan  # relative tolerance the linear solve was given
+    forcing: float  # relative tolerance the linear solve was given
 
 
 @dataclass

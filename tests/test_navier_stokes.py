@@ -11,7 +11,7 @@ from fem3d.fields import l2_errors
 from fem3d.mesh import box_mesh
 from fem3d.krylov import SolveInfo
 from fem3d.navier_stokes import FlowProblem, NavierStokesSystem
-from fem3d.nonlinear import NonlinearOptions, NonlinearSolver
+from fem3d.nonlinear import NonlinearOptions, NonlinearSolver, forcing_term
 from fem3d.solvers import LinearOptions, make_linear_solver
 from support import sample_mesh
 
@@ -119,6 +119,27 @@ class FakeLinear:
     def solve(self, rhs, x, rtol):
         x[...] = self.step(rhs)
         return SolveInfo(3, self.reason, self.relres)
+
+
+def test_forcing_term_follows_eisenstat_walker_within_its_bounds():
+    assert forcing_term(0.1, 0.02, 0.1, 0.5, 1e-8) == pytest.approx(0.9 * 0.2 ** 2)  # choice 2: 0.9 (|F_k| / |F_k-1|)^2
+    assert forcing_term(0.5, 1e-3, 0.1, 0.9, 1e-8) == pytest.approx(0.9 * 0.5 ** 2)  # safeguard: 0.9 eta^2 > 0.1 keeps eta up
+    assert forcing_term(0.1, 0.09, 0.1, 0.1, 1e-8) == 0.1  # never looser than the solver's largest
+    assert forcing_term(0.1, 1e-6, 1e-3, 0.9, 1e-6) == pytest.approx(0.5)  # 0.5 tol / |F| suffices for the last step ...
+    assert forcing_term(0.1, 1e-6, 1e-3, 0.01, 1e-6) == 0.01  # ... within the largest
+
+
+def test_steps_record_the_forcing_they_were_given():
+    """The first step gets the linear solver's largest forcing, later ones forcing_term of the
+    recorded residuals."""
+    case = PaperFlow(100.0)
+    problem = FlowProblem.with_boundary_velocity(box_mesh(2), case.re, lambda x: case.velocity(np, x))
+    result = nonlinear_solve(problem, get_backend("cpu"), NonlinearOptions(tol=1e-10))
+    steps = result.steps
+    assert result.converged and len(steps) >= 3 and steps[0].forcing == 0.01  # the paper solver on a 2^3 box
+    for prev, step in zip(steps, steps[1:]):
+        assert step.forcing == forcing_term(prev.forcing, step.residual, prev.residual, 0.01, 1e-10)
+        assert step.linear_relres <= step.forcing
 
 
 def test_stopping_reasons():
