@@ -9,13 +9,7 @@
 //
 // Compile-time: LD (row length in entries) and MAT_T, set by fem3d.kernels.ebe.
 
-#define NL 89
-#ifndef LD
-#define LD 89
-#endif
-#ifndef MAT_T
-#define MAT_T double
-#endif
+#include "element_matrices.cuh"
 #define WARPS 4
 
 // One block of WARPS warps per element; warp w takes rows w, w + WARPS, ...; lane l

@@ -12,6 +12,8 @@ to a multiple of 32 would only add 8 % to the bytes every product must read.
 """
 from __future__ import annotations
 
+import importlib.resources
+
 import numpy as np
 
 from ..backend import cuda_module
@@ -32,6 +34,13 @@ def matrix_storage(name: str):
 _CUDA_TYPES = {np.dtype(np.float64): "double", np.dtype(np.float32): "float"}
 
 
+def matrix_options(mats) -> tuple[str, ...]:
+    """Compiler options of a kernel that reads the element matrices ``mats`` (E, NL, LD)
+    through element_matrices.cuh: their row length, entry type and the header's folder."""
+    folder = importlib.resources.files("fem3d.kernels")
+    return f"-DLD={mats.shape[2]}", f"-DMAT_T={_CUDA_TYPES[mats.dtype]}", f"-I{folder}"
+
+
 def apply_numpy(mats, dofs, x, y, colour_offsets, transpose=False):
     """NumPy reference (colours need no ordering here: bincount sums race-free)."""
     local = x[dofs]
@@ -43,8 +52,7 @@ def apply_numpy(mats, dofs, x, y, colour_offsets, transpose=False):
 def apply_cuda(mats, dofs, x, y, colour_offsets, transpose=False):
     """CuPy: one launch per colour of ebe_apply / ebe_apply_t (ebe.cu), compiled for the
     storage type and row length of ``mats``."""
-    options = (f"-DLD={mats.shape[2]}", f"-DMAT_T={_CUDA_TYPES[mats.dtype]}")
-    kernel = cuda_module("fem3d.kernels", "ebe.cu", options).get_function("ebe_apply_t" if transpose else "ebe_apply")
+    kernel = cuda_module("fem3d.kernels", "ebe.cu", matrix_options(mats)).get_function("ebe_apply_t" if transpose else "ebe_apply")
     threads = 96 if transpose else 32 * _WARPS
     y.fill(0)
     for c in range(len(colour_offsets) - 1):

@@ -12,14 +12,8 @@
 //
 // Compile-time: LD and MAT_T, set by fem3d.kernels.vanka.
 
-#define NL 89
+#include "element_matrices.cuh"
 #define OFFSETS 26
-#ifndef LD
-#define LD 89
-#endif
-#ifndef MAT_T
-#define MAT_T double
-#endif
 
 // One block per element. Entries of one offset are distinct, so its threads add
 // without atomics; offsets follow each other after a barrier (two offsets may reach the

@@ -15,10 +15,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..backend import cuda_module
-from .ebe import NL
+from .ebe import NL, matrix_options
 
 OFFSETS = 26  # grid offsets (dx, dy, dz) in {-1, 0, 1}^3 other than (0, 0, 0)
-_CUDA_TYPES = {np.dtype(np.float64): "double", np.dtype(np.float32): "float"}
 
 
 def blocks_numpy(A, nbr, ia, ja, starts, out, first: int, last: int):
@@ -37,8 +36,7 @@ def blocks_numpy(A, nbr, ia, ja, starts, out, first: int, last: int):
 
 def blocks_cuda(A, nbr, ia, ja, starts, out, first: int, last: int):
     """CuPy: one launch of vanka_blocks (vanka.cu), one thread block per element."""
-    options = (f"-DLD={A.shape[2]}", f"-DMAT_T={_CUDA_TYPES[A.dtype]}")
-    kernel = cuda_module("fem3d.kernels", "vanka.cu", options).get_function("vanka_blocks")
+    kernel = cuda_module("fem3d.kernels", "vanka.cu", matrix_options(A)).get_function("vanka_blocks")
     if last > first:
         kernel((last - first,), (256,), (A, nbr, ia, ja, starts, out, np.int32(first), np.int32(last)))
 
