@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .backend import einsum
+from gpucfd.backend import einsum
 from .element import Q1, Q2, gauss_hex
 from .geometry import det_and_inverse, geometry_element, jacobians
 from .kernels.ebe import LD, NL

@@ -32,12 +32,12 @@ from .cavity_output import CavityRun, final_lines, write_pictures, write_results
 from .cli import add_solver_arguments, linear_options, nonlinear_options
 from .comm import agreed_errors
 from .distributed import add_parallel_arguments, partitioned_system, rank_report, start
-from .errors import ArgumentParser, ConvergenceError, InputError, check_range, run_cli
+from gpucfd.errors import ArgumentParser, ConvergenceError, InputError, check_range, run_cli
 from .interrupt import InterruptCheck, agreed, graceful_stop, requested
 from .memory import check_fits
 from .mesh import box_mesh, read_mesh
 from .nonlinear import NonlinearSolver, continuation_steps, solve_continuation
-from .output import ensure_writable_dir, save_npy
+from gpucfd.output import ensure_writable_dir, save_npy
 from .partition import distribute
 from .problems import lid_driven_problem, read_initial
 from .solvers import make_linear_solver

@@ -20,7 +20,8 @@ from . import plots
 from .distributed import write_solution_vtu
 from .fields import mid_plane
 from .mesh import HexMesh
-from .output import save_npy, write_json, write_profiles_csv
+from gpucfd.output import save_npy, write_json
+from .output import write_profiles_csv
 from .partition import Partition
 from .picture_process import PictureError, draw_in_child
 from . import resolution

@@ -24,19 +24,10 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from .backend import cupy_module, get_backend
-from .errors import InputError
+from gpucfd.backend import cupy_module, get_backend
+from gpucfd.errors import InputError, set_communicator
 
 COMMS = ("auto", "serial", "mpi", "nccl")
-_ACTIVE = []  # the communicator of this process once setup() has made one
-
-
-def active():
-    """The communicator made by :func:`setup` (None before): error handlers use it to
-    stop every rank when one fails."""
-    return _ACTIVE[-1] if _ACTIVE else None
-
-
 class SerialComm:
     """A run of one process."""
 
@@ -229,7 +220,7 @@ def setup(device: str = "auto", comm: str = "auto", allow_shared_gpu: bool = Fal
         raise InputError(f"--comm must be one of {', '.join(COMMS)} (got {comm!r})")
     if host is None:
         backend, world = get_backend(device), SerialComm()
-        _ACTIVE.append(world)
+        set_communicator(world)
         return backend, world
     if comm == "serial":
         raise InputError(f"--comm serial but started as {launched} MPI ranks; use --comm auto, mpi or nccl")
@@ -244,7 +235,7 @@ def setup(device: str = "auto", comm: str = "auto", allow_shared_gpu: bool = Fal
     backend = get_backend(device, host.local_rank)
     use_nccl = wants_nccl(comm, backend.is_gpu and _has_nccl(), host.size, shared)
     world = (NcclComm if use_nccl else MPIComm)(host.comm, backend)
-    _ACTIVE.append(world)
+    set_communicator(world)
     return backend, world
 
 
@@ -269,7 +260,7 @@ def _mpi_world() -> MPIComm:
         raise InputError(f"started as {launched_ranks()} MPI ranks, or --comm mpi/nccl given, but mpi4py is not "
                          "installed (pip install mpi4py)") from None
     world = MPIComm(MPI.COMM_WORLD, get_backend("cpu"))
-    _ACTIVE.append(world)
+    set_communicator(world)
     return world
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .backend import einsum
+from gpucfd.backend import einsum
 from .assembly import ReferenceTables, quadrature_geometry
 from .geometry import determinant, jacobians
 

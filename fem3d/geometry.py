@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .element import Q1, Q2, LagrangeHex
-from .errors import InputError
+from gpucfd.errors import InputError
 
 
 def geometry_element(n_geo: int) -> LagrangeHex:

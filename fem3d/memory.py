@@ -8,8 +8,8 @@ batched diag(A^T A), the CUDA context and modules). The host also holds the whol
 """
 from __future__ import annotations
 
-from .backend import host_free_bytes
-from .errors import InputError
+from gpucfd.backend import host_free_bytes
+from gpucfd.errors import InputError
 
 # (device kind, matrix storage) -> (bytes per element, fixed bytes) on the device
 DEVICE_BYTES = {

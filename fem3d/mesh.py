@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .backend import einsum
+from gpucfd.backend import einsum
 from .element import Q1, Q2, face_nodes
-from .errors import InputError
+from gpucfd.errors import InputError
 from .geometry import check_elements
 from .mesh_checks import MERGE_TOL, check_elements_distinct, check_faces, check_points, coincident_nodes, unique_rows
 
@@ -448,7 +448,7 @@ def describe(mesh: HexMesh) -> str:
 
 def main(argv=None) -> int:
     """``python -m fem3d.mesh FILE``: read a mesh, check its elements, print a summary."""
-    from .errors import ArgumentParser
+    from gpucfd.errors import ArgumentParser
 
     ap = ArgumentParser(prog="python -m fem3d.mesh", description="Read a hexahedral mesh with meshio, check it and print a summary.")
     ap.add_argument("mesh", help="mesh file (hexahedron or hexahedron27 cells)")
@@ -459,6 +459,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    from .errors import run_cli
+    from gpucfd.errors import run_cli
 
     raise SystemExit(run_cli(main, prog="fem3d.mesh"))

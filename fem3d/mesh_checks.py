@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import InputError
+from gpucfd.errors import InputError
 
 MERGE_TOL = 1e-10  # nodes closer than this times the bounding-box diagonal are one node
 CRACK_TOL = 1e-3  # boundary faces whose centres are closer than this times their size lie on each other

@@ -20,8 +20,8 @@ from typing import Callable
 import numpy as np
 
 from .assembly import ReferenceTables, apply_dirichlet_rows, dirichlet_rows, element_matrices_chunk
-from .backend import PhaseTimer
-from .errors import InputError, check_range
+from gpucfd.backend import PhaseTimer
+from gpucfd.errors import InputError, check_range
 from .fields import nodal_velocity, pressure_weights
 from .kernels.ebe import matrix_storage
 from .mesh import HexMesh

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from .anderson import Anderson
-from .errors import InputError, check_range
+from gpucfd.errors import InputError, check_range
 from .navier_stokes import RE_MAX
 
 MIN_STEP = 1.0 / 64  # smallest line-search step length

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .comm import SerialComm
-from .errors import InputError
+from gpucfd.errors import InputError
 from .kernels import interface
 from .mesh import HexMesh
 

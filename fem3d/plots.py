@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .output import pyplot
+from gpucfd.output import pyplot
 
 
 def profiles_png(path: str, profiles: dict, references: list, re: float) -> None:

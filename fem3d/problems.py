@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import InputError
+from gpucfd.errors import InputError
 from .mesh import Q1_FACE_NODES, Q2_FACE_NODES
 from .navier_stokes import FlowProblem
 

@@ -24,7 +24,7 @@ from dataclasses import replace
 import numpy as np
 
 from .assembly import row_norms_squared, scale_rows
-from .errors import InputError, check_range
+from gpucfd.errors import InputError, check_range
 from .kernels.ebe import matrix_storage
 from .krylov import FGMRES, NormalEquationsCG, NormalJacobi, SolveInfo
 from .multigrid import SMOOTHING_STEPS, Multigrid, alignment, halvings

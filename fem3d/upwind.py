@@ -23,7 +23,7 @@ Newton Jacobian of the stabilised equations.
 """
 from __future__ import annotations
 
-from .backend import einsum
+from gpucfd.backend import einsum
 
 SERIES_BELOW = 0.15  # |Pe| under which the Taylor series replaces the closed forms
 LARGE = 1e12  # larger Pe are evaluated here (the coefficients differ from their limits by ~1/Pe)

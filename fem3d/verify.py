@@ -25,7 +25,7 @@ import numpy as np
 from .cli import add_solver_arguments, linear_options, nonlinear_options
 from .comm import agreed_errors
 from .distributed import add_parallel_arguments, partitioned_system, start
-from .errors import ArgumentParser, ConvergenceError, check_range, run_cli
+from gpucfd.errors import ArgumentParser, ConvergenceError, check_range, run_cli
 from .exact import CASES
 from .fields import l2_errors
 from .interrupt import InterruptCheck, agreed, graceful_stop
@@ -33,7 +33,7 @@ from .memory import check_fits
 from .mesh import box_mesh
 from .navier_stokes import FlowProblem
 from .nonlinear import NonlinearOptions, NonlinearSolver
-from .output import check_writable_file, write_json
+from gpucfd.output import check_writable_file, write_json
 from .partition import distribute
 from .solvers import LinearOptions, make_linear_solver
 

@@ -28,9 +28,9 @@ import numpy as np
 
 import tridiag
 from bench_tridiag import copy_bandwidth, time_graph
-from fem3d.backend import get_backend, resolve_dtype
-from fem3d.errors import ArgumentParser, check_range, run_cli
-from fem3d.output import ensure_writable_dir
+from gpucfd.backend import get_backend, resolve_dtype
+from gpucfd.errors import ArgumentParser, check_range, run_cli
+from gpucfd.output import ensure_writable_dir
 from script_options import check_each, check_names, check_tag
 from tridiag.adi import ADI, SWEEPS
 from tridiag.cli import MAX_STEPS

@@ -23,9 +23,9 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from fem3d.backend import get_backend, resolve_dtype  # noqa: E402
-from fem3d.errors import ArgumentParser, check_range, run_cli  # noqa: E402
-from fem3d.output import ensure_writable_dir  # noqa: E402
+from gpucfd.backend import get_backend, resolve_dtype  # noqa: E402
+from gpucfd.errors import ArgumentParser, check_range, run_cli  # noqa: E402
+from gpucfd.output import ensure_writable_dir  # noqa: E402
 from script_options import check_each, check_names, check_tag  # noqa: E402
 from tridiag.cavity2d_problem import ARRAYS, HOST_ARRAYS, cavity  # noqa: E402
 from tridiag.cli import MAX_STEPS, RE_RANGE  # noqa: E402

@@ -303,7 +303,7 @@ def main(argv=None) -> int:
     ap.add_argument("--results", default=os.path.join(ROOT, "benchmarks", "results"))
     ap.add_argument("--tag", default="gpu")
     args = ap.parse_args(argv)
-    from fem3d.backend import get_backend
+    from gpucfd.backend import get_backend
 
     backend = get_backend(args.device)
     os.makedirs(args.results, exist_ok=True)

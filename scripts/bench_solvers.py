@@ -19,7 +19,7 @@ import os
 import sys
 import time
 
-from fem3d.errors import ArgumentParser, run_cli
+from gpucfd.errors import ArgumentParser, run_cli
 from script_options import check_each, check_names, check_tag
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -30,7 +30,7 @@ WARMUP_N = 4  # box of the untimed run per solver that comes first
 def child(argv) -> int:
     """Run fem3d.cavity in this process, then save the device memory pool's size beside its summary."""
     from fem3d import cavity
-    from fem3d.backend import cupy_module
+    from gpucfd.backend import cupy_module
 
     code = cavity.main(argv)
     cp = cupy_module()

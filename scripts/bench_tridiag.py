@@ -26,9 +26,9 @@ from pathlib import Path
 import numpy as np
 
 import tridiag
-from fem3d.backend import DTYPES, cupy_module, get_backend
-from fem3d.errors import ArgumentParser, InputError, check_range, run_cli
-from fem3d.output import ensure_writable_dir
+from gpucfd.backend import DTYPES, cupy_module, get_backend
+from gpucfd.errors import ArgumentParser, InputError, check_range, run_cli
+from gpucfd.output import ensure_writable_dir
 from script_options import check_names
 from tridiag.kernels import partition, pcr
 from tridiag.memory import check_fits

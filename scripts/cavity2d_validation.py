@@ -19,9 +19,9 @@ import os
 import sys
 
 from cli_case import run_case
-from fem3d.backend import DEVICES
-from fem3d.errors import ArgumentParser, InputError, run_cli
-from fem3d.output import ensure_writable_dir
+from gpucfd.backend import DEVICES
+from gpucfd.errors import ArgumentParser, InputError, run_cli
+from gpucfd.output import ensure_writable_dir
 from script_options import check_each, check_tag
 from tridiag.cli import RE_RANGE
 from tridiag.line_solver import check_solver

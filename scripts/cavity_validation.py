@@ -15,7 +15,7 @@ import os
 import sys
 
 from cli_case import run_case
-from fem3d.errors import ArgumentParser, check_range, run_cli
+from gpucfd.errors import ArgumentParser, check_range, run_cli
 from script_options import check_each
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

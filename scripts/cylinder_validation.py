@@ -18,9 +18,9 @@ import time
 
 import numpy as np
 
-from fem3d.backend import get_backend
-from fem3d.errors import ArgumentParser, ConvergenceError, InputError, check_range, run_cli
-from fem3d.output import ensure_writable_dir, write_csv, write_json
+from gpucfd.backend import get_backend
+from gpucfd.errors import ArgumentParser, ConvergenceError, InputError, check_range, run_cli
+from gpucfd.output import ensure_writable_dir, write_csv, write_json
 
 from script_options import check_tag
 from tridiag import breuer2000

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
-from fem3d.backend import get_backend
-from fem3d.errors import ArgumentParser, ConvergenceError, check_range, run_cli
-from fem3d.output import ensure_writable_dir
+from gpucfd.backend import get_backend
+from gpucfd.errors import ArgumentParser, ConvergenceError, check_range, run_cli
+from gpucfd.output import ensure_writable_dir
 from script_options import check_each, check_tag
 from tridiag.cli import MAX_STEPS, check_tolerance
 from tridiag.heat import SOLVE_ARRAYS

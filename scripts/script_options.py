@@ -1,13 +1,13 @@
 """Checks of the options the scripts share: lists of numbers or names, and the tag of the result files.
 
-Imported from scripts/ (the folder of the running script); errors are fem3d.errors.InputError,
-printed as one line with exit code 2 by fem3d.errors.run_cli.
+Imported from scripts/ (the folder of the running script); errors are gpucfd.errors.InputError,
+printed as one line with exit code 2 by gpucfd.errors.run_cli.
 """
 from __future__ import annotations
 
 import re
 
-from fem3d.errors import InputError, check_range
+from gpucfd.errors import InputError, check_range
 
 
 def check_each(name: str, values, low=None, high=None, integer: bool = False, low_open: bool = False) -> list:

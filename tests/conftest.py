@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from fem3d.backend import cupy_module, get_backend
+from gpucfd.backend import cupy_module, get_backend
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
 

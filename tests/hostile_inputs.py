@@ -2,7 +2,7 @@
 
 Run in-process by tests/test_bad_input.py on one rank, and as a script under
 ``mpiexec -n 2 python tests/hostile_inputs.py FOLDER`` on two: every rank runs every case
-through fem3d.errors.run_cli with stderr captured, and rank 0 prints one JSON line with
+through gpucfd.errors.run_cli with stderr captured, and rank 0 prints one JSON line with
 each case's exit codes and the stderr of every rank.
 """
 import contextlib
@@ -15,8 +15,8 @@ import meshio
 import numpy as np
 
 from fem3d import cavity, verify
-from fem3d.backend import cupy_module
-from fem3d.errors import run_cli
+from gpucfd.backend import cupy_module
+from gpucfd.errors import run_cli
 from fem3d.mesh import box_mesh
 from tridiag import cavity2d, cylinder, heat
 

@@ -3,8 +3,8 @@ import sys
 import numpy as np
 import pytest
 
-from fem3d import backend as bk
-from fem3d.errors import InputError
+from gpucfd import backend as bk
+from gpucfd.errors import InputError
 
 
 @pytest.fixture

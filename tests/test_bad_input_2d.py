@@ -1,7 +1,7 @@
 """Hostile input to the 2D commands and scripts: one line on stderr, exit code 2 (3 where the input is
 valid but the run diverges), no traceback, no warning line before it, no hang.
 
-Most inputs run in-process through fem3d.errors.run_cli (they are refused before any work); a few
+Most inputs run in-process through gpucfd.errors.run_cli (they are refused before any work); a few
 run as the user runs them, in a subprocess under a timeout.
 """
 import json
@@ -15,7 +15,7 @@ import pytest
 
 import tridiag.cavity2d_output
 import tridiag.memory
-from fem3d.errors import run_cli
+from gpucfd.errors import run_cli
 from tridiag import cavity2d, cylinder, heat
 
 SCRIPTS = os.path.join(os.path.dirname(__file__), "..", "scripts")
@@ -110,7 +110,7 @@ def test_hostile_options_one_line_exit_2(tmp_path, capsys, main, prog, cases):
 
 def test_memory_estimate_names_the_largest_grid_that_fits(tmp_path, capsys, monkeypatch):
     """1 GiB free: the cavity needs (56 float64 + 10 float64) arrays per node: 2**30 / 528 nodes, n = 1425."""
-    monkeypatch.setattr("fem3d.backend.host_free_bytes", lambda: 2**30)
+    monkeypatch.setattr("gpucfd.backend.host_free_bytes", lambda: 2**30)
     line = one_line(capsys, cavity2d.main, ["--n", "2048", *CPU, "--out", str(tmp_path)], "tridiag.cavity2d")
     assert line == ("tridiag.cavity2d: error: --n 2048 (float64) needs about 2.06 GiB of host memory, 1 GiB is free: "
                     "--n 1425 fits at most")
@@ -159,7 +159,7 @@ def test_a_failing_picture_is_a_warning_and_the_results_stand(tmp_path, capsys, 
         "bench_tridiag no GPU", "bench_tridiag dtypes"])
 def test_commands_as_the_user_runs_them(tmp_path, args, code, message):
     if "no GPU" in message or "CUDA GPU" in message:
-        from fem3d.backend import cupy_module
+        from gpucfd.backend import cupy_module
 
         if cupy_module() is not None:
             pytest.skip("a GPU is present")

@@ -10,8 +10,8 @@ import pytest
 
 import broken_drawings
 from fem3d import cavity, plots
-from fem3d.backend import cupy_module
-from fem3d.errors import InputError, run_cli
+from gpucfd.backend import cupy_module
+from gpucfd.errors import InputError, run_cli
 from fem3d.fields import centre_line, evaluate, locate, mid_plane
 from fem3d.mesh import box_mesh
 from fem3d.problems import lid_driven_problem
@@ -190,7 +190,7 @@ def test_nan_stops_at_once_and_writes_marked_results(tmp_path, monkeypatch, caps
     import fem3d.assembly as asm
 
     monkeypatch.setattr(asm, "upwind_tau", lambda xp, a, J, re, mid: xp.full(a.shape[:2] + (27,), np.nan))
-    from fem3d.errors import run_cli
+    from gpucfd.errors import run_cli
 
     code = run_cli(cavity.main, ["--n", "2", "--device", "cpu", "--out", str(tmp_path), "--no-plots", "--quiet"], prog="fem3d.cavity")
     assert code == 3 and "not converged (nan)" in capsys.readouterr().err

@@ -7,7 +7,7 @@ import meshio
 import numpy as np
 import pytest
 
-from fem3d.backend import cupy_module, get_backend
+from gpucfd.backend import cupy_module, get_backend
 from tridiag import ghia1982
 from tridiag.cavity2d_output import analyse
 from tridiag.cavity2d_problem import cavity

@@ -4,7 +4,7 @@ import json
 import numpy as np
 import pytest
 
-from fem3d.errors import run_cli
+from gpucfd.errors import run_cli
 from tridiag import breuer2000
 from tridiag.channel import (FLUX, HEIGHT, LENGTH, Channel, apply_outflow, inflow_omega, inflow_psi, inflow_u,
                              normal_vorticity_flux, pressure_mismatch, section_flux)

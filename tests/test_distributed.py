@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from fem3d.comm import launched_ranks
-from fem3d.errors import InputError
+from gpucfd.errors import InputError
 from fem3d.exact import PaperFlow
 from fem3d.mesh import box_mesh
 from fem3d.navier_stokes import FlowProblem, NavierStokesSystem
@@ -122,7 +122,7 @@ def test_ranks_that_disagree_on_arguments_stop_with_exit_2(tmp_path):
 def test_a_failing_rank_aborts_every_rank_with_a_message():
     """Rank 1 fails while rank 0 waits in a collective: the job must end, not hang."""
     code = ("from fem3d.comm import setup\n"
-            "from fem3d.errors import run_cli\n"
+            "from gpucfd.errors import run_cli\n"
             "def main(argv):\n"
             "    backend, comm = setup('cpu')\n"
             "    if comm.rank == 1:\n"
@@ -141,7 +141,7 @@ def test_a_failing_rank_aborts_every_rank_with_a_message():
 def ranks(request):
     """(backend, communicator) of this rank, from fem3d.comm.setup as the entry points do:
     NumPy with MPI, GPUs with NCCL (where CuPy has it), GPUs with host-staged MPI."""
-    from fem3d.backend import cupy_module
+    from gpucfd.backend import cupy_module
     from fem3d.comm import setup
 
     device, _, comm = request.param.partition(" ")

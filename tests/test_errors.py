@@ -1,12 +1,12 @@
-"""fem3d.errors: range checks, the one-line command-line errors, warnings held back, ranks under MPI."""
+"""gpucfd.errors: range checks, the one-line command-line errors, warnings held back, ranks under MPI."""
 import sys
 import warnings
 
 import numpy as np
 import pytest
 
-import fem3d.comm
-from fem3d.errors import ArgumentParser, InputError, check_range, launcher_rank, run_cli
+import gpucfd.errors
+from gpucfd.errors import ArgumentParser, InputError, check_range, launcher_rank, run_cli
 from test_distributed import mpiexec, needs_mpiexec
 
 
@@ -65,7 +65,7 @@ def test_input_errors_without_a_communicator_print_on_launcher_rank_0(monkeypatc
     def main(argv):
         raise InputError("--re must be > 0 (got 0.0)")
 
-    monkeypatch.setattr(fem3d.comm, "_ACTIVE", [])  # no communicator made yet in this process
+    monkeypatch.setattr(gpucfd.errors, "_COMMUNICATORS", [])  # no communicator made yet in this process
     for rank, printed in (("1", ""), ("0", "demo: error: --re must be > 0 (got 0.0)\n")):
         monkeypatch.setenv("PMI_RANK", rank)
         assert run_cli(main, [], prog="demo") == 2 and capsys.readouterr().err == printed

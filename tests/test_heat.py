@@ -11,7 +11,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 import tridiag
-from fem3d.errors import ConvergenceError
+from gpucfd.errors import ConvergenceError
 from tridiag.adi import ADI, SWEEPS
 from tridiag.heat import main
 from tridiag.heat_exact import steady_series

@@ -176,7 +176,7 @@ def test_gmres_steps_exact_in_one_step_zero_and_nan(backend):
 
 @pytest.mark.gpu
 def test_cuda_vector_kernels_match_numpy_reference():
-    from fem3d.backend import cupy_module, get_backend
+    from gpucfd.backend import cupy_module, get_backend
 
     if cupy_module() is None:
         pytest.skip("no CUDA GPU")

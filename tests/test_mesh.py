@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from fem3d.element import Q1, Q2
-from fem3d.errors import InputError, run_cli
+from gpucfd.errors import InputError, run_cli
 from fem3d.mesh import (VTK_HEX8_TO_TENSOR, box_mesh, describe, graded_coordinates, greedy_colouring, main,
                         mesh_from_hex8, read_mesh)
 
@@ -96,7 +96,7 @@ def test_read_distorted_hex8_sample():
 
 
 def test_read_hex27_sample_has_curved_exact_geometry():
-    from fem3d.backend import get_backend
+    from gpucfd.backend import get_backend
     from fem3d.fields import pressure_weights
 
     m = read_mesh(os.path.join(MESHES, "annulus_hex27.msh"))

@@ -5,8 +5,8 @@ import pytest
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-from fem3d.backend import get_backend
-from fem3d.errors import InputError
+from gpucfd.backend import get_backend
+from gpucfd.errors import InputError
 from fem3d.exact import TrigFlow
 from fem3d.krylov import FGMRES
 from fem3d.mesh import box_mesh
@@ -122,7 +122,7 @@ def test_vanka_blocks_and_application_match_the_assembled_matrix(backend):
 def test_vanka_blocks_kernel_matches_the_numpy_reference(dtype):
     """fem3d.kernels.vanka: the CUDA kernel equals the NumPy reference on a 6x4x2 box, for
     a chunk that starts and ends inside the element range."""
-    from fem3d.backend import cupy_module
+    from gpucfd.backend import cupy_module
     from fem3d.kernels import vanka as kernels
     from fem3d.vanka import element_neighbours, shared_table
 
@@ -239,7 +239,7 @@ def test_singular_vanka_block_is_a_breakdown_not_a_crash():
 
 @pytest.mark.gpu
 def test_mg_on_cpu_and_gpu_give_the_same_solution():
-    from fem3d.backend import cupy_module
+    from gpucfd.backend import cupy_module
 
     if cupy_module() is None:
         pytest.skip("no CUDA GPU")

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import scipy.sparse.linalg as spla
 
-from fem3d.backend import cupy_module, get_backend
-from fem3d.errors import InputError
+from gpucfd.backend import cupy_module, get_backend
+from gpucfd.errors import InputError
 from fem3d.exact import PaperFlow, TrigFlow
 from fem3d.fields import l2_errors
 from fem3d.mesh import box_mesh

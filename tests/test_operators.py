@@ -57,7 +57,7 @@ def test_prescribed_rows_fix_the_boundary_value(backend):
 def test_cuda_kernels_match_numpy_reference(ld, dtype):
     """Both products, stored unpadded or padded to 96 columns (padding never read), in
     float64 and float32 storage (products summed in float64 alike)."""
-    from fem3d.backend import cupy_module, get_backend
+    from gpucfd.backend import cupy_module, get_backend
 
     if cupy_module() is None:
         pytest.skip("no CUDA GPU")

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import broken_drawings
-from fem3d.errors import InputError
-from fem3d.output import atomic_path, check_writable_file, save_npy, write_csv, write_json
+from gpucfd.errors import InputError
+from gpucfd.output import atomic_path, check_writable_file, save_npy, write_csv, write_json
 from fem3d.picture_process import PictureError, draw_in_child
 
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import tridiag
-from fem3d.errors import ConvergenceError, InputError
+from gpucfd.errors import ConvergenceError, InputError
 from tridiag.kernels import partition
 
 SIZES = (1, 2, 3, 5, 7, 64, 100, 1023, 1024, 1025)

@@ -6,8 +6,8 @@ import sys
 import pytest
 
 from fem3d import verify
-from fem3d.backend import cupy_module
-from fem3d.errors import run_cli
+from gpucfd.backend import cupy_module
+from gpucfd.errors import run_cli
 from fem3d.verify import add_rates, format_table
 
 

@@ -5,8 +5,8 @@ import pytest
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-from fem3d.backend import get_backend
-from fem3d.errors import ConvergenceError, InputError
+from gpucfd.backend import get_backend
+from gpucfd.errors import ConvergenceError, InputError
 from tridiag.flow_analysis import minimum, sample
 from tridiag.line_solver import SOLVERS, LineSystems
 from tridiag.vorticity import Boundary, Grid, laplacian, velocity, wall_vorticity

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from fem3d.errors import InputError
+from gpucfd.errors import InputError
 from tridiag.wake import recirculation_length, shedding
 
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 import numpy as np
 
 import tridiag
-from fem3d.errors import ConvergenceError, InputError
+from gpucfd.errors import ConvergenceError, InputError
 
 from .kernels.adi_rhs import adi_pass
 from .layout import array_module

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fem3d.backend import Backend
+from gpucfd.backend import Backend
 
 from . import methods
 from .kernels import partition

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fem3d.errors import ConvergenceError
+from gpucfd.errors import ConvergenceError
 
 from .channel import apply_outflow, normal_vorticity_flux
 from .vorticity import wall_vorticity

@@ -15,9 +15,9 @@ import time
 
 import numpy as np
 
-from fem3d.backend import get_backend
-from fem3d.errors import ArgumentParser, ConvergenceError, InputError, check_range, run_cli
-from fem3d.output import ensure_writable_dir
+from gpucfd.backend import get_backend
+from gpucfd.errors import ArgumentParser, ConvergenceError, InputError, check_range, run_cli
+from gpucfd.output import ensure_writable_dir
 
 from .cavity2d_output import CavityRun, draw_pictures, report, write_results, write_summary
 from .pictures import summary_then_pictures

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fem3d.errors import ConvergenceError
-from fem3d.output import write_csv, write_json
+from gpucfd.errors import ConvergenceError
+from gpucfd.output import write_csv, write_json
 
 from . import ghia1982
 from .flow_analysis import minimum, sample

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fem3d.errors import InputError
+from gpucfd.errors import InputError
 
 from .layout import array_module
 from .vorticity import Boundary, Grid

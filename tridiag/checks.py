@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fem3d.errors import ConvergenceError, InputError
+from gpucfd.errors import ConvergenceError, InputError
 
 from .errors import ZeroPivotError
 from .kernels.thomas import first_zero_pivot

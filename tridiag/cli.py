@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from fem3d.backend import resolve_dtype
-from fem3d.errors import check_range
+from gpucfd.backend import resolve_dtype
+from gpucfd.errors import check_range
 
 from .line_solver import SOLVERS, check_solver
 

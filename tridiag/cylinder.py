@@ -17,9 +17,9 @@ import time
 
 import numpy as np
 
-from fem3d.backend import get_backend
-from fem3d.errors import ArgumentParser, ConvergenceError, InputError, check_range, run_cli
-from fem3d.output import ensure_writable_dir
+from gpucfd.backend import get_backend
+from gpucfd.errors import ArgumentParser, ConvergenceError, InputError, check_range, run_cli
+from gpucfd.output import ensure_writable_dir
 
 from .channel import HEIGHT, LENGTH, Channel, parse_grid
 from .cli import MAX_STEPS, RE_RANGE, add_flow_arguments, check_flow_arguments

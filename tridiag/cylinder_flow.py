@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fem3d.errors import ConvergenceError, InputError
+from gpucfd.errors import ConvergenceError, InputError
 
 from .body_pressure import PressureBodyValue
 from .channel import Channel, apply_outflow, pressure_mismatch

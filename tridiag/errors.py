@@ -1,7 +1,7 @@
-"""Errors of tridiag beyond fem3d.errors: a pivot that vanished during elimination."""
+"""Errors of tridiag beyond gpucfd.errors: a pivot that vanished during elimination."""
 from __future__ import annotations
 
-from fem3d.errors import InputError
+from gpucfd.errors import InputError
 
 
 class ZeroPivotError(InputError):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fem3d.output import atomic_path, pyplot
+from gpucfd.output import atomic_path, pyplot
 
 from .vorticity import Grid
 

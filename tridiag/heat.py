@@ -21,9 +21,9 @@ import time
 import numpy as np
 
 import tridiag
-from fem3d.backend import DEVICES, DTYPES, get_backend, resolve_dtype
-from fem3d.errors import ArgumentParser, ConvergenceError, InputError, check_range, run_cli
-from fem3d.output import ensure_writable_dir
+from gpucfd.backend import DEVICES, DTYPES, get_backend, resolve_dtype
+from gpucfd.errors import ArgumentParser, ConvergenceError, InputError, check_range, run_cli
+from gpucfd.output import ensure_writable_dir
 
 from .adi import SWEEPS
 from .cli import MAX_STEPS, check_tolerance

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fem3d.errors import ConvergenceError
-from fem3d.output import pyplot, write_csv, write_json
+from gpucfd.errors import ConvergenceError
+from gpucfd.output import pyplot, write_csv, write_json
 
 from .pictures import draw
 

@@ -30,7 +30,7 @@ import time
 
 import numpy as np
 
-from fem3d.errors import ConvergenceError
+from gpucfd.errors import ConvergenceError
 
 from .adi import ADI
 

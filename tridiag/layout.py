@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from fem3d.backend import cupy_module
-from fem3d.errors import InputError
+from gpucfd.backend import cupy_module
+from gpucfd.errors import InputError
 
 LAYOUTS = ("auto", "contiguous", "interleaved")
 _NAMES = ("a", "b", "c", "d")

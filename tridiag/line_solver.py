@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fem3d.errors import InputError
+from gpucfd.errors import InputError
 
 from .solve import solve
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from fem3d.backend import host_free_bytes
-from fem3d.errors import InputError
+from gpucfd.backend import host_free_bytes
+from gpucfd.errors import InputError
 
 
 def check_fits(backend, nodes: int, arrays: float, dtype, host_arrays: float, what: str, largest) -> None:

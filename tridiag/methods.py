@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fem3d.errors import InputError, check_range
+from gpucfd.errors import InputError, check_range
 
 from .kernels import checkerboard, cyclic_reduction, partition, pcr, thomas
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import sys
 
-from fem3d.output import atomic_path
+from gpucfd.output import atomic_path
 
 
 def draw(out: str, pictures: list, prog: str) -> list:

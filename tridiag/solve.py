@@ -1,7 +1,7 @@
 """tridiag.solve: batched tridiagonal solves on NumPy or CuPy arrays."""
 from __future__ import annotations
 
-from fem3d.errors import InputError
+from gpucfd.errors import InputError
 
 from . import autotune, methods
 from .checks import check_converged, check_finite

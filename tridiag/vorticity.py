@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from fem3d.errors import InputError
+from gpucfd.errors import InputError
 
 from .layout import array_module
 

@@ -22,7 +22,7 @@ import math
 
 import numpy as np
 
-from fem3d.errors import ConvergenceError, check_range
+from gpucfd.errors import ConvergenceError, check_range
 
 from .line_solver import LineSystems
 from .vorticity import Boundary, interior_velocity, steady_residuals, wall_vorticity

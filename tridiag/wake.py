@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fem3d.errors import InputError
+from gpucfd.errors import InputError
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..backend import cuda_module
+from gpucfd.backend import cuda_module
 
 N_SCALARS = 9
 _THREADS = 256  # must match THREADS in cg.cu

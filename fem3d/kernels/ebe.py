@@ -16,7 +16,7 @@ import importlib.resources
 
 import numpy as np
 
-from ..backend import cuda_module
+from gpucfd.backend import cuda_module
 
 NL = 89  # local unknowns of a Q2-Q1 element: 27 u, 27 v, 27 w, 8 p
 LD = NL  # stored row length
@@ -26,7 +26,7 @@ _WARPS = 4  # must match WARPS in ebe.cu
 
 def matrix_storage(name: str):
     """The NumPy dtype of element-matrix storage ``name`` (--matrix-dtype)."""
-    from ..errors import InputError
+    from gpucfd.errors import InputError
 
     if name not in MATRIX_DTYPES:
         raise InputError(f"--matrix-dtype must be one of {', '.join(MATRIX_DTYPES)} (got {name!r})")

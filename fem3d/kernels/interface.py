@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..backend import cuda_module
+from gpucfd.backend import cuda_module
 
 _THREADS = 256
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..backend import cuda_module
+from gpucfd.backend import cuda_module
 from .ebe import NL, matrix_options
 
 OFFSETS = 26  # grid offsets (dx, dy, dz) in {-1, 0, 1}^3 other than (0, 0, 0)

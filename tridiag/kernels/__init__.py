@@ -1,4 +1,4 @@
-"""Kernels of tridiag: each CUDA source (``*.cu``, compiled by fem3d.backend.cuda_module)
+"""Kernels of tridiag: each CUDA source (``*.cu``, compiled by gpucfd.backend.cuda_module)
 has a NumPy reference beside it in the matching module, with the same arithmetic.
 
 NumPy references take rows-first arrays of shape (n, S) (row k of all S systems is

@@ -12,7 +12,7 @@ import functools
 
 import numpy as np
 
-from fem3d.backend import cuda_module, cupy_module
+from gpucfd.backend import cuda_module, cupy_module
 
 from .build import blocks
 

@@ -1,4 +1,4 @@
-"""Compiled kernel modules of tridiag (cached per device by fem3d.backend.cuda_module)."""
+"""Compiled kernel modules of tridiag (cached per device by gpucfd.backend.cuda_module)."""
 from __future__ import annotations
 
 import functools
@@ -6,7 +6,7 @@ import importlib.resources
 
 import numpy as np
 
-from fem3d.backend import cuda_module, cupy_module
+from gpucfd.backend import cuda_module, cupy_module
 
 # Largest dynamic shared memory one block may ask for on sm_90 (227 KiB).
 MAX_SHARED = 232448

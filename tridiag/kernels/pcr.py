@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fem3d.errors import InputError
+from gpucfd.errors import InputError
 
 from .build import MAX_SHARED, blocks, kernel, round_warp
 

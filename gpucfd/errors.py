@@ -55,6 +55,20 @@ class ArgumentParser(argparse.ArgumentParser):
             super().print_help(file)
 
 
+_COMMUNICATORS = []  # the communicator of this process once one was made (set_communicator)
+
+
+def set_communicator(comm) -> None:
+    """Record the communicator (size, rank, abort()) of a run on several ranks, so that an
+    error on one rank stops all of them (:func:`run_cli`)."""
+    _COMMUNICATORS.append(comm)
+
+
+def communicator():
+    """The communicator recorded by :func:`set_communicator` (None before)."""
+    return _COMMUNICATORS[-1] if _COMMUNICATORS else None
+
+
 def run_cli(main, argv=None, prog: str | None = None) -> int:
     """Run ``main(argv)``; turn InputError/ConvergenceError into a one-line message and exit code.
 
@@ -63,13 +77,11 @@ def run_cli(main, argv=None, prog: str | None = None) -> int:
     dropped; otherwise they are shown at the end. A MemoryError (NumPy or CuPy) of a
     single process is a one-line input error too (the problem does not fit).
 
-    Under MPI those two are raised on every rank alike (fem3d.comm.agreed_errors; the
+    Under MPI those two are raised on every rank alike (e.g. fem3d.comm.agreed_errors; the
     convergence tests use global norms), so rank 0 alone prints and every rank returns
     the code. Any other exception on one rank would leave the others waiting in a
     collective: the failing rank prints one line naming itself and aborts the job.
     """
-    from .comm import active
-
     prog = prog or main.__module__
     with warnings.catch_warnings(record=True) as held:
         try:
@@ -81,7 +93,7 @@ def run_cli(main, argv=None, prog: str | None = None) -> int:
             _say_once(f"{prog}: not converged ({exc.reason}): {exc}")
             return EXIT_NOT_CONVERGED
         except Exception as exc:
-            comm = active()
+            comm = communicator()
             if isinstance(exc, MemoryError) and (comm is None or comm.size == 1):
                 print(f"{prog}: error: out of memory ({type(exc).__name__}: {' '.join(str(exc).split())}); "
                       "use a smaller problem", file=sys.stderr, flush=True)
@@ -106,9 +118,7 @@ def _show(held) -> None:
 def _say_once(message: str) -> None:
     """Print ``message`` to stderr on rank 0: of the communicator, or before one is made (or in a
     command that makes none) of the MPI launcher."""
-    from .comm import active
-
-    comm = active()
+    comm = communicator()
     if (launcher_rank() if comm is None else comm.rank) == 0:
         print(message, file=sys.stderr, flush=True)
 
