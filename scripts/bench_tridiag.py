@@ -30,7 +30,7 @@ from gpucfd.backend import DTYPES, cupy_module, get_backend
 from gpucfd.errors import ArgumentParser, InputError, check_range, run_cli
 from gpucfd.output import ensure_writable_dir
 from script_options import check_names
-from tridiag.kernels import partition, pcr
+from tridiag.kernels import hybrid, pcr
 from tridiag.memory import check_fits
 
 SQUARE = (1024, 2048, 4096, 8192)
@@ -205,7 +205,7 @@ def bench_case(backend, m, n, dtype, variants, repeat, copy_gbs, cpu, peers):
     for layout in ("contiguous", "interleaved"):
         data[layout] = make_systems(xp, m, n, dtype, layout == "interleaved")
     for label, method, opts, layout in variants:
-        if "chunk" in opts and not partition.onchip_fits(n, opts["chunk"], dtype):
+        if "chunk" in opts and not hybrid.onchip_fits(n, opts["chunk"], dtype):
             continue
         if label.startswith("pcr block") and not pcr.block_fits(n, dtype, opts["arrays"]):
             continue

@@ -5,7 +5,7 @@ import pytest
 
 import tridiag
 from gpucfd.errors import ConvergenceError, InputError
-from tridiag.kernels import partition
+from tridiag.kernels import hybrid
 
 SIZES = (1, 2, 3, 5, 7, 64, 100, 1023, 1024, 1025)
 DIRECT = ("thomas", "pta", "cr", "cr_sorted", "pcr", "hybrid")
@@ -214,7 +214,7 @@ def test_hybrid_gpu_large_paths(backend, dtype):
         pytest.skip("GPU paths")
     rng = np.random.default_rng(18)
     for n, chunk in ((8192, 32), (8192, 16), (4096, 8), (16384, None), (20000, None)):
-        if chunk is not None and not partition.onchip_fits(n, chunk, dtype):
+        if chunk is not None and not hybrid.onchip_fits(n, chunk, dtype):
             continue
         arrays = system(rng, (3, n), dtype=dtype)
         x = run(backend, arrays, method="hybrid", chunk=chunk)

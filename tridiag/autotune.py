@@ -12,7 +12,7 @@ import numpy as np
 from gpucfd.backend import Backend
 
 from . import methods
-from .kernels import partition
+from .kernels import hybrid
 
 _CHOICE: dict = {}
 
@@ -21,9 +21,9 @@ def candidates(batch):
     """(method, options) pairs tried for the batch."""
     cands = [("hybrid", {})]
     if batch.inner == 1:
-        cands += [("hybrid", {"chunk": ch}) for ch in partition.CHUNKS
-                  if ch != partition.default_chunk(batch.n, batch.dtype)
-                  and partition.onchip_fits(batch.n, ch, batch.dtype)]
+        cands += [("hybrid", {"chunk": ch}) for ch in hybrid.CHUNKS
+                  if ch != hybrid.default_chunk(batch.n, batch.dtype)
+                  and hybrid.onchip_fits(batch.n, ch, batch.dtype)]
     cands += [("pta", {}), ("cr", {}), ("cr_sorted", {}), ("pcr", {"mapping": "auto", "arrays": 4})]
     return cands
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from gpucfd.errors import InputError, check_range
 
-from .kernels import checkerboard, cyclic_reduction, partition, pcr, thomas
+from .kernels import checkerboard, cyclic_reduction, hybrid, pcr, thomas
 
 METHODS = ("auto", "thomas", "pta", "cr", "cr_sorted", "pcr", "checkerboard", "hybrid")
 OPTIONS = {
@@ -34,8 +34,8 @@ def options(method: str, given: dict, batch) -> dict:
     opts = dict(given)
     if method == "hybrid":
         chunk = opts.get("chunk")
-        if chunk is not None and chunk not in partition.CHUNKS:
-            raise InputError(f"chunk must be None or one of {partition.CHUNKS} (got {chunk!r})")
+        if chunk is not None and chunk not in hybrid.CHUNKS:
+            raise InputError(f"chunk must be None or one of {hybrid.CHUNKS} (got {chunk!r})")
     elif method == "pcr":
         opts.setdefault("mapping", "auto")
         opts.setdefault("arrays", 4)
@@ -88,7 +88,7 @@ def run(method: str, batch, x3, opts: dict):
     elif method == "pcr":
         pcr.pcr_cuda(a, b, c, d, x3, opts["mapping"], opts["arrays"])
     elif method == "hybrid":
-        partition.partition_cuda(a, b, c, d, x3, opts.get("chunk"))
+        hybrid.hybrid_cuda(a, b, c, d, x3, opts.get("chunk"))
     elif method == "checkerboard":
         x0 = opts.get("x0")
         x3[...] = 0 if x0 is None else _canonical_like(x0, batch)
@@ -121,7 +121,7 @@ def _run_reference(method, batch, x3, opts):
         elif method == "pcr":
             x = pcr.pcr_numpy(a, b, c, d)
         elif method == "hybrid":
-            x = partition.partition_numpy(a, b, c, d, opts.get("chunk") or partition.GRID_CHUNK)
+            x = hybrid.hybrid_numpy(a, b, c, d, opts.get("chunk") or hybrid.GRID_CHUNK)
         else:
             x0 = opts.get("x0")
             x0 = None if x0 is None else rows_first(_canonical_like(x0, batch), xp)

@@ -8,11 +8,11 @@
 // its last unknown: a tridiagonal system of J = ceil(n / M) rows. Once it is solved,
 // every row follows from the same relations.
 //
-//   partition_onchip<M>_*  one block per system (thread j = chunk j, J <= blockDim):
+//   hybrid_onchip<M>_*  one block per system (thread j = chunk j, J <= blockDim):
 //       rows are staged G at a time per chunk through shared memory with cp.async
 //       (coalesced), the relations stay in registers, the reduced system is solved by
 //       PCR in shared memory, x goes out through the staging buffer (coalesced).
-//   partition_reduce<M>_* / partition_expand<M>_*  one thread per (system, chunk) over
+//   hybrid_reduce<M>_* / hybrid_expand<M>_*  one thread per (system, chunk) over
 //       the whole grid, threads in storage order (coalesced for interleaved systems):
 //       reduce writes each chunk's F relation and its own part of the reduced row; the
 //       caller completes the reduced rows and solves them; expand redoes the sweeps and
@@ -109,7 +109,7 @@ __device__ __forceinline__ Row<T> chunk_reduced(const Chunk<T, M>& ch, T fd, T f
 }
 
 template <typename T, int M>
-__device__ void partition_onchip(const T* __restrict__ a, const T* __restrict__ b, const T* __restrict__ c,
+__device__ void hybrid_onchip(const T* __restrict__ a, const T* __restrict__ b, const T* __restrict__ c,
                                  const T* __restrict__ d, T* __restrict__ x, int n, long long inner)
 {
     constexpr int G = PART_GROUP, GP = G + 1;  // padded: lanes read rows GP apart, no bank conflicts
@@ -219,7 +219,7 @@ __device__ __forceinline__ void chunk_from_global(Chunk<T, M>& ch, const T* a, c
 
 // red: [7][total] = F (d, a, c), reduced row without the next chunk (a, b, d), last row's c.
 template <typename T, int M>
-__device__ void partition_reduce(const T* __restrict__ a, const T* __restrict__ b, const T* __restrict__ c,
+__device__ void hybrid_reduce(const T* __restrict__ a, const T* __restrict__ b, const T* __restrict__ c,
                                  const T* __restrict__ d, T* __restrict__ red, int n, long long inner,
                                  int nchunks, long long total)
 {
@@ -235,7 +235,7 @@ __device__ void partition_reduce(const T* __restrict__ a, const T* __restrict__ 
 
 // l: (outer, J, inner) solution of the reduced systems.
 template <typename T, int M>
-__device__ void partition_expand(const T* __restrict__ a, const T* __restrict__ b, const T* __restrict__ c,
+__device__ void hybrid_expand(const T* __restrict__ a, const T* __restrict__ b, const T* __restrict__ c,
                                  const T* __restrict__ d, const T* __restrict__ l, T* __restrict__ x,
                                  int n, long long inner, int nchunks, long long total)
 {
@@ -250,33 +250,33 @@ __device__ void partition_expand(const T* __restrict__ a, const T* __restrict__ 
         if (k < ch.m) x[ci.base + (long long)(ci.j * M + k) * inner] = chunk_x(ch, k, xl, xr);
 }
 
-#define PARTITION_ONCHIP(T, M, THREADS, NAME)                                                 \
+#define HYBRID_ONCHIP(T, M, THREADS, NAME)                                                 \
     extern "C" __global__ void __launch_bounds__(THREADS)                                     \
     NAME(const T* a, const T* b, const T* c, const T* d, T* x, int n, long long inner)        \
     {                                                                                         \
-        partition_onchip<T, M>(a, b, c, d, x, n, inner);                                      \
+        hybrid_onchip<T, M>(a, b, c, d, x, n, inner);                                      \
     }
-#define PARTITION_GRID(T, M, NAME_R, NAME_E)                                                  \
+#define HYBRID_GRID(T, M, NAME_R, NAME_E)                                                  \
     extern "C" __global__ void __launch_bounds__(256)                                         \
     NAME_R(const T* a, const T* b, const T* c, const T* d, T* red, int n, long long inner,    \
            int nchunks, long long total)                                                      \
     {                                                                                         \
-        partition_reduce<T, M>(a, b, c, d, red, n, inner, nchunks, total);                    \
+        hybrid_reduce<T, M>(a, b, c, d, red, n, inner, nchunks, total);                    \
     }                                                                                         \
     extern "C" __global__ void __launch_bounds__(256)                                         \
     NAME_E(const T* a, const T* b, const T* c, const T* d, const T* l, T* x, int n,           \
            long long inner, int nchunks, long long total)                                     \
     {                                                                                         \
-        partition_expand<T, M>(a, b, c, d, l, x, n, inner, nchunks, total);                   \
+        hybrid_expand<T, M>(a, b, c, d, l, x, n, inner, nchunks, total);                   \
     }
 // Threads per block cap: registers hold 3M relation values per thread.
-PARTITION_ONCHIP(float, 8, 512, partition_onchip8_f32)
-PARTITION_ONCHIP(double, 8, 512, partition_onchip8_f64)
-PARTITION_ONCHIP(float, 16, 512, partition_onchip16_f32)
-PARTITION_ONCHIP(double, 16, 512, partition_onchip16_f64)
-PARTITION_ONCHIP(float, 32, 512, partition_onchip32_f32)
-PARTITION_ONCHIP(double, 32, 256, partition_onchip32_f64)
-PARTITION_GRID(float, 8, partition_reduce8_f32, partition_expand8_f32)
-PARTITION_GRID(double, 8, partition_reduce8_f64, partition_expand8_f64)
-PARTITION_GRID(float, 16, partition_reduce16_f32, partition_expand16_f32)
-PARTITION_GRID(double, 16, partition_reduce16_f64, partition_expand16_f64)
+HYBRID_ONCHIP(float, 8, 512, hybrid_onchip8_f32)
+HYBRID_ONCHIP(double, 8, 512, hybrid_onchip8_f64)
+HYBRID_ONCHIP(float, 16, 512, hybrid_onchip16_f32)
+HYBRID_ONCHIP(double, 16, 512, hybrid_onchip16_f64)
+HYBRID_ONCHIP(float, 32, 512, hybrid_onchip32_f32)
+HYBRID_ONCHIP(double, 32, 256, hybrid_onchip32_f64)
+HYBRID_GRID(float, 8, hybrid_reduce8_f32, hybrid_expand8_f32)
+HYBRID_GRID(double, 8, hybrid_reduce8_f64, hybrid_expand8_f64)
+HYBRID_GRID(float, 16, hybrid_reduce16_f32, hybrid_expand16_f32)
+HYBRID_GRID(double, 16, hybrid_reduce16_f64, hybrid_expand16_f64)

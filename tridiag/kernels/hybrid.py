@@ -1,4 +1,4 @@
-"""The hybrid solver (partition.cu): chunk sweeps in registers, PCR on the reduced system.
+"""The hybrid solver (hybrid.cu): chunk sweeps in registers, PCR on the reduced system.
 
 Chunk j holds rows j*M .. j*M+M-1. With xl = last unknown of chunk j-1 and xr = last
 unknown of chunk j, a forward and a backward sweep over rows 0..M-2 give
@@ -17,7 +17,7 @@ from .pieces import pieces
 
 CHUNKS = (8, 16, 32)  # rows per thread of the one-block-per-system kernel
 GRID_CHUNK = 16  # rows per thread of the reduce/expand kernels
-GROUP = 8  # PART_GROUP in partition.cu
+GROUP = 8  # PART_GROUP in hybrid.cu
 GRID_THREADS = 256
 
 
@@ -41,7 +41,7 @@ def _sweeps(a, b, c, d):
     return D, A, C
 
 
-def partition_numpy(a, b, c, d, chunk: int):
+def hybrid_numpy(a, b, c, d, chunk: int):
     """x of the systems (n, S) by the hybrid method with chunks of ``chunk`` rows."""
     n, s = b.shape
     a4, b4, c4, d4 = pieces(a, chunk, 0), pieces(b, chunk, 1), pieces(c, chunk, 0), pieces(d, chunk, 0)
@@ -69,12 +69,12 @@ def partition_numpy(a, b, c, d, chunk: int):
 
 
 def onchip_shared(chunk: int, nt: int, dtype) -> int:
-    """Shared bytes of partition_onchip for ``nt`` threads: per-warp staging + 8 rows per thread."""
+    """Shared bytes of hybrid_onchip for ``nt`` threads: per-warp staging + 8 rows per thread."""
     return (nt // 32 * 4 * 32 * (GROUP + 1) + 8 * nt) * np.dtype(dtype).itemsize
 
 
 def onchip_max_threads(chunk: int, dtype) -> int:
-    """__launch_bounds__ of partition_onchip<chunk> (partition.cu)."""
+    """__launch_bounds__ of hybrid_onchip<chunk> (hybrid.cu)."""
     return 256 if chunk == 32 and np.dtype(dtype) == np.float64 else 512
 
 
@@ -91,7 +91,7 @@ def default_chunk(n: int, dtype):
     return None
 
 
-def partition_cuda(a, b, c, d, x, chunk=None):
+def hybrid_cuda(a, b, c, d, x, chunk=None):
     """Solve the canonical (outer, n, inner) CuPy batch into x.
 
     One block per system when the systems are contiguous (inner == 1) and one block holds
@@ -103,7 +103,7 @@ def partition_cuda(a, b, c, d, x, chunk=None):
     if chunk is not None and chunk in CHUNKS and onchip_fits(n, chunk, a.dtype):
         nt = round_warp(-(-n // chunk))
         shared = onchip_shared(chunk, nt, a.dtype)
-        kernel("partition.cu", f"partition_onchip{chunk}", a.dtype, shared)(
+        kernel("hybrid.cu", f"hybrid_onchip{chunk}", a.dtype, shared)(
             (outer * inner,), (nt,), (a, b, c, d, x, np.int32(n), np.int64(inner)), shared_mem=shared)
         return
     import cupy as cp
@@ -114,7 +114,7 @@ def partition_cuda(a, b, c, d, x, chunk=None):
     red = cp.empty((7, outer, nchunks, inner), dtype=a.dtype)
     args = (np.int32(n), np.int64(inner), np.int32(nchunks), np.int64(total))
     grid = (blocks(total, GRID_THREADS),), (GRID_THREADS,)
-    kernel("partition.cu", f"partition_reduce{chunk}", a.dtype)(*grid, (a, b, c, d, red, *args))
+    kernel("hybrid.cu", f"hybrid_reduce{chunk}", a.dtype)(*grid, (a, b, c, d, red, *args))
     fd, fa, fc, ra, rb, rd, lc = red
     nxt = (slice(None), slice(1, None))
     rb[:, :-1] -= lc[:, :-1] * fa[nxt]
@@ -125,5 +125,5 @@ def partition_cuda(a, b, c, d, x, chunk=None):
         l = rd / rb
     else:
         l = cp.empty_like(ra)
-        partition_cuda(ra, rb, rc, rd, l)
-    kernel("partition.cu", f"partition_expand{chunk}", a.dtype)(*grid, (a, b, c, d, l, x, *args))
+        hybrid_cuda(ra, rb, rc, rd, l)
+    kernel("hybrid.cu", f"hybrid_expand{chunk}", a.dtype)(*grid, (a, b, c, d, l, x, *args))
