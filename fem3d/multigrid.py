@@ -91,7 +91,7 @@ class Level:
         self.free_weights = self.free * self.weights
         self.smoother = Vanka(op, mesh, valence)
         self.children = self.child_dofs = self.child_weights = None
-        self.dirichlet = None  # fem3d.assembly.dirichlet_rows of a coarse level, found at its first Galerkin product
+        self.dirichlet = dirichlet_rows(self.xp, op.dofs, fixed, valence)  # its prescribed rows (coarse levels' Galerkin matrices)
 
     def prolong(self, coarse: "Level", xc, P):
         """P xc (complete on every rank): each child's values interpolated from its parent,
@@ -123,8 +123,6 @@ class Level:
             a = self.op.mats[self.children[c], :, :NL].astype(np.float64) * fine_free[:, :, None] * fine_free[:, None, :]
             mats += P[c].T @ a @ P[c]
         mats *= mask
-        if coarse.dirichlet is None:
-            coarse.dirichlet = dirichlet_rows(xp, coarse.op.dofs, coarse.fixed, coarse.valence)
         apply_dirichlet_rows(mats, coarse.dirichlet)
 
 

@@ -120,7 +120,7 @@ class NavierStokesSystem:
             # elements sharing each unknown (all ranks')
             self.valence = self.dist.sum_interface(backend.asarray(np.bincount(dofs.ravel(), minlength=nd).astype(np.float64)))
             self.p_weights = pressure_weights(backend, mesh)
-            self._rows = {}  # (first, end) of a chunk of elements -> its prescribed rows
+            self.dirichlet = dirichlet_rows(xp, self.op.dofs, self.fixed, self.valence)  # the prescribed rows, found once
             self.volume = self.dist.allreduce_scalar(float(self.p_weights.sum()))
 
     @property
@@ -136,13 +136,6 @@ class NavierStokesSystem:
         """Set the prescribed entries of ``x`` to their values, in place."""
         self.xp.copyto(x, self.bc_values, where=self.fixed)
 
-    def _dirichlet_rows(self, chunk: slice, dofs) -> tuple:
-        """fem3d.assembly.dirichlet_rows of a chunk of elements (found once)."""
-        key = (chunk.start, chunk.stop)
-        if key not in self._rows:
-            self._rows[key] = dirichlet_rows(self.xp, dofs, self.fixed, self.valence)
-        return self._rows[key]
-
     def assemble(self, x, kind: str) -> Linearisation:
         """Residual F(x) and, into the element matrices, A(x) (``kind`` "picard") or J(x)
         ("newton"), Dirichlet rows applied. The residual's weights are the row norms of the
@@ -152,20 +145,20 @@ class NavierStokesSystem:
         residual = xp.zeros(mesh.n_dofs, dtype=np.float64)
         load = xp.zeros(mesh.n_dofs, dtype=np.float64)
         row_sq = xp.zeros(mesh.n_dofs, dtype=np.float64)
+        direct = op.mats.dtype == np.float64  # else computed in float64, then rounded into the storage
         with self.timer("element_matrices"):
             for s in range(0, mesh.n_elements, self.chunk):
                 e = slice(s, min(s + self.chunk, mesh.n_elements))
                 dofs = op.dofs[e]
-                direct = op.mats.dtype == np.float64  # else computed in float64, then rounded into the storage
                 mats, b_e, r_e, sq_e = element_matrices_chunk(xp, self.geometry[e], vel[self.cells[e]], self.problem.re,
                                                               self.tables, self.problem.force, x[dofs[:, 81:]],
                                                               jacobian=kind == "newton", out=op.mats[e] if direct else None)
-                apply_dirichlet_rows(mats, self._dirichlet_rows(e, dofs))
                 if not direct:
                     op.mats[e] = mats
                 flat = dofs.ravel()
                 for total, part in ((residual, r_e), (load, b_e), (row_sq, sq_e)):
                     self.backend.scatter_add(total, flat, part.ravel())  # CuPy's bincount reads its largest index back
+            apply_dirichlet_rows(op.mats, self.dirichlet)
             for v in (residual, load, row_sq):
                 self.dist.sum_interface(v)
             fixed = self.fixed  # copyto with a mask: no read-back of the mask's count, unlike boolean indexing
