@@ -38,6 +38,11 @@ def cupy_module():
         return None
 
 
+def to_numpy(a) -> np.ndarray:
+    """``a`` (a NumPy or CuPy array) as a NumPy array on the host (a copy for CuPy, ``a`` itself for NumPy)."""
+    return a.get() if hasattr(a, "get") else np.asarray(a)
+
+
 def einsum(xp, subscripts: str, *operands):
     """``xp.einsum`` with an optimised contraction order (through matrix products where
     possible): NumPy's default order is up to 20x slower on the element tables."""
@@ -62,7 +67,7 @@ class Backend:
 
     def to_numpy(self, a) -> np.ndarray:
         """``a`` as a NumPy array on the host."""
-        return a.get() if hasattr(a, "get") else np.asarray(a)
+        return to_numpy(a)
 
     def scatter_add(self, out, idx, values) -> None:
         """out[idx[k]] += values[k] for all k, repeated indices summed (1-D arrays of this

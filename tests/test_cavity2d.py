@@ -88,7 +88,7 @@ def test_analysis_against_ghia_is_exact_for_ghia_data():
     (["--n", "4.5"], "argument --n: invalid int value"),
     (["--re", "0"], "--re must be >= 0.001 and <= 100000 (got 0.0)"),
     (["--re", "-100"], "--re must be >= 0.001"),
-    (["--solver", "fast"], "--solver must be one of thomas, pta, pta-strided, cr, pcr, hybrid, auto"),
+    (["--solver", "fast"], "--solver must be one of auto, fused, thomas, pta, pta-strided, cr, pcr, hybrid, tuned"),
     (["--iterations", "-1"], "--iterations must be >= 0"),
     (["--dt", "0"], "--dt must be > 0"),
     (["--tol", "-1"], "--tol must be >= 2.22045e-16 and < 1 (got -1.0)"),

@@ -139,8 +139,10 @@ def test_every_line_solver_gives_the_same_fields():
         assert np.abs(other.omega - ref.omega).max() < 1e-10 * np.abs(ref.omega).max(), solver
 
 
-@pytest.mark.parametrize("solver", ["thomas", "pta", "pcr"])
+@pytest.mark.parametrize("solver", ["thomas", "pta", "pcr", "fused"])
 def test_device_matches_numpy(backend, solver):
+    if solver == "fused" and not backend.is_gpu:
+        pytest.skip("the fused sweeps run on the GPU")
     ref = _few_steps(np, "thomas")
     flow = _few_steps(backend.xp, solver)
     assert np.abs(backend.to_numpy(flow.psi) - ref.psi).max() < 1e-10

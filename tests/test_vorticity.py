@@ -223,8 +223,10 @@ def test_obstacle_is_inert_and_its_walls_follow_thom(backend):
     assert np.abs(bottom).max() > 0.01 and np.isfinite(omega_h).all()
 
 
-@pytest.mark.parametrize("solver", [s for s in SOLVERS if s != "thomas"])
+@pytest.mark.parametrize("solver", [s for s in SOLVERS if s != "thomas"] + ["fused"])
 def test_every_line_solver_gives_the_thomas_answer(backend, solver):
+    if solver == "fused" and not backend.is_gpu:
+        pytest.skip("the fused sweeps run on the GPU (tests/test_vorticity_sweeps.py checks the CPU refusal)")
     results = []
     for name in ("thomas", solver):
         vs, psi, omega, _, _ = obstacle_case(backend, solver=name)

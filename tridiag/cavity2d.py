@@ -116,7 +116,7 @@ def main(argv=None) -> int:
     seconds = time.perf_counter() - t_march
     u, v = velocity(psi, grid, vs.boundary)
     run = CavityRun(
-        re=args.re, n=args.n, solver=args.solver, methods={k: s.method for k, s in vs.omega_lines.items()},
+        re=args.re, n=args.n, solver=args.solver, methods=vs.methods,
         dtype=args.dtype, device=backend.describe(), command=" ".join(["python -m tridiag.cavity2d", *argv]),
         fixed_iterations=fixed_count, tol=tol, grid=grid, dt=vs.dt, wall_relaxation=vs.wall_relaxation,
         psi_sweeps=vs.psi_sweeps, result=result, error=error, seconds=seconds,

@@ -13,7 +13,7 @@ import numpy as np
 from gpucfd.backend import resolve_dtype
 from gpucfd.errors import check_range
 
-from .line_solver import SOLVERS, check_solver
+from .line_solver import NAMES, check_solver
 
 MAX_STEPS = 10**9
 RE_RANGE = (1e-3, 1e5)
@@ -23,7 +23,9 @@ MAX_PSI_SWEEPS = 1000
 def add_flow_arguments(ap, out: str, unit: str) -> None:
     """--solver, --psi-sweeps, --check-every, --device, --dtype, --out (default ``out``), --no-plots,
     --quiet on ``ap``; ``unit`` names what a step is ("iteration" or "step")."""
-    ap.add_argument("--solver", default="auto", help=f"line solver: {', '.join(SOLVERS)} (default auto)")
+    ap.add_argument("--solver", default="auto",
+                    help=f"line solver: {', '.join(NAMES)} (default auto: fused on a GPU, thomas on the CPU; the others "
+                         "build the line systems by array expressions and solve them by that tridiag.solve method)")
     ap.add_argument("--psi-sweeps", type=int, default=2,
                     help=f"ADI sweeps of the stream-function equation per {unit} (1..{MAX_PSI_SWEEPS}; default 2)")
     ap.add_argument("--check-every", type=int, default=100,

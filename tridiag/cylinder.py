@@ -167,7 +167,7 @@ def main(argv=None) -> int:
     u, _ = velocity(flow.psi, g, flow.boundary)
     run = CylinderRun(
         re=args.re, steady=args.steady, body=args.body, kick=kick, solver=args.solver,
-        methods={k: s.method for k, s in flow.core.omega_lines.items()}, psi_sweeps=flow.core.psi_sweeps,
+        methods=flow.core.methods, psi_sweeps=flow.core.psi_sweeps,
         dtype=args.dtype, device=backend.describe(), command=" ".join(["python -m tridiag.cylinder", *argv]),
         tol=tol, channel=channel, dt=flow.dt, t=flow.t, steps=flow.steps, probe=flow.probe_node,
         fields={name: backend.to_numpy(f).astype(np.float64) for name, f in

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpucfd.backend import to_numpy
 from gpucfd.errors import ConvergenceError, InputError
 
 from .body_pressure import PressureBodyValue
-from .channel import Channel, apply_outflow, pressure_mismatch
+from .channel import CONVECTIVE_SPEED, Channel, pressure_mismatch
+from .kernels.channel_flow import for_module
 from .vorticity import wall_vorticity
 from .vorticity_solver import VorticitySolver
 
@@ -77,9 +79,11 @@ class CylinderFlow:
         if body not in BODY:
             raise InputError(f"--body must be one of {', '.join(BODY)} (got {body!r})")
         self.body = PressureBodyValue(self, body_field) if body == "pressure" else None
-        self.t, self.steps = 0.0, 0
+        self.steps = 0
         self.times, self.signal, self.body_psi = [], [], []  # host series, one entry per step
-        self._pending = []  # device (v at the probe, ψ on the cylinder) per step since the last check
+        self.kernels = for_module(xp)
+        self.record = xp.zeros((0, 2), dtype)  # (v at the probe, ψ on the cylinder) per step since the last check
+        self.recorded = xp.zeros(1, np.int32)  # rows of record filled
 
     @property
     def dt(self) -> float:
@@ -97,29 +101,46 @@ class CylinderFlow:
         blob[self.channel.fixed_mask()] = 0.0
         self.omega += self.xp.asarray(blob, dtype=self.omega.dtype)
 
+    @property
+    def t(self) -> float:
+        """Time reached, in D/U_max."""
+        return self.steps * self.core.dt
+
     def step(self) -> None:
-        """One time step of (ψ, ω), the outflow column and the probe."""
+        """One time step of (ψ, ω), the outflow column, the cylinder's ψ and the probe record:
+        kernels only (replayable from a CUDA graph); the step count follows at :meth:`_flush`."""
         self.core.step(self.psi, self.omega)
-        apply_outflow(self.psi, self.omega, self.grid, self.core.dt)
+        self.kernels["outflow"](self.psi, self.omega, CONVECTIVE_SPEED * self.core.dt / self.grid.hx)
         if self.body is not None:
             self.body.correct(self.psi, self.omega)
-        self.steps += 1
-        self.t += self.core.dt
         j, i = self.probe_index
         j0, _, i0, _ = self.channel.body
-        self._pending.append(self.xp.stack([(self.psi[j, i - 1] - self.psi[j, i + 1]) * (0.5 / self.grid.hx),
-                                            self.psi[j0, i0]]))
+        nx = self.grid.nx
+        self.kernels["probe"](self.psi, j * nx + i, j0 * nx + i0, 0.5 / self.grid.hx, self.record, self.recorded)
+
+    def advance(self, count: int) -> None:
+        """``count`` steps without checks (on the GPU with fused sweeps, from a CUDA graph), then
+        the probe values to the host."""
+        self._reserve(count)
+        self.core.advance(count, self.step)
+        self._flush()
+
+    def _reserve(self, count: int) -> None:
+        """Room for ``count`` steps in the probe record (allocated outside any graph capture)."""
+        if self.record.shape[0] < count:
+            self.record = self.xp.zeros((count, 2), self.record.dtype)
 
     def _flush(self) -> None:
-        """Move the probe and body values gathered on the device to the host series."""
-        if self._pending:
-            values = self.xp.stack(self._pending)
-            values = (values.get() if hasattr(values, "get") else np.asarray(values)).astype(np.float64)
-            first = self.steps - len(self._pending) + 1
-            self.times.extend(((first + np.arange(len(values))) * self.core.dt).tolist())
+        """Move the recorded probe and body values to the host series and count their steps."""
+        count = int(self.recorded[0])
+        if count:
+            values = to_numpy(self.record[:count]).astype(np.float64)
+            times = (self.steps + 1 + np.arange(count)) * self.core.dt
+            self.times.extend(times.tolist())
             self.signal.extend(values[:, 0].tolist())
             self.body_psi.extend(values[:, 1].tolist())
-            self._pending = []
+            self.steps += count
+            self.recorded[0] = 0
 
     def run(self, steps: int, check_every: int = 100, tol: float | None = None, progress=None) -> dict:
         """Up to ``steps`` steps by the core's march (its residual and divergence checks every
@@ -129,6 +150,8 @@ class CylinderFlow:
         def monitor() -> dict:
             self._flush()
             return self.check_cfl()
+
+        self._reserve(check_every)
 
         report = None if progress is None else (lambda done, res, stable: progress(self, res, stable))
         return self.core.march(self.psi, self.omega, steps, tol, check_every, report, step=self.step, monitor=monitor)

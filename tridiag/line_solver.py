@@ -1,4 +1,5 @@
-"""Line systems of a 2D node grid: the tridiagonal systems along x or along y, solved by tridiag.solve.
+"""Line systems of a 2D node grid: the tridiagonal systems along x or along y, solved by tridiag.solve;
+and the names of the line solvers of the 2D flow commands (--solver).
 
 Fields are (ny, nx) arrays (axis 0 = y, axis 1 = x, x contiguous). The systems along x
 are the grid rows, those along y the grid columns. Each direction owns buffers a, b, c,
@@ -20,7 +21,7 @@ from gpucfd.errors import InputError
 
 from .solve import solve
 
-# solver name -> (tridiag method, layout of the x-lines, layout of the y-lines)
+# library solver name -> (tridiag method, layout of the x-lines, layout of the y-lines)
 _NATURAL = ("contiguous", "interleaved")  # (ny, nx) storage for both directions: no transposes
 SOLVERS = {
     "thomas": ("thomas", *_NATURAL),
@@ -29,14 +30,28 @@ SOLVERS = {
     "cr": ("cr", *_NATURAL),
     "pcr": ("pcr", *_NATURAL),
     "hybrid": ("hybrid", *_NATURAL),
-    "auto": ("auto", *_NATURAL),
+    "tuned": ("auto", *_NATURAL),  # tridiag.solve's choice, measured per shape
 }
+FUSED = "fused"  # one launch per half sweep (tridiag.vorticity_sweeps.FusedSweeps), GPU only
+NAMES = ("auto", FUSED, *SOLVERS)
 
 
 def check_solver(name: str) -> str:
     """``name`` if it is a known line solver, else InputError listing them."""
-    if name not in SOLVERS:
-        raise InputError(f"--solver must be one of {', '.join(SOLVERS)} (got {name!r})")
+    if name not in NAMES:
+        raise InputError(f"--solver must be one of {', '.join(NAMES)} (got {name!r})")
+    return name
+
+
+def resolve_solver(name: str, gpu: bool, fits: bool) -> str:
+    """The solver that ``name`` stands for: "auto" is the fused sweeps on a GPU when the lines
+    fit in shared memory (``fits``), else "tuned" there, and "thomas" on the CPU. InputError for
+    "fused" without a GPU."""
+    check_solver(name)
+    if name == "auto":
+        return (FUSED if fits else "tuned") if gpu else "thomas"
+    if name == FUSED and not gpu:
+        raise InputError("--solver fused needs a GPU (CuPy); on the CPU use thomas (or auto)")
     return name
 
 
@@ -57,7 +72,7 @@ class LineSystems:
     def create(cls, xp, shape, dtype, along: str, solver: str) -> "LineSystems":
         """Buffers for the systems along ``along`` ("x" or "y") of an (ny, nx) grid, laid out
         as ``solver`` (a key of SOLVERS) wants; edges preset to identity rows."""
-        method, x_layout, y_layout = SOLVERS[check_solver(solver)]
+        method, x_layout, y_layout = SOLVERS[solver]
         layout = x_layout if along == "x" else y_layout
         transposed = (along == "x") == (layout == "interleaved")
         storage = tuple(xp.zeros(shape[::-1] if transposed else shape, dtype) for _ in range(5))

@@ -58,13 +58,45 @@ class Grid:
 
 @dataclass
 class Wall:
-    """Wall nodes with a fluid neighbour in one direction, as flat indices (device arrays)."""
+    """Wall nodes with a fluid neighbour in one direction, as flat indices (host arrays)."""
 
     direction: str  # "+x", "-x", "+y" or "-y": where the fluid neighbour lies
-    nodes: object  # flat index of each wall node
-    neighbours: object  # flat index of its fluid neighbour
-    slot: object  # position of the node in Boundary.wall_nodes
-    speed: object  # dψ/ds at the wall along the direction s: the wall's tangential velocity
+    nodes: np.ndarray  # flat index of each wall node
+    neighbours: np.ndarray  # flat index of its fluid neighbour
+    speed: np.ndarray  # dψ/ds at the wall along the direction s: the wall's tangential velocity
+
+
+def distinct_nodes(walls: list) -> np.ndarray:
+    """Sorted flat indices of the nodes of ``walls`` (host)."""
+    return np.unique(np.concatenate([w.nodes for w in walls] or [np.zeros(0, np.int64)]))
+
+
+@dataclass
+class ThomTable:
+    """Thom's formula at the K distinct wall nodes (device arrays), two direction slots each
+    (a convex body corner has two fluid directions; an unused slot has coef 0 and nbr = node):
+    ω = Σ_q coef[:, q] (ψ[nbr[:, q]] − ψ[node] − hspeed[:, q]) / count."""
+
+    node: object  # (K,) int64 flat index
+    nbr: object  # (K, 2) int64 flat index of the fluid neighbour
+    coef: object  # (K, 2) −2/h² (h = hx or hy along the direction), field dtype
+    hspeed: object  # (K, 2) h U_t, field dtype
+    count: object  # (K,) directions per node (1 or 2), field dtype
+
+    @classmethod
+    def create(cls, xp, walls: list, grid: "Grid", dtype) -> "ThomTable":
+        nodes = distinct_nodes(walls)
+        nbr = np.repeat(nodes[:, None], 2, axis=1)
+        coef, hspeed = np.zeros((nodes.size, 2)), np.zeros((nodes.size, 2))
+        count = np.zeros(nodes.size)
+        for w in walls:
+            h = grid.hx if w.direction.endswith("x") else grid.hy
+            k = np.searchsorted(nodes, w.nodes)
+            q = (count[k] > 0).astype(np.int64)  # second direction of a corner node goes to slot 1
+            nbr[k, q], coef[k, q], hspeed[k, q] = w.neighbours, -2 / h**2, h * w.speed
+            count[k] += 1
+        return cls(xp.asarray(nodes, dtype=np.int64), xp.asarray(nbr, dtype=np.int64), xp.asarray(coef, dtype=dtype),
+                   xp.asarray(hspeed, dtype=dtype), xp.asarray(count, dtype=dtype))
 
 
 @dataclass
@@ -75,10 +107,19 @@ class Boundary:
     fixed: object  # bool (ny, nx)
     free: object  # 1 at free nodes, 0 at fixed ones; (ny-2, nx-2), the interior, field dtype
     walls: list = field(default_factory=list)  # Wall per direction that has any
-    wall_nodes: object = None  # flat indices of the distinct wall nodes
-    wall_count: object = None  # directions per distinct wall node (1, or 2 at a convex corner)
-    wall_u: object = None  # velocity of the distinct wall nodes
+    thom: ThomTable | None = None  # Thom's formula at the distinct wall nodes
+    wall_u: object = None  # velocity of the distinct wall nodes (ThomTable.node order)
     wall_v: object = None
+
+    @property
+    def wall_nodes(self):
+        """Flat indices of the distinct wall nodes (device array)."""
+        return self.thom.node
+
+    @property
+    def wall_count(self):
+        """Directions per distinct wall node: 1, or 2 at a convex corner (device array)."""
+        return self.thom.count
 
     @classmethod
     def create(cls, xp, grid: Grid, fixed, wall_u=0.0, wall_v=0.0, dtype=np.float64, solid=None) -> "Boundary":
@@ -99,19 +140,16 @@ class Boundary:
         ny, nx = grid.shape
         walled = fixed if solid is None else fixed & np.asarray(solid, dtype=bool)
         free_padded = np.pad(~fixed, 1, constant_values=False)
-        found = []
+        walls = []
         for name, (dj, di) in DIRECTIONS.items():
             nodes = np.flatnonzero(walled & free_padded[1 + dj:1 + dj + ny, 1 + di:1 + di + nx])
             if nodes.size:
                 speed = {"+y": wu, "-y": -wu, "+x": -wv, "-x": wv}[name][nodes]  # dψ/ds toward the fluid
-                found.append((name, nodes, nodes + dj * nx + di, speed))
-        wall_nodes, count = np.unique(np.concatenate([f[1] for f in found] or [np.zeros(0, np.int64)]),
-                                      return_counts=True)
-        walls = [Wall(name, xp.asarray(nodes), xp.asarray(nbr), xp.asarray(np.searchsorted(wall_nodes, nodes)),
-                      xp.asarray(speed, dtype=dtype)) for name, nodes, nbr, speed in found]
-        return cls(grid, xp.asarray(fixed), xp.asarray(~fixed[1:-1, 1:-1], dtype=dtype), walls,
-                   xp.asarray(wall_nodes), xp.asarray(count, dtype=dtype),
-                   xp.asarray(wu[wall_nodes], dtype=dtype), xp.asarray(wv[wall_nodes], dtype=dtype))
+                walls.append(Wall(name, nodes, nodes + dj * nx + di, speed))
+        thom = ThomTable.create(xp, walls, grid, dtype)
+        nodes = distinct_nodes(walls)
+        return cls(grid, xp.asarray(fixed), xp.asarray(~fixed[1:-1, 1:-1], dtype=dtype), walls, thom,
+                   xp.asarray(wu[nodes], dtype=dtype), xp.asarray(wv[nodes], dtype=dtype))
 
 
 def wall_vorticity(psi, omega, boundary: Boundary, relaxation: float = 1.0) -> None:
@@ -121,20 +159,15 @@ def wall_vorticity(psi, omega, boundary: Boundary, relaxation: float = 1.0) -> N
     ψ_f is the fluid neighbour at distance h (hx or hy) along the direction s toward the
     fluid and U_t = ∂ψ/∂s the wall's tangential velocity. First-order accurate at the wall
     (exact for ψ quadratic along s); a node with two fluid directions gets the mean.
+    The NumPy reference of the thom kernel (tridiag.kernels.vorticity_sweeps).
     """
-    if not boundary.walls:
+    t = boundary.thom
+    if t.node.size == 0:
         return
-    xp = array_module((psi,))
-    g = boundary.grid
-    p = psi.reshape(-1)
-    total = xp.zeros(boundary.wall_nodes.shape, dtype=omega.dtype)
-    for w in boundary.walls:
-        h = g.hx if w.direction.endswith("x") else g.hy
-        total += xp.bincount(w.slot, weights=(-2 / h**2) * (p[w.neighbours] - p[w.nodes] - h * w.speed),
-                             minlength=total.size).astype(omega.dtype, copy=False)
-    flat = omega.reshape(-1)
-    thom = total / boundary.wall_count
-    flat[boundary.wall_nodes] = thom if relaxation == 1 else relaxation * thom + (1 - relaxation) * flat[boundary.wall_nodes]
+    p, flat = psi.reshape(-1), omega.reshape(-1)
+    own = p[t.node]
+    thom = (t.coef[:, 0] * (p[t.nbr[:, 0]] - own - t.hspeed[:, 0]) + t.coef[:, 1] * (p[t.nbr[:, 1]] - own - t.hspeed[:, 1])) / t.count
+    flat[t.node] = thom if relaxation == 1 else relaxation * thom + (1 - relaxation) * flat[t.node]
 
 
 def velocity(psi, grid: Grid, boundary: Boundary | None = None):

@@ -1,7 +1,7 @@
 """Time stepping of the vorticity–stream-function equations with line-implicit solves.
 
-One step (``VorticitySolver.step``), every tridiagonal solve by tridiag.solve with the
-chosen line solver (tridiag.line_solver):
+One step (``VorticitySolver.step``), every sweep by the chosen line solver
+(tridiag.vorticity_sweeps: fused kernels, or rows by array expressions and tridiag.solve):
 
 1. Thom wall vorticity from the current ψ (tridiag.vorticity.wall_vorticity);
 2. vorticity transport by Peaceman–Rachford ADI, u, v from ψ by central differences:
@@ -23,11 +23,11 @@ import math
 import numpy as np
 
 from gpucfd.errors import ConvergenceError, check_range
+from gpucfd.graphs import StepGraphs
 
-from .line_solver import LineSystems
-from .vorticity import Boundary, interior_velocity, steady_residuals, wall_vorticity
+from .vorticity import Boundary, interior_velocity, steady_residuals
+from .vorticity_sweeps import FusedSweeps, make_sweeps
 
-INTERIOR = (slice(1, -1), slice(1, -1))
 BLOWUP = 1e8  # fields count as diverged once max|ω| exceeds BLOWUP / min(hx, hy): with unit speeds a flow's ω is O(1/h)
 
 
@@ -43,11 +43,12 @@ def poisson_parameters(grid, count: int) -> list:
 class VorticitySolver:
     """Steps (ψ, ω) on ``boundary``'s grid at Reynolds number ``re`` with time step ``dt``.
 
-    solver: a key of tridiag.line_solver.SOLVERS; psi_sweeps: ADI sweeps of the ψ Poisson
-    equation per step; poisson_cycle: length of the ρ cycle; wall_relaxation: α in (0, 1],
-    wall ω ← α ω_Thom + (1 − α) ω_previous (1 for time accuracy; below 1 lets steady runs
-    take larger Δt, the fixed point is the same); dtype: of the fields.
-    Fields are (ny, nx) arrays of ``xp`` updated in place by :meth:`step`.
+    solver: a name of tridiag.line_solver.NAMES (the sweeps: tridiag.vorticity_sweeps);
+    psi_sweeps: ADI sweeps of the ψ Poisson equation per step; poisson_cycle: length of the ρ
+    cycle; wall_relaxation: α in (0, 1], wall ω ← α ω_Thom + (1 − α) ω_previous (1 for time
+    accuracy; below 1 lets steady runs take larger Δt, the fixed point is the same); dtype: of
+    the fields. Fields are (ny, nx) arrays of ``xp`` updated in place by :meth:`step`;
+    :meth:`advance` does many steps (on the GPU with fused sweeps, replayed as CUDA graphs).
     """
 
     def __init__(self, xp, boundary: Boundary, re: float, dt: float, solver: str = "thomas",
@@ -58,31 +59,27 @@ class VorticitySolver:
         self.wall_relaxation = float(check_range("wall_relaxation", wall_relaxation, 0, 1, low_open=True))
         self.dtype = np.dtype(dtype)
         self.solver = solver
-        shape = self.grid.shape
-        self.omega_lines = {s: LineSystems.create(xp, shape, self.dtype, s, solver) for s in "xy"}
-        self.psi_lines = {s: LineSystems.create(xp, shape, self.dtype, s, solver) for s in "xy"}
         self.rho = poisson_parameters(self.grid, int(check_range("poisson_cycle", poisson_cycle, 1, integer=True)))
         self.sweeps = 0  # ψ sweeps done so far (position in the ρ cycle)
-        free = boundary.free
-        for s, h in (("x", self.grid.hx), ("y", self.grid.hy)):
-            lines = self.psi_lines[s]
-            lines.a[INTERIOR] = free * (-1 / h**2)
-            lines.c[INTERIOR] = free * (-1 / h**2)
-        self.dt = dt
+        self.lines = make_sweeps(xp, boundary, self.re, float(check_range("dt", dt, 0, low_open=True)), self.dtype, solver)
+        self.graphs = StepGraphs(xp) if isinstance(self.lines, FusedSweeps) else None
+
+    @property
+    def methods(self) -> dict:
+        """The method solving the x- and y-lines ("fused" or a tridiag.solve method)."""
+        return self.lines.methods
 
     @property
     def dt(self) -> float:
-        return self._dt
+        return self.lines.dt
 
     @dt.setter
     def dt(self, value: float) -> None:
-        self._dt = float(check_range("dt", value, 0, low_open=True))
-        for s, h in (("x", self.grid.hx), ("y", self.grid.hy)):
-            self.omega_lines[s].b[INTERIOR] = 1 + self.boundary.free * (self._dt / self.re / h**2)
+        self.lines.dt = float(check_range("dt", value, 0, low_open=True))
 
     def step(self, psi, omega) -> None:
         """One time step of (ψ, ω), in place."""
-        wall_vorticity(psi, omega, self.boundary, self.wall_relaxation)
+        self.lines.walls(psi, omega, self.wall_relaxation)
         self.transport(psi, omega)
         for _ in range(self.psi_sweeps):
             self.poisson_sweep(psi, omega)
@@ -90,44 +87,29 @@ class VorticitySolver:
     def transport(self, psi, omega) -> None:
         """One Peaceman–Rachford step of the vorticity transport (velocity from ψ), ω in place;
         fixed nodes keep their ω."""
-        u, v = interior_velocity(psi, self.grid)
-        star = self._transport_half(omega, u, v, "x")
-        omega[...] = self._transport_half(star, u, v, "y")
-
-    def _transport_half(self, w, u, v, along: str):
-        """Half step implicit along ``along``, explicit across; returns the (ny, nx) result view."""
-        g, half = self.grid, self._dt / 2
-        lines = self.omega_lines[along]
-        (h, speed, h_across, speed_across) = (g.hx, u, g.hy, v) if along == "x" else (g.hy, v, g.hx, u)
-        diff, diff_across = half / self.re / h**2, half / self.re / h_across**2
-        free = self.boundary.free
-        conv = speed * (half / (2 * h))
-        lines.a[INTERIOR] = free * (-diff - conv)
-        lines.c[INTERIOR] = free * (conv - diff)
-        centre = w[INTERIOR]
-        plus, minus = (w[2:, 1:-1], w[:-2, 1:-1]) if along == "x" else (w[1:-1, 2:], w[1:-1, :-2])
-        explicit = diff_across * (plus - 2 * centre + minus) - (speed_across * (half / (2 * h_across))) * (plus - minus)
-        lines.d[INTERIOR] = centre + free * explicit
-        _copy_edges(lines.d, w)
-        return lines.solve()
+        self.lines.transport(psi, omega)
 
     def poisson_sweep(self, psi, omega) -> None:
         """One ADI double sweep of ∇²ψ = −ω (x-lines, then y-lines), ψ in place; advances the ρ cycle."""
-        g = self.grid
         rho = self.rho[self.sweeps % len(self.rho)]
         self.sweeps += 1
-        free = self.boundary.free
-        src = omega[INTERIOR]
-        current = psi
-        for along, h, h_across in (("x", g.hx, g.hy), ("y", g.hy, g.hx)):
-            lines = self.psi_lines[along]
-            lines.b[INTERIOR] = 1 + free * (rho + 2 / h**2 - 1)
-            c = current[INTERIOR]
-            plus, minus = (current[2:, 1:-1], current[:-2, 1:-1]) if along == "x" else (current[1:-1, 2:], current[1:-1, :-2])
-            lines.d[INTERIOR] = c + free * ((rho - 1) * c + (plus - 2 * c + minus) / h_across**2 + src)
-            _copy_edges(lines.d, current)
-            current = lines.solve()
-        psi[...] = current
+        self.lines.poisson(psi, omega, rho)
+
+    def replays(self, count: int) -> bool:
+        """Whether :meth:`advance` of ``count`` steps from here replays a captured graph (or needs none)."""
+        return self.graphs is None or (self.sweeps % len(self.rho), count) in self.graphs.graphs
+
+    def advance(self, count: int, step) -> None:
+        """``count`` calls of ``step()`` (one time step each, device work only): on the GPU with
+        fused sweeps replayed from a CUDA graph captured once per (position in the ρ cycle, count)."""
+        if self.graphs is None:
+            for _ in range(count):
+                step()
+            return
+        key = (self.sweeps % len(self.rho), count)
+        sweeps = self.sweeps
+        self.graphs.run(key, count, step)
+        self.sweeps = sweeps + count * self.psi_sweeps
 
     def march(self, psi, omega, steps: int, tol: float | None = None, check_every: int = 50,
               progress=None, step=None, monitor=None) -> dict:
@@ -146,8 +128,7 @@ class VorticitySolver:
         while done < steps:
             chunk = min(check_every, steps - done)
             with np.errstate(over="ignore", invalid="ignore"):  # a blow-up is reported by check()
-                for _ in range(chunk):
-                    step()
+                self.advance(chunk, step)
             done += chunk
             res = self.check(psi, omega, done, stable)
             stable = monitor()
@@ -180,7 +161,7 @@ class VorticitySolver:
         cell_re = self.re * max(float(xp.abs(u).max()), walls[0]) * g.hx
         cell_re = max(cell_re, self.re * max(float(xp.abs(v).max()), walls[1]) * g.hy)
         coupling = self.wall_relaxation / (self.re * min(g.hx, g.hy) ** 2)
-        return {"cfl": rate * self._dt, "cell_re": cell_re, "coupling": coupling * self._dt,
+        return {"cfl": rate * self.dt, "cell_re": cell_re, "coupling": coupling * self.dt,
                 "dt_limit": min(2 / rate if rate > 0 else math.inf, 2 / coupling)}
 
     def check(self, psi, omega, iteration: int, last_stable: dict | None = None) -> dict:
@@ -192,15 +173,10 @@ class VorticitySolver:
             return res
         info = last_stable or {}
         raise ConvergenceError(
-            f"diverged at step {iteration} (ψ, ω no longer finite or max|ω| > {BLOWUP:g}/h) with time step Δt = {self._dt:g}: convective CFL "
+            f"diverged at step {iteration} (ψ, ω no longer finite or max|ω| > {BLOWUP:g}/h) with time step Δt = {self.dt:g}: convective CFL "
             f"number max(|u|Δt/hx + |v|Δt/hy) = {info.get('cfl', math.nan):.3g} at cell Reynolds number "
             f"{info.get('cell_re', math.nan):.3g}, wall coupling αΔt/(Re h²) = {info.get('coupling', math.nan):.3g} "
             f"(α = wall relaxation {self.wall_relaxation:g}) before it blew up; stable runs keep the CFL number <= 2 "
             f"at cell Reynolds numbers above 2 and the coupling <= 2: use Δt <= {info.get('dt_limit', math.nan):.3g}",
             "diverged")
 
-
-def _copy_edges(dst, src) -> None:
-    """The four box-edge rows/columns of ``src`` into ``dst`` (identity rows keep the field values)."""
-    dst[0], dst[-1] = src[0], src[-1]
-    dst[:, 0], dst[:, -1] = src[:, 0], src[:, -1]
