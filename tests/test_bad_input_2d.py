@@ -76,7 +76,7 @@ CAVITY = [
     (["--psi-sweeps", "1000000000000"], "--psi-sweeps must be >= 1 and <= 1000"),
     (["--check-every", "0"], "--check-every must be >= 1 and <= 1000000000 (got 0)"),
     (["--wall-relaxation", "nan"], "--wall-relaxation must be > 0 and <= 1 and finite (got nan)"),
-    (["--solver", "magic"], "--solver must be one of thomas, pta, pta-strided, cr, pcr, hybrid, auto (got 'magic')"),
+    (["--solver", "magic"], "--solver must be one of auto, fused, thomas, pta, pta-strided, cr, pcr, hybrid, tuned (got 'magic')"),
     (["--dtype", "float16"], "--dtype must be one of float64, float32 (got 'float16')"),
     (["--n", "4.5"], "argument --n: invalid int value: '4.5'"),
 ]
