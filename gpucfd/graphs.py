@@ -6,6 +6,8 @@ launch from the host. NumPy work is simply run.
 """
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 
@@ -32,6 +34,11 @@ class StepGraphs:
         if graph is None:
             graph = self.graphs[key] = self._capture(count, step)
         graph.launch(self.xp.cuda.get_current_stream())
+
+    def operations(self, key) -> int:
+        """Operations (kernel launches, copies, memsets) the graph of ``key`` replays, counted in
+        its DOT description (cudaGraphDebugDotPrint)."""
+        return len(re.findall(r'_node_\d+"\[', self.graphs[key].debug_dot_str()))
 
     def _capture(self, count: int, step):
         stream = self.xp.cuda.Stream(non_blocking=True)

@@ -46,13 +46,14 @@ def timed(backend, n, re, solver, iterations, dtype, warmup=2):
     vs.advance(warmup, step)
     while not vs.replays(iterations):
         vs.advance(iterations, step)
+    launches = vs.launches_per_step(iterations)
     backend.synchronize()
     t0 = time.perf_counter()
     vs.advance(iterations, step)
     backend.synchronize()
     seconds = time.perf_counter() - t0
     finite = bool(np.isfinite(vs.residuals(psi, omega)["residual"]))
-    return seconds, finite
+    return seconds, finite, launches
 
 
 def cpu_iterations(n, iterations, given):
@@ -90,16 +91,16 @@ def main(argv=None):
     rows = []
     for n in args.sizes:
         k = cpu_iterations(n, args.iterations, args.cpu_iterations)
-        seconds, finite = timed(cpu, n, args.re, "thomas", k, dtype)
+        seconds, finite, _ = timed(cpu, n, args.re, "thomas", k, dtype)
         base = seconds * args.iterations / k
         rows.append({"n": n, "solver": "thomas (CPU)", "device": cpu.describe(), "iterations_timed": k,
                      "seconds": base, "ms_per_iteration": 1e3 * seconds / k, "speedup": 1.0, "finite": finite})
         print(f"{n:5d}^2  thomas (CPU)  {base:9.3f} s for {args.iterations} iterations ({k} timed)", flush=True)
         for solver in args.solvers:
-            seconds, finite = timed(device, n, args.re, solver, args.iterations, dtype)
+            seconds, finite, launches = timed(device, n, args.re, solver, args.iterations, dtype)
             rows.append({"n": n, "solver": solver, "device": device.describe(), "iterations_timed": args.iterations,
                          "seconds": seconds, "ms_per_iteration": 1e3 * seconds / args.iterations,
-                         "speedup": base / seconds, "finite": finite})
+                         "speedup": base / seconds, "finite": finite, "launches_per_iteration": launches})
             print(f"{n:5d}^2  {solver:12s}  {seconds:9.3f} s  speed-up {base / seconds:7.1f}x", flush=True)
     command = " ".join(["python scripts/bench_cavity2d.py", *sys.argv[1:]])
     solvers = ["thomas (CPU)", *args.solvers]
@@ -110,6 +111,10 @@ def main(argv=None):
     for n in args.sizes:
         cells = {r["solver"]: r for r in rows if r["n"] == n}
         lines.append(f"| {n}² | " + " | ".join(f"{cells[s]['seconds']:.3g} s ({cells[s]['speedup']:.1f}×)" for s in solvers) + " |")
+    graphs = sorted({(r["solver"], r["launches_per_iteration"]) for r in rows if r.get("launches_per_iteration")})
+    if graphs:
+        lines += ["", "Kernel launches per iteration in the replayed CUDA graph: "
+                  + ", ".join(f"{name} {count:g}" for name, count in graphs) + "."]
     text = "\n".join(lines) + "\n"
     print(text)
     tag = args.tag or ("gpu" if device.is_gpu else "cpu")

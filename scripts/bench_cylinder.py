@@ -62,6 +62,7 @@ def time_steps(backend, channel, args, solver, steps, warmup, dtype, body_field=
     flow.advance(warmup)
     while not flow.core.replays(steps):  # the fused sweeps' CUDA graph of the timed block, captured untimed
         flow.advance(steps)
+    launches = flow.core.launches_per_step(steps)
     backend.synchronize()
     t0 = time.perf_counter()
     flow.advance(steps)
@@ -71,7 +72,7 @@ def time_steps(backend, channel, args, solver, steps, warmup, dtype, body_field=
     if not np.isfinite(float(abs(flow.omega).max())):
         raise ConvergenceError(f"{solver} on {channel.grid.ny - 1}x{channel.grid.nx - 1}: fields not finite after the "
                                "timed steps", "diverged")
-    return seconds, flow
+    return seconds, flow, launches
 
 
 def write_results(args, summary) -> None:
@@ -81,10 +82,14 @@ def write_results(args, summary) -> None:
     lines = ["# Square cylinder time step: run time per step and speed-up vs the CPU (paper Fig. 19)", "",
              f"Device {summary['device']}; CPU baseline: serial NumPy Thomas on {summary['cpu']}. Re {args.re:g}, "
              f"{args.dtype}, {args.psi_sweeps} ψ sweeps per step, cylinder ψ {args.body}, {args.steps} timed steps ({args.cpu_steps} on the CPU).", "",
-             "| grid (cells) | nodes | solver | ms per step | CPU ms per step | speed-up |", "|---|---|---|---|---|---|"]
+             "Kernel launches per step: those of the CUDA graph the fused sweeps replay (counted in its DOT "
+             "description); the other solvers launch from the host.", "",
+             "| grid (cells) | nodes | solver | ms per step | kernel launches per step | CPU ms per step | speed-up |",
+             "|---|---|---|---|---|---|---|"]
     for g in summary["grids"]:
         for r in g["solvers"]:
-            lines.append(f"| {g['grid']} | {g['nodes']} | {r['solver']} | {1e3 * r['seconds_per_step']:.3f} | "
+            launches = "" if r["launches_per_step"] is None else f"{r['launches_per_step']:g}"
+            lines.append(f"| {g['grid']} | {g['nodes']} | {r['solver']} | {1e3 * r['seconds_per_step']:.3f} | {launches} | "
                          f"{1e3 * g['cpu_seconds_per_step']:.2f} | {r['speedup']:.1f} |")
     with open(base + ".md", "w") as fh:
         fh.write("\n".join(lines) + "\n")
@@ -116,9 +121,9 @@ def main(argv=None) -> int:
         field = None  # ψ₁ of the first device run, reused (its solve is a one-off set-up, slow on the CPU)
         rows = []
         for solver in solvers:
-            seconds, flow = time_steps(backend, channel, args, solver, args.steps, args.warmup, dtype, field)
+            seconds, flow, launches = time_steps(backend, channel, args, solver, args.steps, args.warmup, dtype, field)
             field = flow.body.psi1 if flow.body is not None else None
-            rows.append({"solver": solver, "seconds_per_step": seconds})
+            rows.append({"solver": solver, "seconds_per_step": seconds, "launches_per_step": launches})
             print(f"{ny}x{nx} {solver}: {1e3 * seconds:.3f} ms/step on {backend.kind}", flush=True)
         cpu_step = time_steps(cpu, channel, args, "thomas", args.cpu_steps, 1, dtype, field)[0]
         entry = {"grid": f"{ny}x{nx}", "nodes": channel.grid.nx * channel.grid.ny, "cpu_seconds_per_step": cpu_step,

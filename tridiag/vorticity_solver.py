@@ -99,6 +99,14 @@ class VorticitySolver:
         """Whether :meth:`advance` of ``count`` steps from here replays a captured graph (or needs none)."""
         return self.graphs is None or (self.sweeps % len(self.rho), count) in self.graphs.graphs
 
+    def launches_per_step(self, count: int) -> float | None:
+        """Operations per step in the graph :meth:`advance` of ``count`` steps replays from here;
+        None without graphs or before that graph is captured."""
+        key = (self.sweeps % len(self.rho), count)
+        if self.graphs is None or key not in self.graphs.graphs:
+            return None
+        return self.graphs.operations(key) / count
+
     def advance(self, count: int, step) -> None:
         """``count`` calls of ``step()`` (one time step each, device work only): on the GPU with
         fused sweeps replayed from a CUDA graph captured once per (position in the ρ cycle, count)."""
