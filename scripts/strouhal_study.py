@@ -23,7 +23,7 @@ import time
 import numpy as np
 
 from gpucfd.backend import get_backend
-from gpucfd.errors import ArgumentParser, InputError, check_range, run_cli
+from gpucfd.errors import ArgumentParser, ConvergenceError, InputError, check_range, run_cli
 from gpucfd.output import ensure_writable_dir, write_json
 
 from script_options import check_tag
@@ -141,7 +141,8 @@ def write(args, rows, grids, cfls, res, device) -> None:
     lines += [f"| {e['re']:g} | {fmt(e.get('st'))} | {fmt(e.get('band'))} | {fmt(e.get('dt_effect'))} |" for e in table]
     lines += ["", "Runs:", "", "| grid | Re | CFL | Δt | steps | St | periods | period spread | seconds |", "|---|---|---|---|---|---|---|---|---|"]
     lines += [f"| {r['grid']} | {r['re']:g} | {r['cfl']:g} | {r['dt']:.5f} | {r['steps']} | {fmt(r['st'])} | {r['periods']} | "
-              f"{'–' if r['spread'] is None else format(r['spread'], '.4f')} | {r['seconds']:.1f} |" for r in rows]
+              f"{'–' if r['spread'] is None else format(r['spread'], '.4f')} | {r['seconds']:.1f} |"
+              + (f" {r['error'].split(':')[0]}" if "error" in r else "") for r in rows]
     with open(base + ".md", "w") as fh:
         fh.write("\n".join(lines) + "\n")
 
@@ -157,7 +158,14 @@ def main(argv=None) -> int:
         for cfl in cfls:
             first = None
             for re in res:
-                row, flow = run_case(backend, channel, re, cfl, args.t_first if first is None else args.t_later, first)
+                try:
+                    row, flow = run_case(backend, channel, re, cfl, args.t_first if first is None else args.t_later, first)
+                except ConvergenceError as exc:  # recorded; the runs that would start from it are skipped
+                    rows.append({"grid": f"{ny}x{nx}", "re": re, "cfl": cfl, "dt": default_dt(channel, cfl, re), "steps": 0,
+                                 "seconds": 0.0, "st": None, "periods": 0, "spread": None, "error": str(exc)})
+                    print(f"{ny}x{nx} CFL {cfl:g} Re {re:g}: {exc}", flush=True)
+                    write(args, rows, grids, cfls, res, backend.describe())
+                    break
                 first = first or flow
                 row["grid"] = f"{ny}x{nx}"
                 rows.append(row)
