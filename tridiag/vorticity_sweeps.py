@@ -43,12 +43,29 @@ def poisson_coefficients(grid, rho: float, along: str) -> dict:
     return {"rho": rho, "off": -1 / h**2, "diag": rho + 2 / h**2, "inv_ha2": 1 / h_a**2}
 
 
-class LibrarySweeps:
+class _Sweeps:
+    """What both kinds of sweeps hold: the fields' array module, the boundary, Re and the time
+    step, whose setter refreshes the transport coefficients (:meth:`_use_dt`)."""
+
+    def __init__(self, xp, boundary: Boundary, re: float):
+        self.xp, self.boundary, self.grid, self.re = xp, boundary, boundary.grid, re
+
+    @property
+    def dt(self) -> float:
+        return self._dt
+
+    @dt.setter
+    def dt(self, value: float) -> None:
+        self._dt = value
+        self._use_dt(value)
+
+
+class LibrarySweeps(_Sweeps):
     """Rows by array expressions (NumPy or CuPy), solved by tridiag.solve with the method of
     ``solver`` (a key of tridiag.line_solver.SOLVERS) in that solver's layout."""
 
     def __init__(self, xp, boundary: Boundary, re: float, dt: float, dtype, solver: str):
-        self.xp, self.boundary, self.grid, self.re = xp, boundary, boundary.grid, re
+        super().__init__(xp, boundary, re)
         shape = self.grid.shape
         self.omega_lines = {s: LineSystems.create(xp, shape, dtype, s, solver) for s in "xy"}
         self.psi_lines = {s: LineSystems.create(xp, shape, dtype, s, solver) for s in "xy"}
@@ -61,13 +78,7 @@ class LibrarySweeps:
         self.methods = {s: lines.method for s, lines in self.omega_lines.items()}
         self.dt = dt
 
-    @property
-    def dt(self) -> float:
-        return self._dt
-
-    @dt.setter
-    def dt(self, value: float) -> None:
-        self._dt = value
+    def _use_dt(self, value: float) -> None:
         for s in "xy":
             diff = transport_coefficients(self.grid, value, self.re, s)["diff"]
             self.omega_lines[s].b[INTERIOR] = 1 + self.boundary.free * (2 * diff)
@@ -109,24 +120,18 @@ class LibrarySweeps:
         psi[...] = current
 
 
-class FusedSweeps:
-    """One launch per half sweep (tridiag.kernels.vorticity_sweeps) on CuPy fields; two work
-    fields, nothing allocated per call."""
+class FusedSweeps(_Sweeps):
+    """One launch per half sweep (tridiag.kernels.vorticity_sweeps) on CuPy fields; one work
+    field, nothing allocated per call."""
 
     def __init__(self, xp, boundary: Boundary, re: float, dt: float, dtype):
         kernels.check_fits(boundary.grid.shape, dtype)
-        self.xp, self.boundary, self.grid, self.re = xp, boundary, boundary.grid, re
+        super().__init__(xp, boundary, re)
         self.star = xp.empty(self.grid.shape, dtype)
         self.methods = {"x": FUSED, "y": FUSED}
         self.dt = dt
 
-    @property
-    def dt(self) -> float:
-        return self._dt
-
-    @dt.setter
-    def dt(self, value: float) -> None:
-        self._dt = value
+    def _use_dt(self, value: float) -> None:
         self._transport = {s: transport_coefficients(self.grid, value, self.re, s) for s in "xy"}
 
     def walls(self, psi, omega, alpha: float) -> None:

@@ -50,6 +50,23 @@ __device__ __forceinline__ Row<T> reduce_row(const Row<T>& lo, const Row<T>& r, 
     return o;
 }
 
+// Parallel cyclic reduction of a reduced system in shared memory: thread j of nt holds row
+// `me`; red has room for [4][nt]; returns row j decoupled (x_j = d / b). All threads call it.
+template <typename T>
+__device__ Row<T> pcr_rows(Row<T> me, T* red, int nt, int j)
+{
+    for (int st = 1; st < nt; st *= 2) {
+        red[j] = me.a; red[nt + j] = me.b; red[2 * nt + j] = me.c; red[3 * nt + j] = me.d;
+        __syncthreads();
+        Row<T> lo = identity_row<T>(), hi = identity_row<T>();
+        if (j >= st) { lo.a = red[j - st]; lo.b = red[nt + j - st]; lo.c = red[2 * nt + j - st]; lo.d = red[3 * nt + j - st]; }
+        if (j + st < nt) { hi.a = red[j + st]; hi.b = red[nt + j + st]; hi.c = red[2 * nt + j + st]; hi.d = red[3 * nt + j + st]; }
+        me = reduce_row(lo, me, hi);
+        __syncthreads();
+    }
+    return me;
+}
+
 // max that propagates NaN (fmax would drop it and hide a diverging iteration).
 template <typename T>
 __device__ __forceinline__ T nan_max(T x, T y)

@@ -161,15 +161,7 @@ __device__ void hybrid_onchip(const T* __restrict__ a, const T* __restrict__ b, 
         const bool next = j + 1 < nt;
         me = chunk_reduced(ch, next ? F[j + 1] : T(0), next ? F[nt + j + 1] : T(0), next ? F[2 * nt + j + 1] : T(0));
     }
-    for (int st = 1; st < nt; st *= 2) {
-        red[j] = me.a; red[nt + j] = me.b; red[2 * nt + j] = me.c; red[3 * nt + j] = me.d;
-        __syncthreads();
-        Row<T> lo = identity_row<T>(), hi = identity_row<T>();
-        if (j >= st) { lo.a = red[j - st]; lo.b = red[nt + j - st]; lo.c = red[2 * nt + j - st]; lo.d = red[3 * nt + j - st]; }
-        if (j + st < nt) { hi.a = red[j + st]; hi.b = red[nt + j + st]; hi.c = red[2 * nt + j + st]; hi.d = red[3 * nt + j + st]; }
-        me = reduce_row(lo, me, hi);
-        __syncthreads();
-    }
+    me = pcr_rows(me, red, nt, j);
     L[j] = me.d / me.b;
     __syncthreads();
     const T xl = j > 0 ? L[j - 1] : T(0), xr = L[j];

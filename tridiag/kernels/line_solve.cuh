@@ -81,16 +81,7 @@ __device__ void line_solve(LineShared<T>& s, int n)
         me.c = -last.c * fc;
         me.d = last.d - last.a * PD - last.c * fd;
     }
-    T* red = s.red;
-    for (int st = 1; st < nt; st *= 2) {
-        red[j] = me.a; red[nt + j] = me.b; red[2 * nt + j] = me.c; red[3 * nt + j] = me.d;
-        __syncthreads();
-        Row<T> lo = identity_row<T>(), hi = identity_row<T>();
-        if (j >= st) { lo.a = red[j - st]; lo.b = red[nt + j - st]; lo.c = red[2 * nt + j - st]; lo.d = red[3 * nt + j - st]; }
-        if (j + st < nt) { hi.a = red[j + st]; hi.b = red[nt + j + st]; hi.c = red[2 * nt + j + st]; hi.d = red[3 * nt + j + st]; }
-        me = reduce_row(lo, me, hi);
-        __syncthreads();
-    }
+    me = pcr_rows(me, s.red, nt, j);
     s.L[j] = me.d / me.b;
     __syncthreads();
     const T xl = j > 0 ? s.L[j - 1] : T(0), xr = s.L[j];

@@ -5,10 +5,26 @@
 // `fixed` (ny, nx) uint8: fixed nodes give identity rows that keep the input value.
 #include "line_solve.cuh"
 
-// Node (j, i) of position p on line `line`.
-__device__ __forceinline__ void line_node(int along, int line, int p, int& j, int& i)
+// One line sweep: rows(k, step_a) gives the Row of free node k (flat index; step_a the flat
+// step to the neighbour across the line); fixed nodes get identity rows keeping keep[k];
+// the solution goes to out along the same line.
+template <typename T, typename Rows>
+__device__ void sweep(Rows rows, const T* __restrict__ keep, const unsigned char* __restrict__ fixed,
+                      T* __restrict__ out, int nx, int ny, int along)
 {
-    if (along == 0) { j = line; i = p; } else { j = p; i = line; }
+    const int n = along == 0 ? nx : ny, line = blockIdx.x;
+    const long long first = along == 0 ? (long long)line * nx : line, step = along == 0 ? 1 : nx;
+    const long long step_a = along == 0 ? nx : 1;
+    LineShared<T> s = line_shared<T>(n);
+    for (int p = threadIdx.x; p < n; p += blockDim.x) {
+        const long long k = first + p * step;
+        Row<T> r;
+        if (fixed[k]) { r.a = T(0); r.b = T(1); r.c = T(0); r.d = keep[k]; }
+        else r = rows(k, step_a);
+        s.a[p] = r.a; s.b[p] = r.b; s.c[p] = r.c; s.d[p] = r.d;
+    }
+    line_solve(s, n);
+    for (int p = threadIdx.x; p < n; p += blockDim.x) out[first + p * step] = s.d[p];
 }
 
 // Half step of the vorticity transport implicit along the line, explicit across:
@@ -20,33 +36,19 @@ __device__ void transport(const T* __restrict__ psi, const T* __restrict__ w, co
                           T* __restrict__ out, int nx, int ny, int along, T two_hx, T two_hy, T diff, T conv_k,
                           T diff_a, T conv_a)
 {
-    const int n = along == 0 ? nx : ny, line = blockIdx.x;
-    LineShared<T> s = line_shared<T>(n);
-    const long long step_a = along == 0 ? nx : 1;  // to the neighbour across the line
-    for (int p = threadIdx.x; p < n; p += blockDim.x) {
-        int j, i;
-        line_node(along, line, p, j, i);
-        const long long k = (long long)j * nx + i;
-        const T centre = w[k];
-        if (fixed[k]) {
-            s.a[p] = T(0); s.b[p] = T(1); s.c[p] = T(0); s.d[p] = centre;
-            continue;
-        }
+    auto rows = [=](long long k, long long step_a) {
         const T u = (psi[k + nx] - psi[k - nx]) / two_hy, v = (psi[k - 1] - psi[k + 1]) / two_hx;
         const T speed = along == 0 ? u : v, speed_a = along == 0 ? v : u;
-        const T plus = w[k + step_a], minus = w[k - step_a];
+        const T centre = w[k], plus = w[k + step_a], minus = w[k - step_a];
         const T conv = speed * conv_k;
-        s.a[p] = -diff - conv;
-        s.b[p] = T(1) + T(2) * diff;
-        s.c[p] = conv - diff;
-        s.d[p] = centre + (diff_a * (plus - T(2) * centre + minus) - (speed_a * conv_a) * (plus - minus));
-    }
-    line_solve(s, n);
-    for (int p = threadIdx.x; p < n; p += blockDim.x) {
-        int j, i;
-        line_node(along, line, p, j, i);
-        out[(long long)j * nx + i] = s.d[p];
-    }
+        Row<T> r;
+        r.a = -diff - conv;
+        r.b = T(1) + T(2) * diff;
+        r.c = conv - diff;
+        r.d = centre + (diff_a * (plus - T(2) * centre + minus) - (speed_a * conv_a) * (plus - minus));
+        return r;
+    };
+    sweep<T>(rows, w, fixed, out, nx, ny, along);
 }
 
 // Half of a Peaceman–Rachford sweep of lap psi = -omega, implicit along the line:
@@ -55,29 +57,16 @@ template <typename T>
 __device__ void poisson(const T* __restrict__ psi, const T* __restrict__ omega, const unsigned char* __restrict__ fixed,
                         T* __restrict__ out, int nx, int ny, int along, T rho, T off, T diag, T inv_ha2)
 {
-    const int n = along == 0 ? nx : ny, line = blockIdx.x;
-    LineShared<T> s = line_shared<T>(n);
-    const long long step_a = along == 0 ? nx : 1;
-    for (int p = threadIdx.x; p < n; p += blockDim.x) {
-        int j, i;
-        line_node(along, line, p, j, i);
-        const long long k = (long long)j * nx + i;
+    auto rows = [=](long long k, long long step_a) {
         const T centre = psi[k];
-        if (fixed[k]) {
-            s.a[p] = T(0); s.b[p] = T(1); s.c[p] = T(0); s.d[p] = centre;
-            continue;
-        }
-        s.a[p] = off;
-        s.b[p] = diag;
-        s.c[p] = off;
-        s.d[p] = rho * centre + (psi[k + step_a] - T(2) * centre + psi[k - step_a]) * inv_ha2 + omega[k];
-    }
-    line_solve(s, n);
-    for (int p = threadIdx.x; p < n; p += blockDim.x) {
-        int j, i;
-        line_node(along, line, p, j, i);
-        out[(long long)j * nx + i] = s.d[p];
-    }
+        Row<T> r;
+        r.a = off;
+        r.b = diag;
+        r.c = off;
+        r.d = rho * centre + (psi[k + step_a] - T(2) * centre + psi[k - step_a]) * inv_ha2 + omega[k];
+        return r;
+    };
+    sweep<T>(rows, psi, fixed, out, nx, ny, along);
 }
 
 // Thom's wall vorticity at K wall nodes: thom = sum_q coef[q] (psi[nbr[q]] - psi[node] - hspeed[q]) / count,
