@@ -32,7 +32,9 @@ class StepGraphs:
             return
         graph = self.graphs.get(key)
         if graph is None:
-            graph = self.graphs[key] = self._capture(count, step)
+            stream = self.xp.cuda.Stream(non_blocking=True)
+            stream.wait_event(self.xp.cuda.get_current_stream().record())
+            graph = self.graphs[key] = capture(stream, count, step)
         graph.launch(self.xp.cuda.get_current_stream())
 
     def operations(self, key) -> int:
@@ -40,14 +42,15 @@ class StepGraphs:
         its DOT description (cudaGraphDebugDotPrint)."""
         return len(re.findall(r'_node_\d+"\[', self.graphs[key].debug_dot_str()))
 
-    def _capture(self, count: int, step):
-        stream = self.xp.cuda.Stream(non_blocking=True)
-        stream.wait_event(self.xp.cuda.get_current_stream().record())
-        with stream:
-            stream.begin_capture()
-            try:
-                for _ in range(count):
-                    step()
-            finally:
-                graph = stream.end_capture()
-        return graph
+
+def capture(stream, count: int, step):
+    """The CUDA graph of ``count`` calls of ``step()`` captured on ``stream`` (a CuPy stream,
+    made current meanwhile; not the null stream). Nothing runs while capturing."""
+    with stream:
+        stream.begin_capture()
+        try:
+            for _ in range(count):
+                step()
+        finally:
+            graph = stream.end_capture()
+    return graph

@@ -28,6 +28,7 @@ import numpy as np
 import tridiag
 from gpucfd.backend import DTYPES, cupy_module, get_backend
 from gpucfd.errors import ArgumentParser, InputError, check_range, run_cli
+from gpucfd.graphs import capture
 from gpucfd.output import ensure_writable_dir
 from script_options import check_names
 from tridiag.kernels import hybrid, pcr
@@ -153,12 +154,7 @@ def time_graph(backend, fn, calls, repeat):
             for _ in range(2):  # warm the memory pool of this stream
                 fn()
             stream.synchronize()
-            stream.begin_capture()
-            try:
-                for _ in range(calls):
-                    fn()
-            finally:
-                graph = stream.end_capture()
+        graph = capture(stream, calls, fn)
         graph.upload(stream)
         times = []
         for _ in range(repeat + 1):

@@ -87,7 +87,7 @@ class PressureBodyValue:
         psi1[j0:j1 + 1, i0:i1 + 1] = 1
         zero = xp.zeros_like(psi1)
         cycle = len(core.rho)
-        outflow = for_module(xp)["outflow"]
+        outflow = self.kernels["outflow"]
         for done in range(0, MAX_SWEEPS, cycle):
             before = psi1.copy()
             for _ in range(cycle):

@@ -109,7 +109,7 @@ class Channel:
     def boundary(self, xp, dtype=np.float64) -> Boundary:
         """Boundary with Thom walls on the channel walls and the cylinder only: the inflow and
         outflow columns are fixed nodes whose values :func:`initial_fields` and
-        :func:`apply_outflow` write."""
+        tridiag.kernels.channel_flow's outflow write."""
         solid = self.fixed_mask()
         solid[1:-1, 0] = solid[1:-1, -1] = False
         return Boundary.create(xp, self.grid, self.fixed_mask(), dtype=dtype, solid=solid)
@@ -125,15 +125,6 @@ class Channel:
         omega[j0:j1 + 1, i0:i1 + 1] = 0.0
         psi[-1] = FLUX  # exact value on the upper wall
         return xp.asarray(psi, dtype=dtype), xp.asarray(omega, dtype=dtype)
-
-
-def apply_outflow(psi, omega, grid: Grid, dt: float) -> None:
-    """Outflow column x = L in place, interior rows: ψ_N = (4ψ_{N−1} − ψ_{N−2})/3 (∂ψ/∂x = 0) and
-    ω_N ← (ω_N + c ω_{N−1}) / (1 + c), c = U_c Δt / hx: the implicit upwind step of the
-    convective condition, ω_N holding the previous step's value on entry."""
-    c = CONVECTIVE_SPEED * dt / grid.hx
-    psi[1:-1, -1] = (4 * psi[1:-1, -2] - psi[1:-1, -3]) / 3
-    omega[1:-1, -1] = (omega[1:-1, -1] + c * omega[1:-1, -2]) / (1 + c)
 
 
 def section_flux(u, grid: Grid, i: int, rows=None) -> float:

@@ -5,7 +5,7 @@ The run starts from the undisturbed parabolic channel flow with the cylinder ins
 (tridiag.channel.Channel.initial_fields) and START_SWEEPS ψ sweeps that adjust ψ to the body
 (without them the first steps' Thom vorticity blows up on fine grids at CFL 1). Each step: the
 core's step (Thom wall vorticity, Peaceman–Rachford ADI of the vorticity transport,
-``psi_sweeps`` ADI sweeps of ∇²ψ = −ω), the outflow column (tridiag.channel.apply_outflow),
+``psi_sweeps`` ADI sweeps of ∇²ψ = −ω), the outflow column (tridiag.kernels.channel_flow),
 with body="pressure" the cylinder's ψ from single-valued pressure (tridiag.body_pressure),
 then the probe value v = −∂ψ/∂x at the probe node and ψ on the cylinder are recorded on the
 device (copied to the host at each check). Fields are (ny+1, nx+1) device arrays; time in D/U_max.
