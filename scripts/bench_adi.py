@@ -1,12 +1,12 @@
 """Benchmark of the unsteady ADI (Wei et al. 2013's case): time per step per solver and sweep.
 
 For each n² (float32 by default; Δx = Δt = 0.01, r = 100, the hot-plate start of
-tridiag.heat_unsteady) and each solver × sweep: ms per ADI step (median of CUDA-event
+tridiag.cases.heat_unsteady) and each solver × sweep: ms per ADI step (median of CUDA-event
 samples of back-to-back steps from Python; and the same steps captured in a CUDA graph and
 replayed: the device time without launch overhead), the total for --steps steps, the
-bytes a step moves (tridiag.adi.ADI.bytes_per_step: 15 n² itemsize strided, 17 transposed)
+bytes a step moves (tridiag.cases.adi.ADI.bytes_per_step: 15 n² itemsize strided, 17 transposed)
 as GB/s and as a fraction of a device-to-device copy measured in
-this run, the speed-up over the serial CPU ADI (tridiag.heat_unsteady.serial_cpu_run: NumPy
+this run, the speed-up over the serial CPU ADI (tridiag.cases.heat_unsteady.serial_cpu_run: NumPy
 Thomas vectorised over the lines, one core; timed over --cpu-steps steps in this run), the
 relative L2 error against the exact decay and, up to --accuracy-max, eq. 10 of the paper
 (GPU against the serial CPU result after --steps steps). Writes adi_bench<tag>.json/.md.
@@ -32,11 +32,11 @@ from gpucfd.backend import get_backend, resolve_dtype
 from gpucfd.errors import ArgumentParser, check_range, run_cli
 from gpucfd.output import ensure_writable_dir
 from script_options import check_each, check_names, check_tag
-from tridiag.adi import ADI, SWEEPS
-from tridiag.cli import MAX_STEPS
-from tridiag.heat import HOST_ARRAYS, SOLVE_ARRAYS, check_decay
-from tridiag.heat_unsteady import initial_field, relative_l2, run_unsteady, serial_cpu_run
-from tridiag.memory import check_fits
+from tridiag.cases.adi import ADI, SWEEPS
+from tridiag.cases.cli import MAX_STEPS
+from tridiag.cases.heat import HOST_ARRAYS, SOLVE_ARRAYS, check_decay
+from tridiag.cases.heat_unsteady import initial_field, relative_l2, run_unsteady, serial_cpu_run
+from tridiag.cases.memory import check_fits
 
 SIZES = (1024, 2048, 4096, 8192)
 SOLVERS = ("hybrid", "pcr", "pta", "thomas", "auto")

@@ -6,7 +6,7 @@
 For each grid of n × n cells: the serial CPU baseline (NumPy Thomas, vectorised over the
 lines of a sweep, one process) is timed over --cpu-iterations iterations (default: all up to
 128², fewer above) and scaled to --iterations; then every --solvers entry runs --iterations
-iterations of tridiag.cavity2d (Re 1000 by default, the paper's case) on --device after two
+iterations of tridiag.cases.cavity2d (Re 1000 by default, the paper's case) on --device after two
 warm-up iterations (compilation, autotuning), timed with the device synchronised. Writes
 benchmarks/results/cavity2d_bench_<tag>.{json,md} with seconds and speed-ups vs the CPU.
 """
@@ -27,10 +27,10 @@ from gpucfd.backend import get_backend, resolve_dtype  # noqa: E402
 from gpucfd.errors import ArgumentParser, check_range, run_cli  # noqa: E402
 from gpucfd.output import ensure_writable_dir  # noqa: E402
 from script_options import check_each, check_names, check_tag  # noqa: E402
-from tridiag.cavity2d_problem import ARRAYS, HOST_ARRAYS, cavity  # noqa: E402
-from tridiag.cli import MAX_STEPS, RE_RANGE  # noqa: E402
-from tridiag.line_solver import NAMES  # noqa: E402
-from tridiag.memory import check_fits  # noqa: E402
+from tridiag.cases.cavity2d_problem import ARRAYS, HOST_ARRAYS, cavity  # noqa: E402
+from tridiag.cases.cli import MAX_STEPS, RE_RANGE  # noqa: E402
+from tridiag.cases.line_solver import NAMES  # noqa: E402
+from tridiag.cases.memory import check_fits  # noqa: E402
 
 PAPER = "Souri et al. 2020 (GTX 580 vs Core i7 990x): 1024^2, 1000 iterations, CPU Thomas 331.73 s, PTA 8.6 s (38.5x); CR 4.4x, PCR 5.2x"
 

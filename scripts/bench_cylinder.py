@@ -23,12 +23,12 @@ from gpucfd.errors import ArgumentParser, ConvergenceError, InputError, check_ra
 from gpucfd.output import ensure_writable_dir, write_json
 
 from script_options import check_names, check_tag
-from tridiag.channel import GRIDS, Channel, parse_grid
-from tridiag.cli import MAX_PSI_SWEEPS, MAX_STEPS, RE_RANGE
-from tridiag.cylinder import largest_grid
-from tridiag.cylinder_flow import BODY, CFL, HOST_ARRAYS, CylinderFlow, default_dt, field_arrays
-from tridiag.line_solver import NAMES, SOLVERS
-from tridiag.memory import check_fits
+from tridiag.cases.channel import GRIDS, Channel, parse_grid
+from tridiag.cases.cli import MAX_PSI_SWEEPS, MAX_STEPS, RE_RANGE
+from tridiag.cases.cylinder import largest_grid
+from tridiag.cases.cylinder_flow import BODY, CFL, HOST_ARRAYS, CylinderFlow, default_dt, field_arrays
+from tridiag.cases.line_solver import NAMES, SOLVERS
+from tridiag.cases.memory import check_fits
 
 KICK = 0.5
 DEVICE_SOLVERS = ("fused", *(s for s in SOLVERS if s != "thomas"))

@@ -32,7 +32,7 @@ from gpucfd.graphs import capture
 from gpucfd.output import ensure_writable_dir
 from script_options import check_names
 from tridiag.kernels import hybrid, pcr
-from tridiag.memory import check_fits
+from tridiag.cases.memory import check_fits
 
 SQUARE = (1024, 2048, 4096, 8192)
 SWEEP_SYSTEMS = (256, 1024)
@@ -299,7 +299,7 @@ def main(argv=None):
     check_range("--cpu-max", args.cpu_max, 0, integer=True)
     if cupy_module() is None:
         raise InputError("this benchmark needs a CUDA GPU (CuPy with a device): it times the CUDA kernels against "
-                         "cuSPARSE; python -m tridiag.heat and tests/test_tridiag.py run the solvers on the CPU")
+                         "cuSPARSE; python -m tridiag.cases.heat and tests/test_tridiag.py run the solvers on the CPU")
     backend = get_backend("gpu")
     sizes = [s * s for s in args.square] + [m * n for m in args.sweep_systems for n in args.sweep_n]
     if sizes:

@@ -1,8 +1,8 @@
-"""Validate the 2D lid-driven cavity (tridiag.cavity2d) against Ghia et al. 1982 and its own grid convergence.
+"""Validate the 2D lid-driven cavity (tridiag.cases.cavity2d) against Ghia et al. 1982 and its own grid convergence.
 
     python scripts/cavity2d_validation.py --re 100 400 1000 --n 64 128 256 --device gpu --tag h100
 
-Runs ``python -m tridiag.cavity2d`` for every Re and n, tabulates max |u - u_Ghia| on the
+Runs ``python -m tridiag.cases.cavity2d`` for every Re and n, tabulates max |u - u_Ghia| on the
 vertical and max |v - v_Ghia| on the horizontal centre line (our fields sampled bicubically at
 Ghia's points), ψ_min and its centre, and, for each Re with grids n, 2n, 4n, the observed
 order p = log2((ψ_n − ψ_2n) / (ψ_2n − ψ_4n)) of ψ_min and its Richardson extrapolation
@@ -23,8 +23,8 @@ from gpucfd.backend import DEVICES
 from gpucfd.errors import ArgumentParser, InputError, run_cli
 from gpucfd.output import ensure_writable_dir
 from script_options import check_each, check_tag
-from tridiag.cli import RE_RANGE
-from tridiag.line_solver import check_solver
+from tridiag.cases.cli import RE_RANGE
+from tridiag.cases.line_solver import check_solver
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GOAL = 0.01  # issue 8: max |Δu|, |Δv| <= 0.01 at 256^2
@@ -32,7 +32,7 @@ GOAL = 0.01  # issue 8: max |Δu|, |Δv| <= 0.01 at 256^2
 
 def validate_case(re, n, args, extra):
     out = os.path.join(args.runs, f"re{re:g}_n{n}")
-    s, seconds = run_case("tridiag.cavity2d", ["--re", f"{re:g}", "--n", str(n), "--device", args.device,
+    s, seconds = run_case("tridiag.cases.cavity2d", ["--re", f"{re:g}", "--n", str(n), "--device", args.device,
                                                "--solver", args.solver, "--check-every", "500", *extra], out)
     g = s["ghia"] or {}
     profile = os.path.join(out, "profiles.csv")
@@ -78,7 +78,7 @@ def markdown(rows, orders, command):
              "Differences from Ghia, Ghia & Shin 1982 (Tables I–II, 129² grid), our fields sampled bicubically at "
              f"their 17 points per line; goal max |Δ| <= {GOAL}.", "",
              "Last column: the same without Ghia's Re 400 v at x = 0.9063 (−0.23827, at odds with its neighbours; "
-             "see tridiag/ghia1982.py SUSPECT).", "",
+             "see tridiag/cases/ghia1982.py SUSPECT).", "",
              "| Re | n (cells) | converged | iterations | s | max \\|Δu\\| (at y) | max \\|Δv\\| (at x) | ψ_min | centre (x, y) | Ghia ψ_min | max \\|Δu\\|, \\|Δv\\| without suspect |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -112,7 +112,7 @@ def main(argv=None):
     ap.add_argument("--runs", default="cavity2d-validation", help="folder for the runs' outputs")
     ap.add_argument("--results", default=os.path.join(ROOT, "benchmarks", "results"))
     ap.add_argument("--tag", default=None, help="suffix of the result files (default: device)")
-    ap.add_argument("extra", nargs=argparse.REMAINDER, help="further tridiag.cavity2d options after --")
+    ap.add_argument("extra", nargs=argparse.REMAINDER, help="further tridiag.cases.cavity2d options after --")
     args = ap.parse_args(argv)
     check_each("--re", args.re, *RE_RANGE)
     check_each("--n", args.n, 4, integer=True)

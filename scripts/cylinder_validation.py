@@ -1,10 +1,10 @@
-"""Validation of python -m tridiag.cylinder against Breuer et al. (2000): steady L_r/D and unsteady St.
+"""Validation of python -m tridiag.cases.cylinder against Breuer et al. (2000): steady L_r/D and unsteady St.
 
 Steady cases (default Re 10, 20, 30, 40) march in pseudo-time to a residual; each starts from the
 previous one's fields. Unsteady cases (default Re 100, 75, 150, 200): the first (Re 100) starts
 from rest with the start-up vortex blob and runs --t-first; the others start from its developed
 wake and run --t-unsteady. St is measured on the second half of each run's probe signal
-(tridiag.wake.shedding). Results are rewritten after every case:
+(tridiag.cases.wake.shedding). Results are rewritten after every case:
 
   benchmarks/results/cylinder_validation[_TAG].json, .md, cylinder_st[_TAG].csv, cylinder_validation[_TAG].png
 
@@ -23,16 +23,16 @@ from gpucfd.errors import ArgumentParser, ConvergenceError, InputError, check_ra
 from gpucfd.output import ensure_writable_dir, write_csv, write_json
 
 from script_options import check_tag
-from tridiag import breuer2000
-from tridiag.channel import FLUX, Channel, parse_grid
-from tridiag.cli import MAX_PSI_SWEEPS, RE_RANGE, check_tolerance
-from tridiag.cylinder import largest_grid, step_count
-from tridiag.cylinder_flow import ARRAYS, BODY, CFL, HOST_ARRAYS, CylinderFlow, default_dt
-from tridiag.cylinder_output import centre_line, validation_png
-from tridiag.line_solver import check_solver
-from tridiag.memory import check_fits
-from tridiag.vorticity import velocity
-from tridiag.wake import recirculation_length, shedding
+from tridiag.cases import breuer2000
+from tridiag.cases.channel import FLUX, Channel, parse_grid
+from tridiag.cases.cli import MAX_PSI_SWEEPS, RE_RANGE, check_tolerance
+from tridiag.cases.cylinder import largest_grid, step_count
+from tridiag.cases.cylinder_flow import ARRAYS, BODY, CFL, HOST_ARRAYS, CylinderFlow, default_dt
+from tridiag.cases.cylinder_output import centre_line, validation_png
+from tridiag.cases.line_solver import check_solver
+from tridiag.cases.memory import check_fits
+from tridiag.cases.vorticity import velocity
+from tridiag.cases.wake import recirculation_length, shedding
 
 def parse(argv):
     ap = ArgumentParser(prog="scripts/cylinder_validation.py", description=__doc__.split("\n\n")[0])

@@ -3,7 +3,7 @@
 Table 1: for each n², a Thomas solver (tridiag "pta", one thread per line, on the GPU; the
 NumPy "thomas" on the CPU) and checkerboard (dop 8), under the paper's settings (ρ = 2,
 eq. 5 stopping rule; capped at --paper-maxiter iterations) and converged (the default
-parameters of tridiag.heat steady, residual rule with --tol; checkerboard line solves to a
+parameters of tridiag.cases.heat steady, residual rule with --tol; checkerboard line solves to a
 relative 1e-4): T_centre, |T_centre - 25|,
 iterations, checkerboard iterations, seconds, and the largest checkerboard - Thomas
 difference over the field. dop study (like the paper's Fig. 6): converged checkerboard on
@@ -26,14 +26,14 @@ from gpucfd.backend import get_backend
 from gpucfd.errors import ArgumentParser, ConvergenceError, check_range, run_cli
 from gpucfd.output import ensure_writable_dir
 from script_options import check_each, check_tag
-from tridiag.cli import MAX_STEPS, check_tolerance
-from tridiag.heat import SOLVE_ARRAYS
-from tridiag.heat_steady import parameters, solve_steady
-from tridiag.memory import check_fits
+from tridiag.cases.cli import MAX_STEPS, check_tolerance
+from tridiag.cases.heat import SOLVE_ARRAYS
+from tridiag.cases.heat_steady import parameters, solve_steady
+from tridiag.cases.memory import check_fits
 
 SIZES = (128, 256, 512, 1024)
 DOPS = (4, 8, 16, 32)
-CB_OPTIONS = {"maxiter": 1000000, "tol": 1e-4}  # per line solve (tridiag.heat steady's --inner-tol)
+CB_OPTIONS = {"maxiter": 1000000, "tol": 1e-4}  # per line solve (tridiag.cases.heat steady's --inner-tol)
 
 
 def run(xp, n, solver, params, stop, tol, maxiter, options):

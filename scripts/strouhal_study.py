@@ -1,9 +1,9 @@
-"""Grid and time-step study of the square cylinder's Strouhal number (python -m tridiag.cylinder's flow).
+"""Grid and time-step study of the square cylinder's Strouhal number (python -m tridiag.cases.cylinder's flow).
 
 For every grid (ny x nx cells, refined by 2 in both directions) and every CFL number (time step
-Δt = CFL min(hx, hy), within the wall-coupling cap of tridiag.cylinder_flow.default_dt): Re 100
+Δt = CFL min(hx, hy), within the wall-coupling cap of tridiag.cases.cylinder_flow.default_dt): Re 100
 from rest with the start-up vortex blob to --t-first, then every other --re from that developed
-wake to --t-later; St = f D / U_max from the second half of the probe signal (tridiag.wake.shedding).
+wake to --t-later; St = f D / U_max from the second half of the probe signal (tridiag.cases.wake.shedding).
 Per Re and CFL, Richardson extrapolation over the three finest grids: observed order
 p = log2((St₁ − St₂)/(St₂ − St₃)) and St∞ = St₃ + (St₃ − St₂)/(2^p − 1) when the differences
 shrink monotonically (0.5 < p < 4), else St₃ with the spread of the three as its band. The
@@ -27,10 +27,10 @@ from gpucfd.errors import ArgumentParser, ConvergenceError, InputError, check_ra
 from gpucfd.output import ensure_writable_dir, write_json
 
 from script_options import check_tag
-from tridiag.channel import Channel, parse_grid
-from tridiag.cli import RE_RANGE
-from tridiag.cylinder_flow import CFL_LIMIT, CylinderFlow, default_dt
-from tridiag.wake import shedding
+from tridiag.cases.channel import Channel, parse_grid
+from tridiag.cases.cli import RE_RANGE
+from tridiag.cases.cylinder_flow import CFL_LIMIT, CylinderFlow, default_dt
+from tridiag.cases.wake import shedding
 
 FIRST_RE = 100.0
 

@@ -18,12 +18,12 @@ from fem3d import cavity, verify
 from gpucfd.backend import cupy_module
 from gpucfd.errors import run_cli
 from fem3d.mesh import box_mesh
-from tridiag import cavity2d, cylinder, heat
+from tridiag.cases import cavity2d, cylinder, heat
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SAMPLE = os.path.join(HERE, "..", "meshes", "distorted_cube_hex8.msh")
-PROGRAMS = {"fem3d.cavity": cavity.main, "fem3d.verify": verify.main, "tridiag.cavity2d": cavity2d.main,
-            "tridiag.cylinder": cylinder.main, "tridiag.heat": heat.main}
+PROGRAMS = {"fem3d.cavity": cavity.main, "fem3d.verify": verify.main, "tridiag.cases.cavity2d": cavity2d.main,
+            "tridiag.cases.cylinder": cylinder.main, "tridiag.cases.heat": heat.main}
 
 
 def make_files(folder: str) -> dict:
@@ -102,11 +102,11 @@ def cases(folder: str, ranks: int, f: dict) -> list:
         out_cases.append(("fem3d.verify", ["--n", "1", *vout], f"{ranks} ranks but the mesh has only 1 element layers"))
     flow_out = ["--out", os.path.join(folder, "flow")]
     out_cases += [
-        ("tridiag.cavity2d", ["--re", "inf", *flow_out], "--re must be"),
-        ("tridiag.cavity2d", ["--n", "200000", *flow_out], "fits at most"),
-        ("tridiag.cylinder", ["--re", "inf", *flow_out], "--re must be"),
-        ("tridiag.heat", ["unsteady", "--dx", "1e-300", *flow_out], "--dx must be"),
-        ("tridiag.heat", ["unsteady", "--n", "1000000", *flow_out], "fits at most"),
+        ("tridiag.cases.cavity2d", ["--re", "inf", *flow_out], "--re must be"),
+        ("tridiag.cases.cavity2d", ["--n", "200000", *flow_out], "fits at most"),
+        ("tridiag.cases.cylinder", ["--re", "inf", *flow_out], "--re must be"),
+        ("tridiag.cases.heat", ["unsteady", "--dx", "1e-300", *flow_out], "--dx must be"),
+        ("tridiag.cases.heat", ["unsteady", "--n", "1000000", *flow_out], "fits at most"),
     ]
     return [(prog, [*argv, *(["--device", "cpu"] if "--device" not in argv else [])], message) for prog, argv, message in out_cases]
 

@@ -13,10 +13,10 @@ from contextlib import contextmanager
 
 import pytest
 
-import tridiag.cavity2d_output
-import tridiag.memory
+import tridiag.cases.cavity2d_output
+import tridiag.cases.memory
 from gpucfd.errors import run_cli
-from tridiag import cavity2d, cylinder, heat
+from tridiag.cases import cavity2d, cylinder, heat
 
 SCRIPTS = os.path.join(os.path.dirname(__file__), "..", "scripts")
 CPU = ["--device", "cpu"]
@@ -97,9 +97,9 @@ CYLINDER = [
 
 
 @pytest.mark.parametrize("main, prog, cases", [
-    (heat.main, "tridiag.heat", HEAT),
-    (cavity2d.main, "tridiag.cavity2d", CAVITY),
-    (cylinder.main, "tridiag.cylinder", CYLINDER),
+    (heat.main, "tridiag.cases.heat", HEAT),
+    (cavity2d.main, "tridiag.cases.cavity2d", CAVITY),
+    (cylinder.main, "tridiag.cases.cylinder", CYLINDER),
 ], ids=["heat", "cavity2d", "cylinder"])
 def test_hostile_options_one_line_exit_2(tmp_path, capsys, main, prog, cases):
     for argv, message in cases:
@@ -111,17 +111,17 @@ def test_hostile_options_one_line_exit_2(tmp_path, capsys, main, prog, cases):
 def test_memory_estimate_names_the_largest_grid_that_fits(tmp_path, capsys, monkeypatch):
     """1 GiB free: the cavity needs (56 float64 + 10 float64) arrays per node: 2**30 / 528 nodes, n = 1425."""
     monkeypatch.setattr("gpucfd.backend.host_free_bytes", lambda: 2**30)
-    line = one_line(capsys, cavity2d.main, ["--n", "2048", *CPU, "--out", str(tmp_path)], "tridiag.cavity2d")
-    assert line == ("tridiag.cavity2d: error: --n 2048 (float64) needs about 2.06 GiB of host memory, 1 GiB is free: "
+    line = one_line(capsys, cavity2d.main, ["--n", "2048", *CPU, "--out", str(tmp_path)], "tridiag.cases.cavity2d")
+    assert line == ("tridiag.cases.cavity2d: error: --n 2048 (float64) needs about 2.06 GiB of host memory, 1 GiB is free: "
                     "--n 1425 fits at most")
-    line = one_line(capsys, cylinder.main, ["--grid", "1600x8000", *CPU, "--out", str(tmp_path)], "tridiag.cylinder")
+    line = one_line(capsys, cylinder.main, ["--grid", "1600x8000", *CPU, "--out", str(tmp_path)], "tridiag.cases.cylinder")
     assert line.endswith("needs about 6.3 GiB of host memory, 1 GiB is free: --grid 636x3180 fits at most")
 
 
 def test_divergence_is_exit_3_with_the_reason(tmp_path, capsys):
     line = one_line(capsys, cavity2d.main, ["--n", "16", "--re", "5000", "--dt", "20", "--check-every", "10", *CPU,
-                                            "--out", str(tmp_path), "--no-plots"], "tridiag.cavity2d", code=3)
-    assert line.startswith("tridiag.cavity2d: not converged (diverged): diverged at step ")
+                                            "--out", str(tmp_path), "--no-plots"], "tridiag.cases.cavity2d", code=3)
+    assert line.startswith("tridiag.cases.cavity2d: not converged (diverged): diverged at step ")
     assert "Δt = 20" in line and "use Δt <= 0.125" in line
     assert json.loads((tmp_path / "summary.json").read_text())["reason"] == "diverged"
 
@@ -130,25 +130,25 @@ def test_a_failing_picture_is_a_warning_and_the_results_stand(tmp_path, capsys, 
     def broken(*args, **kwargs):
         raise RuntimeError("no display\nat all")
 
-    monkeypatch.setattr(tridiag.cavity2d_output, "fields_png", broken)
+    monkeypatch.setattr(tridiag.cases.cavity2d_output, "fields_png", broken)
     with deadline(60):
         code = run_cli(cavity2d.main, ["--n", "8", "--iterations", "20", "--solver", "thomas", *CPU, "--quiet",
-                                       "--out", str(tmp_path)], prog="tridiag.cavity2d")
+                                       "--out", str(tmp_path)], prog="tridiag.cases.cavity2d")
     assert code == 0
-    assert capsys.readouterr().err == "tridiag.cavity2d: warning: fields.png not drawn (RuntimeError: no display at all)\n"
+    assert capsys.readouterr().err == "tridiag.cases.cavity2d: warning: fields.png not drawn (RuntimeError: no display at all)\n"
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["files"] == ["summary.json", "profiles.csv", "cavity2d.vtu", "profiles.png"]
     assert sorted(os.listdir(tmp_path)) == ["cavity2d.vtu", "profiles.csv", "profiles.png", "summary.json"]
 
 
 @pytest.mark.parametrize("args, code, message", [
-    (["-m", "tridiag.heat", "unsteady", "--dx", "1e-300", "--n", "9", *CPU],
-     2, "tridiag.heat: error: --dx must be >= 1e-30 and <= 1e+30 (got 1e-300)"),
-    (["-m", "tridiag.cavity2d", "--n", "200000", *CPU], 2, "tridiag.cavity2d: error: --n 200000 (float64) needs about"),
-    (["-m", "tridiag.cylinder", "--re", "inf", *CPU],
-     2, "tridiag.cylinder: error: --re must be >= 0.001 and <= 100000 and finite (got inf)"),
-    (["-m", "tridiag.cylinder", "--grid", "16x50", "--dt", "50", *CPU],
-     3, "tridiag.cylinder: not converged (CFL): time step too large for the convective CFL condition at step 0"),
+    (["-m", "tridiag.cases.heat", "unsteady", "--dx", "1e-300", "--n", "9", *CPU],
+     2, "tridiag.cases.heat: error: --dx must be >= 1e-30 and <= 1e+30 (got 1e-300)"),
+    (["-m", "tridiag.cases.cavity2d", "--n", "200000", *CPU], 2, "tridiag.cases.cavity2d: error: --n 200000 (float64) needs about"),
+    (["-m", "tridiag.cases.cylinder", "--re", "inf", *CPU],
+     2, "tridiag.cases.cylinder: error: --re must be >= 0.001 and <= 100000 and finite (got inf)"),
+    (["-m", "tridiag.cases.cylinder", "--grid", "16x50", "--dt", "50", *CPU],
+     3, "tridiag.cases.cylinder: not converged (CFL): time step too large for the convective CFL condition at step 0"),
     ([os.path.join(SCRIPTS, "heat_steady_table.py")],
      2, "scripts/heat_steady_table.py: error: --device gpu requested but no CUDA GPU is usable"),
     ([os.path.join(SCRIPTS, "heat_steady_table.py"), "--sizes", "4", *CPU], 2, "--sizes must be >= 8 (got 4)"),

@@ -1,4 +1,4 @@
-"""python -m tridiag.cavity2d: a short Re 100 run against Ghia et al., its files, bad input, divergence."""
+"""python -m tridiag.cases.cavity2d: a short Re 100 run against Ghia et al., its files, bad input, divergence."""
 import json
 import subprocess
 import sys
@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 
 from gpucfd.backend import cupy_module, get_backend
-from tridiag import ghia1982
-from tridiag.cavity2d_output import analyse
-from tridiag.cavity2d_problem import cavity
-from tridiag.vorticity import velocity
+from tridiag.cases import ghia1982
+from tridiag.cases.cavity2d_output import analyse
+from tridiag.cases.cavity2d_problem import cavity
+from tridiag.cases.vorticity import velocity
 
 
 def run(*args):
-    return subprocess.run([sys.executable, "-m", "tridiag.cavity2d", *args], capture_output=True, text=True)
+    return subprocess.run([sys.executable, "-m", "tridiag.cases.cavity2d", *args], capture_output=True, text=True)
 
 
 @pytest.fixture(scope="module")

@@ -1,21 +1,21 @@
-"""Square cylinder in a channel (tridiag.channel, tridiag.cylinder_flow, python -m tridiag.cylinder)."""
+"""Square cylinder in a channel (tridiag.cases.channel, tridiag.cases.cylinder_flow, python -m tridiag.cases.cylinder)."""
 import json
 
 import numpy as np
 import pytest
 
 from gpucfd.errors import run_cli
-from tridiag import breuer2000
-from tridiag.channel import (FLUX, HEIGHT, LENGTH, Channel, inflow_omega, inflow_psi, inflow_u,
+from tridiag.cases import breuer2000
+from tridiag.cases.channel import (FLUX, HEIGHT, LENGTH, Channel, inflow_omega, inflow_psi, inflow_u,
                              normal_vorticity_flux, pressure_mismatch, section_flux)
-from tridiag.body_pressure import RELAX
-from tridiag.cylinder import main
-from tridiag.cylinder_output import centre_line
-from tridiag.cylinder_flow import CylinderFlow, default_dt
+from tridiag.cases.body_pressure import RELAX
+from tridiag.cases.cylinder import main
+from tridiag.cases.cylinder_output import centre_line
+from tridiag.cases.cylinder_flow import CylinderFlow, default_dt
 from tridiag.kernels.channel_flow import outflow_numpy
-from tridiag.line_solver import SOLVERS
-from tridiag.vorticity import laplacian, velocity, wall_vorticity
-from tridiag.wake import recirculation_length
+from tridiag.cases.line_solver import SOLVERS
+from tridiag.cases.vorticity import laplacian, velocity, wall_vorticity
+from tridiag.cases.wake import recirculation_length
 
 
 def test_cylinder_faces_lie_on_grid_lines_and_mid_cell_faces_snap_down():
@@ -154,7 +154,7 @@ def test_device_matches_numpy(backend, solver):
 def test_cli_writes_its_files(tmp_path, capsys):
     out = tmp_path / "run"
     code = run_cli(main, ["--grid", "16x50", "--t-end", "4", "--dt", "0.2", "--snapshots", "2", "--solver", "thomas",
-                          "--check-every", "5", "--out", str(out)], prog="tridiag.cylinder")
+                          "--check-every", "5", "--out", str(out)], prog="tridiag.cases.cylinder")
     assert code == 0
     s = json.loads((out / "summary.json").read_text())
     assert s["grid"] == "16x50" and s["steps"] == 20 and s["t"] == pytest.approx(4.0)
@@ -175,7 +175,7 @@ def test_cli_writes_its_files(tmp_path, capsys):
     (["--dtype", "float16"], "--dtype must be one of"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, argv, message):
-    code = run_cli(main, [*argv, "--out", str(tmp_path)], prog="tridiag.cylinder")
+    code = run_cli(main, [*argv, "--out", str(tmp_path)], prog="tridiag.cases.cylinder")
     err = capsys.readouterr().err
     assert code == 2 and message in err and err.count("\n") == 1
 
@@ -187,7 +187,7 @@ def test_unknown_option_exits_2(capsys):
 
 
 def test_absurd_time_step_exits_3_with_the_cfl_limit(tmp_path, capsys):
-    code = run_cli(main, ["--grid", "16x50", "--dt", "50", "--out", str(tmp_path)], prog="tridiag.cylinder")
+    code = run_cli(main, ["--grid", "16x50", "--dt", "50", "--out", str(tmp_path)], prog="tridiag.cases.cylinder")
     err = capsys.readouterr().err
     assert code == 3 and err.count("\n") == 1
     assert "time step too large for the convective CFL" in err and "runs are stable at CFL <= 2: use dt <=" in err

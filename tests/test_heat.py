@@ -1,4 +1,4 @@
-"""Heat conduction on the batched tridiagonal solvers: tridiag.adi, tridiag.heat (CLI)."""
+"""Heat conduction on the batched tridiagonal solvers: tridiag.cases.adi, tridiag.cases.heat (CLI)."""
 import functools
 import json
 import math
@@ -12,11 +12,11 @@ import scipy.sparse.linalg as spla
 
 import tridiag
 from gpucfd.errors import ConvergenceError
-from tridiag.adi import ADI, SWEEPS
-from tridiag.heat import main
-from tridiag.heat_exact import steady_series
-from tridiag.heat_steady import parameters, solve_steady
-from tridiag.heat_unsteady import initial_field, relative_l2, run_unsteady, serial_cpu_run
+from tridiag.cases.adi import ADI, SWEEPS
+from tridiag.cases.heat import main
+from tridiag.cases.heat_exact import steady_series
+from tridiag.cases.heat_steady import parameters, solve_steady
+from tridiag.cases.heat_unsteady import initial_field, relative_l2, run_unsteady, serial_cpu_run
 from tridiag.kernels.adi_rhs import adi_pass, adi_pass_numpy
 
 DIRECT = [m for m in tridiag.METHODS if m not in ("auto", "checkerboard")]
@@ -176,7 +176,7 @@ def test_cli_steady_writes_results(tmp_path):
 
 
 def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "tridiag.heat", *args], capture_output=True, text=True)
+    return subprocess.run([sys.executable, "-m", "tridiag.cases.heat", *args], capture_output=True, text=True)
 
 
 @pytest.mark.parametrize("args, message", [

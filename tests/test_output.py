@@ -76,7 +76,7 @@ def test_a_hanging_child_is_stopped(tmp_path, child_imports_tests):
 
 
 def test_summary_is_written_before_the_pictures_and_again_to_list_them():
-    from tridiag.pictures import summary_then_pictures
+    from tridiag.cases.pictures import summary_then_pictures
 
     writes = []
     files = summary_then_pictures(["a.csv"], lambda listed: writes.append(list(listed)), lambda: ["b.png"])

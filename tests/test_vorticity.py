@@ -7,10 +7,10 @@ import scipy.sparse.linalg as spla
 
 from gpucfd.backend import get_backend
 from gpucfd.errors import ConvergenceError, InputError
-from tridiag.flow_analysis import minimum, sample
-from tridiag.line_solver import SOLVERS, LineSystems
-from tridiag.vorticity import Boundary, Grid, laplacian, velocity, wall_vorticity
-from tridiag.vorticity_solver import VorticitySolver, poisson_parameters
+from tridiag.cases.flow_analysis import minimum, sample
+from tridiag.cases.line_solver import SOLVERS, LineSystems
+from tridiag.cases.vorticity import Boundary, Grid, laplacian, velocity, wall_vorticity
+from tridiag.cases.vorticity_solver import VorticitySolver, poisson_parameters
 
 
 def box_fixed(grid, body=None):

@@ -7,10 +7,10 @@ import pytest
 from gpucfd.backend import cupy_module, get_backend
 from gpucfd.errors import InputError
 from tridiag.kernels.vorticity_sweeps import longest_line
-from tridiag.line_solver import resolve_solver
-from tridiag.vorticity import Boundary, Grid
-from tridiag.vorticity_solver import VorticitySolver, poisson_parameters
-from tridiag.vorticity_sweeps import FusedSweeps, LibrarySweeps, make_sweeps
+from tridiag.cases.line_solver import resolve_solver
+from tridiag.cases.vorticity import Boundary, Grid
+from tridiag.cases.vorticity_solver import VorticitySolver, poisson_parameters
+from tridiag.cases.vorticity_sweeps import FusedSweeps, LibrarySweeps, make_sweeps
 
 gpu = pytest.mark.gpu
 

@@ -1,9 +1,9 @@
-"""Wake measures (tridiag.wake) against signals and profiles with known answers."""
+"""Wake measures (tridiag.cases.wake) against signals and profiles with known answers."""
 import numpy as np
 import pytest
 
 from gpucfd.errors import InputError
-from tridiag.wake import recirculation_length, shedding
+from tridiag.cases.wake import recirculation_length, shedding
 
 
 def test_shedding_frequency_of_a_sampled_sine_with_transient():

@@ -2,8 +2,8 @@
 NumPy reference (same signature, any array module with NumPy indexing), so that a whole
 time step launches kernels only and can be replayed from a CUDA graph.
 
-Fields (ny, nx) C order. ``table``: tridiag.vorticity.ThomTable. ``faces``: the body's face
-samples of tridiag.body_pressure (q (S,) int32 table rows, first and second (S,) int64 flat
+Fields (ny, nx) C order. ``table``: tridiag.cases.vorticity.ThomTable. ``faces``: the body's face
+samples of tridiag.cases.body_pressure (q (S,) int32 table rows, first and second (S,) int64 flat
 fluid nodes along the normal, weight (S,) field dtype). ``gain``, ``count``: one-element
 device arrays; ``record`` (capacity, 2).
 """

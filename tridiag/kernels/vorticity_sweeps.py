@@ -3,8 +3,8 @@
 Each sweep is one launch: one thread block per grid line builds the line's rows in shared
 memory, solves them (line_solve.cuh) and writes the result. Fields (ny, nx) C order,
 ``fixed`` (ny, nx) bool; ``along`` "x" (a block per row) or "y" (a block per column); ``out``
-must not overlap the inputs. The NumPy references are tridiag.vorticity_sweeps.LibrarySweeps
-(rows by array expressions, any tridiag.solve method) and tridiag.vorticity.wall_vorticity;
+must not overlap the inputs. The NumPy references are tridiag.cases.vorticity_sweeps.LibrarySweeps
+(rows by array expressions, any tridiag.solve method) and tridiag.cases.vorticity.wall_vorticity;
 all are compiled without FMA contraction, so that they round alike.
 """
 from __future__ import annotations
@@ -60,7 +60,7 @@ def _launch(name: str, field, along: str, args: tuple) -> None:
 def transport_cuda(psi, w, fixed, out, along: str, coefficients: dict) -> None:
     """Half step of the vorticity transport implicit along ``along`` (vorticity_sweeps.cu
     ``transport``): out = the new vorticity. ``coefficients``: two_hx, two_hy, diff, conv_k,
-    diff_a, conv_a (tridiag.vorticity_sweeps.transport_coefficients)."""
+    diff_a, conv_a (tridiag.cases.vorticity_sweeps.transport_coefficients)."""
     c = coefficients
     _launch("transport", psi, along, (psi, w, fixed, out, c["two_hx"], c["two_hy"], c["diff"], c["conv_k"],
                                       c["diff_a"], c["conv_a"]))
@@ -68,13 +68,13 @@ def transport_cuda(psi, w, fixed, out, along: str, coefficients: dict) -> None:
 
 def poisson_cuda(psi, omega, fixed, out, along: str, coefficients: dict) -> None:
     """Half of a Peaceman–Rachford sweep of ∇²ψ = −ω implicit along ``along``: out = the new ψ.
-    ``coefficients``: rho, off, diag, inv_ha2 (tridiag.vorticity_sweeps.poisson_coefficients)."""
+    ``coefficients``: rho, off, diag, inv_ha2 (tridiag.cases.vorticity_sweeps.poisson_coefficients)."""
     c = coefficients
     _launch("poisson", psi, along, (psi, omega, fixed, out, c["rho"], c["off"], c["diag"], c["inv_ha2"]))
 
 
 def thom_cuda(psi, omega, table, relaxation: float) -> None:
-    """Thom's wall vorticity at the nodes of ``table`` (tridiag.vorticity.ThomTable), in place."""
+    """Thom's wall vorticity at the nodes of ``table`` (tridiag.cases.vorticity.ThomTable), in place."""
     count = int(table.node.size)
     if count == 0:
         return

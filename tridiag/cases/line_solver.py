@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from gpucfd.errors import InputError
 
-from .solve import solve
+from ..solve import solve
 
 # library solver name -> (tridiag method, layout of the x-lines, layout of the y-lines)
 _NATURAL = ("contiguous", "interleaved")  # (ny, nx) storage for both directions: no transposes
@@ -32,7 +32,7 @@ SOLVERS = {
     "hybrid": ("hybrid", *_NATURAL),
     "tuned": ("auto", *_NATURAL),  # tridiag.solve's choice, measured per shape
 }
-FUSED = "fused"  # one launch per half sweep (tridiag.vorticity_sweeps.FusedSweeps), GPU only
+FUSED = "fused"  # one launch per half sweep (tridiag.cases.vorticity_sweeps.FusedSweeps), GPU only
 NAMES = ("auto", FUSED, *SOLVERS)
 
 

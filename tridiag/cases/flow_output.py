@@ -1,6 +1,6 @@
 """Result files of the 2D flow cases: VTU (meshio) and PNG (matplotlib, Agg).
 
-Fields are host (ny, nx) arrays on a tridiag.vorticity.Grid.
+Fields are host (ny, nx) arrays on a tridiag.cases.vorticity.Grid.
 """
 from __future__ import annotations
 

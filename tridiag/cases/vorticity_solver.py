@@ -1,9 +1,9 @@
 """Time stepping of the vorticity–stream-function equations with line-implicit solves.
 
 One step (``VorticitySolver.step``), every sweep by the chosen line solver
-(tridiag.vorticity_sweeps: fused kernels, or rows by array expressions and tridiag.solve):
+(tridiag.cases.vorticity_sweeps: fused kernels, or rows by array expressions and tridiag.solve):
 
-1. Thom wall vorticity from the current ψ (tridiag.vorticity.wall_vorticity);
+1. Thom wall vorticity from the current ψ (tridiag.cases.vorticity.wall_vorticity);
 2. vorticity transport by Peaceman–Rachford ADI, u, v from ψ by central differences:
    (1 − Δt/2 Lx) ω* = (1 + Δt/2 Ly) ωⁿ,  (1 − Δt/2 Ly) ωⁿ⁺¹ = (1 + Δt/2 Lx) ω*,
    L_s = −u_s δ_s + δ_ss / Re (δ_s, δ_ss: central first and second differences);
@@ -43,7 +43,7 @@ def poisson_parameters(grid, count: int) -> list:
 class VorticitySolver:
     """Steps (ψ, ω) on ``boundary``'s grid at Reynolds number ``re`` with time step ``dt``.
 
-    solver: a name of tridiag.line_solver.NAMES (the sweeps: tridiag.vorticity_sweeps);
+    solver: a name of tridiag.cases.line_solver.NAMES (the sweeps: tridiag.cases.vorticity_sweeps);
     psi_sweeps: ADI sweeps of the ψ Poisson equation per step; poisson_cycle: length of the ρ
     cycle; wall_relaxation: α in (0, 1], wall ω ← α ω_Thom + (1 − α) ω_previous (1 for time
     accuracy; below 1 lets steady runs take larger Δt, the fixed point is the same); dtype: of

@@ -1,11 +1,11 @@
-"""python -m tridiag.cavity2d: the steady 2D lid-driven cavity by vorticity–stream-function ADI.
+"""python -m tridiag.cases.cavity2d: the steady 2D lid-driven cavity by vorticity–stream-function ADI.
 
 The unit square, lid y = 1 moving in +x at speed 1, no-slip walls elsewhere; n × n cells
-((n+1)² nodes, h = 1/n; tridiag.cavity2d_problem). Each iteration is one ADI step of the
+((n+1)² nodes, h = 1/n; tridiag.cases.cavity2d_problem). Each iteration is one ADI step of the
 vorticity transport and ``--psi-sweeps`` ADI sweeps of the stream-function Poisson equation
-(tridiag.vorticity_solver), every line solve by tridiag.solve with ``--solver``. The run
+(tridiag.cases.vorticity_solver), every line solve by tridiag.solve with ``--solver``. The run
 stops once the steady residual is <= --tol, or after exactly --iterations steps (timing).
-Results (tridiag.cavity2d_output): summary.json, profiles.csv, cavity2d.vtu, then the PNGs.
+Results (tridiag.cases.cavity2d_output): summary.json, profiles.csv, cavity2d.vtu, then the PNGs.
 """
 from __future__ import annotations
 
@@ -26,11 +26,11 @@ from .cli import MAX_STEPS, RE_RANGE, add_flow_arguments, check_flow_arguments
 from .memory import check_fits
 from .vorticity import velocity
 
-PROG = "tridiag.cavity2d"
+PROG = "tridiag.cases.cavity2d"
 
 
 def parse(argv):
-    ap = ArgumentParser(prog="python -m tridiag.cavity2d", description=__doc__.split("\n\n")[0].split(": ", 1)[1],
+    ap = ArgumentParser(prog="python -m tridiag.cases.cavity2d", description=__doc__.split("\n\n")[0].split(": ", 1)[1],
                         epilog="Re 100 on 64 x 64 cells takes seconds on a CPU; Re 1000 on 256 x 256 a few minutes "
                                "on a GPU. Exit codes: 2 bad input, 3 not converged or diverged (results written and marked).")
     ap.add_argument("--re", type=float, default=100.0,
@@ -117,7 +117,7 @@ def main(argv=None) -> int:
     u, v = velocity(psi, grid, vs.boundary)
     run = CavityRun(
         re=args.re, n=args.n, solver=args.solver, methods=vs.methods,
-        dtype=args.dtype, device=backend.describe(), command=" ".join(["python -m tridiag.cavity2d", *argv]),
+        dtype=args.dtype, device=backend.describe(), command=" ".join(["python -m tridiag.cases.cavity2d", *argv]),
         fixed_iterations=fixed_count, tol=tol, grid=grid, dt=vs.dt, wall_relaxation=vs.wall_relaxation,
         psi_sweeps=vs.psi_sweeps, result=result, error=error, seconds=seconds,
         fields={name: backend.to_numpy(f).astype(np.float64) for name, f in

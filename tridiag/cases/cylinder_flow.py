@@ -1,12 +1,12 @@
-"""Time marching of the channel flow past a square cylinder (tridiag.channel) with the shared
-vorticity–stream-function core (tridiag.vorticity_solver).
+"""Time marching of the channel flow past a square cylinder (tridiag.cases.channel) with the shared
+vorticity–stream-function core (tridiag.cases.vorticity_solver).
 
 The run starts from the undisturbed parabolic channel flow with the cylinder inserted
-(tridiag.channel.Channel.initial_fields) and START_SWEEPS ψ sweeps that adjust ψ to the body
+(tridiag.cases.channel.Channel.initial_fields) and START_SWEEPS ψ sweeps that adjust ψ to the body
 (without them the first steps' Thom vorticity blows up on fine grids at CFL 1). Each step: the
 core's step (Thom wall vorticity, Peaceman–Rachford ADI of the vorticity transport,
 ``psi_sweeps`` ADI sweeps of ∇²ψ = −ω), the outflow column (tridiag.kernels.channel_flow),
-with body="pressure" the cylinder's ψ from single-valued pressure (tridiag.body_pressure),
+with body="pressure" the cylinder's ψ from single-valued pressure (tridiag.cases.body_pressure),
 then the probe value v = −∂ψ/∂x at the probe node and ψ on the cylinder are recorded on the
 device (copied to the host at each check). Fields are (ny+1, nx+1) device arrays; time in D/U_max.
 """
@@ -19,7 +19,7 @@ from gpucfd.errors import ConvergenceError, InputError
 
 from .body_pressure import PressureBodyValue
 from .channel import CONVECTIVE_SPEED, Channel, pressure_mismatch
-from .kernels.channel_flow import for_module
+from ..kernels.channel_flow import for_module
 from .vorticity import wall_vorticity
 from .vorticity_solver import VorticitySolver
 
@@ -39,7 +39,7 @@ PSI1_ARRAYS = 24  # float64 arrays of the ψ₁ solve of a float32 run with body
 
 def field_arrays(dtype, body: str) -> float:
     """Field-sized arrays of ``dtype`` a run needs at its peak: ARRAYS, and in float32 with
-    body="pressure" the float64 ψ₁ solve on top (tridiag.body_pressure)."""
+    body="pressure" the float64 ψ₁ solve on top (tridiag.cases.body_pressure)."""
     itemsize = np.dtype(dtype).itemsize
     return ARRAYS + (PSI1_ARRAYS * 8 / itemsize if body == "pressure" and itemsize < 8 else 0)
 

@@ -1,6 +1,6 @@
 """Reference values of Breuer et al. (2000) for the square cylinder in a channel (D/H = 1/8).
 
-Read from tridiag/reference_data/breuer2000_square_cylinder.csv; its SOURCES.md says where each
+Read from tridiag/cases/reference_data/breuer2000_square_cylinder.csv; its SOURCES.md says where each
 number comes from. Re = U_max D / ν, St = f D / U_max, L_r measured from the rear face.
 """
 from __future__ import annotations
@@ -10,12 +10,12 @@ import functools
 import importlib.resources
 
 CITATION = ("Breuer, Bernsdorf, Zeiser, Durst (2000), Int. J. Heat Fluid Flow 21, 186-196 "
-            "(L_r/D correlation second-hand; see tridiag/reference_data/SOURCES.md)")
+            "(L_r/D correlation second-hand; see tridiag/cases/reference_data/SOURCES.md)")
 
 
 @functools.cache
 def _rows() -> tuple:
-    path = importlib.resources.files("tridiag").joinpath("reference_data", "breuer2000_square_cylinder.csv")
+    path = importlib.resources.files("tridiag.cases").joinpath("reference_data", "breuer2000_square_cylinder.csv")
     with path.open() as fh:
         return tuple(csv.DictReader(fh))
 

@@ -1,10 +1,10 @@
-"""python -m tridiag.cylinder: flow past a square cylinder in a channel by vorticity–stream-function ADI.
+"""python -m tridiag.cases.cylinder: flow past a square cylinder in a channel by vorticity–stream-function ADI.
 
-The Breuer et al. (2000) set-up as in the paper's §6.2 (tridiag.channel): blockage D/H = 1/8,
+The Breuer et al. (2000) set-up as in the paper's §6.2 (tridiag.cases.channel): blockage D/H = 1/8,
 L = 50D, cylinder at L/4, parabolic inflow, no-slip walls, convective outflow. Re = U_max D/ν,
 time in D/U_max, St = f D/U_max with f the frequency of the cross-stream velocity v at the
 probe (default 2D behind the rear face on the centre-line). The cylinder's stream function is
-set each step from single-valued pressure around it (--body pressure, tridiag.body_pressure) or
+set each step from single-valued pressure around it (--body pressure, tridiag.cases.body_pressure) or
 held at ψ_in(y_c) (--body fixed). Unsteady runs start with a small vortex blob above the wake
 axis (--kick) so that shedding sets in; --steady marches in pseudo-time to a steady residual
 and reports the recirculation length L_r/D behind the rear face.
@@ -29,14 +29,14 @@ from .pictures import summary_then_pictures
 from .memory import check_fits
 from .vorticity import velocity
 
-PROG = "tridiag.cylinder"
+PROG = "tridiag.cases.cylinder"
 DEFAULT_TOL = {"float64": 1e-6, "float32": 1e-3}
 DEFAULT_T_END = {"unsteady": 150.0, "steady": 400.0}
 DEFAULT_KICK = 0.5
 
 
 def parse(argv):
-    ap = ArgumentParser(prog="python -m tridiag.cylinder", description=__doc__.split("\n\n")[0].split(": ", 1)[1],
+    ap = ArgumentParser(prog="python -m tridiag.cases.cylinder", description=__doc__.split("\n\n")[0].split(": ", 1)[1],
                         epilog="Grids are ny x nx cells over 8D x 50D (the paper's 160x800, 200x1000, 400x2000). "
                                "Exit codes: 2 bad input, 3 diverged or (--steady) not converged; results are written first.")
     ap.add_argument("--re", type=float, default=100.0,
@@ -168,7 +168,7 @@ def main(argv=None) -> int:
     run = CylinderRun(
         re=args.re, steady=args.steady, body=args.body, kick=kick, solver=args.solver,
         methods=flow.core.methods, psi_sweeps=flow.core.psi_sweeps,
-        dtype=args.dtype, device=backend.describe(), command=" ".join(["python -m tridiag.cylinder", *argv]),
+        dtype=args.dtype, device=backend.describe(), command=" ".join(["python -m tridiag.cases.cylinder", *argv]),
         tol=tol, channel=channel, dt=flow.dt, t=flow.t, steps=flow.steps, probe=flow.probe_node,
         fields={name: backend.to_numpy(f).astype(np.float64) for name, f in
                 (("psi", flow.psi), ("omega", flow.omega), ("u", u))},

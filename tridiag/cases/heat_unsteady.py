@@ -3,7 +3,7 @@
 Grid: n × n nodes x_i = iΔx, y_j = jΔx (edges included) on the square [0, L]², L = (n-1)Δx;
 the edges are held at 0 (Dirichlet). The paper does not state its initial field; ours is
 the hot plate T₀ = sin(kπx/L) sin(lπy/L) (k = l = 1 by default), whose exact solution
-decays as exp(-απ²(k² + l²) t / L²) (tridiag.heat_exact), so every run is checked.
+decays as exp(-απ²(k² + l²) t / L²) (tridiag.cases.heat_exact), so every run is checked.
 Paper defaults: Δx = 0.01, Δt = 0.01, α = 1 (r = αΔt/Δx² = 100), 100 steps.
 """
 from __future__ import annotations
@@ -14,8 +14,8 @@ import numpy as np
 
 from .adi import ADI
 from .heat_exact import decaying_mode
-from .kernels.adi_rhs import adi_pass_numpy
-from .kernels.thomas import thomas_numpy
+from ..kernels.adi_rhs import adi_pass_numpy
+from ..kernels.thomas import thomas_numpy
 
 
 def synchronize(xp) -> None:
@@ -62,7 +62,7 @@ def run_unsteady(xp, n: int, steps: int, dtype, method: str = "auto", sweep: str
 def serial_cpu_run(t0: np.ndarray, steps: int, s: float) -> np.ndarray:
     """The serial CPU ADI (the speed-up baseline and the CPU result of eq. 10): NumPy, one
     core, Thomas (tridiag.kernels.thomas.thomas_numpy) vectorised over the lines, the delta
-    form of tridiag.adi; the x-lines are solved on a transposed copy (rows first), so no
+    form of tridiag.cases.adi; the x-lines are solved on a transposed copy (rows first), so no
     solve reads strided memory.
     """
     t = np.array(t0)

@@ -1,4 +1,4 @@
-"""Results of a python -m tridiag.heat run: the run record, its files (summary.json, centreline.csv
+"""Results of a python -m tridiag.cases.heat run: the run record, its files (summary.json, centreline.csv
 first; field.png, profile.png last) and the PNGs (matplotlib, Agg).
 
 Fields are host (n, n) arrays T[j, i] on the nodes x_i = i h, y_j = j h.

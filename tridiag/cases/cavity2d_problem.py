@@ -2,7 +2,7 @@
 time step, wall relaxation and tolerance.
 
 The unit square, lid y = 1 moving in +x at speed 1, no-slip walls elsewhere; n × n cells
-((n+1)² nodes, h = 1/n); fields (n+1, n+1) arrays as in tridiag.vorticity.
+((n+1)² nodes, h = 1/n); fields (n+1, n+1) arrays as in tridiag.cases.vorticity.
 """
 from __future__ import annotations
 

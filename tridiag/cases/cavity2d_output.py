@@ -1,4 +1,4 @@
-"""Results of a python -m tridiag.cavity2d run: the run record, the analysis against Ghia et al.
+"""Results of a python -m tridiag.cases.cavity2d run: the run record, the analysis against Ghia et al.
 and the files (summary.json, profiles.csv, cavity2d.vtu first; fields.png, profiles.png last).
 """
 from __future__ import annotations
@@ -117,7 +117,7 @@ def draw_pictures(run: CavityRun, out: str, prog: str) -> list:
         ("fields.png", lambda path: fields_png(path, run.grid, f["psi"], f["omega"],
                                                title + ": vorticity and streamlines", omega_range=5.0)),
         ("profiles.png", lambda path: profiles_png(path, a["u_line"], a["v_line"], a["reference"],
-                                                   title + ": centre-line velocities", "tridiag.cavity2d",
+                                                   title + ": centre-line velocities", "tridiag.cases.cavity2d",
                                                    ghia1982.CITATION.split(",")[0] + " et al.")),
     ], prog)
 

@@ -8,7 +8,7 @@ The discrete solution has T_centre = T1/4 exactly (the superposition argument ho
 the 5-point scheme too), so the centre error measures the unconverged iteration alone; the
 centre line x = ½ against the series measures the discretisation.
 
-Iteration k applies one Peaceman–Rachford step with parameter ρ_k (tridiag.adi, s = 1/ρ):
+Iteration k applies one Peaceman–Rachford step with parameter ρ_k (tridiag.cases.adi, s = 1/ρ):
   "paper":   ρ = 2, the paper's eqs. 3–4 (line relaxation, no acceleration);
   "optimal": the best single parameter, ρ = sqrt(λ_min λ_max) = 2 sin(πh), where
              λ = 4 sin²(mπh/2), m = 1 … n-2, are the eigenvalues of -δ² on a line;
@@ -19,7 +19,7 @@ Stopping rules, checked after every iteration:
   "residual": max|r| / (8 h²) <= tol T1, r = the 5-point residual in grid units; since
               the inverse 5-point Laplacian on the unit square has max-norm <= 1/8, this
               bounds the iteration error at every node by tol T1.
-The line solves deliver the increment ΔT (tridiag.adi's delta form), which vanishes at
+The line solves deliver the increment ΔT (tridiag.cases.adi's delta form), which vanishes at
 convergence: an iterative line solver (checkerboard) with a relative tolerance on ΔT, even
 a loose one such as 1e-4, leaves the converged field exact (it only perturbs the path).
 """

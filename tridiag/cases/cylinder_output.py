@@ -1,4 +1,4 @@
-"""Results of a python -m tridiag.cylinder run: the run record, its summary, the files (summary.json,
+"""Results of a python -m tridiag.cases.cylinder run: the run record, its summary, the files (summary.json,
 probe.csv, VTU snapshots first; fields.png, probe.png last) and the PNGs of the square-cylinder
 runs (matplotlib, Agg): the near wake, the probe signal, St(Re).
 """
@@ -201,7 +201,7 @@ def validation_png(path: str, steady: list, unsteady: list, lr_reference, title:
     for ax, rows, name in ((left, steady, "L_r / D"), (right, unsteady, "St = f D / U_max")):
         rows = sorted((r, v) for r, v in rows if v is not None)
         if rows:
-            ax.plot(*zip(*rows), "o", mfc="none", label="tridiag.cylinder")
+            ax.plot(*zip(*rows), "o", mfc="none", label="tridiag.cases.cylinder")
             ax.legend(fontsize=8)
         ax.set(xlabel="Re = U_max D / ν", ylabel=name)
         ax.grid(alpha=0.3)

@@ -36,8 +36,8 @@ import numpy as np
 import tridiag
 from gpucfd.errors import ConvergenceError, InputError
 
-from .kernels.adi_rhs import adi_pass
-from .layout import array_module
+from ..kernels.adi_rhs import adi_pass
+from ..layout import array_module
 
 SWEEPS = ("strided", "transpose")
 

@@ -26,7 +26,7 @@ import numpy as np
 
 from gpucfd.errors import InputError
 
-from .layout import array_module
+from ..layout import array_module
 
 DIRECTIONS = {"+x": (0, 1), "-x": (0, -1), "+y": (1, 0), "-y": (-1, 0)}  # (dj, di) toward the fluid
 

@@ -1,7 +1,7 @@
 """Heat conduction in a square on the batched tridiagonal solvers, CPU or GPU.
 
-  python -m tridiag.heat unsteady --n 1024 --steps 100 --solver auto --sweep transpose --dtype float32
-  python -m tridiag.heat steady --n 256 --solver checkerboard --dop 8
+  python -m tridiag.cases.heat unsteady --n 1024 --steps 100 --solver auto --sweep transpose --dtype float32
+  python -m tridiag.cases.heat steady --n 256 --solver checkerboard --dop 8
 
 unsteady: Peaceman–Rachford ADI for ∂T/∂t = ∇²T (Wei et al. 2013: Δx = Δt = 0.01, edges at
 0), starting from the hot plate sin(πx/L) sin(πy/L), checked against its exact decay.
@@ -9,7 +9,7 @@ steady: ADI iteration for ∇²T = 0 (Zolfaghari 2018: edge y = 1 at T1, the oth
 centre temperature and centre line against the series solution.
 Grid: n × n nodes including the edges (tridiagonal systems of n rows, edge rows fixed).
 Checkerboard takes any dop <= n: when dop does not divide n the last piece is shorter.
-Results in --out (tridiag.heat_output): summary.json, centreline.csv, then field.png, profile.png.
+Results in --out (tridiag.cases.heat_output): summary.json, centreline.csv, then field.png, profile.png.
 """
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ from .heat_steady import PARAMETERS, STOPS, centre, parameters, solve_steady
 from .heat_unsteady import initial_field, relative_l2, run_unsteady, serial_cpu_run
 from .memory import check_fits
 
-PROG = "tridiag.heat"
+PROG = "tridiag.cases.heat"
 MEMORIES = ("shared", "global")
 SPACING = (1e-30, 1e30)  # --dx and --dt: (n - 1) dx and dt / dx² stay far inside float64's range
 T1_RANGE = (1e-6, 1e6)  # --t1: squared changes of the field stay far inside float32's range
@@ -42,7 +42,7 @@ HOST_ARRAYS = {"unsteady": 5, "steady": 2, "compare-cpu": 8}  # float64 n x n ar
 
 
 def parse(argv):
-    p = ArgumentParser(prog="python -m tridiag.heat", description=__doc__,
+    p = ArgumentParser(prog="python -m tridiag.cases.heat", description=__doc__,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="case", required=True)
     un = sub.add_parser("unsteady", help="transient conduction, Peaceman–Rachford ADI (Wei et al. 2013)",
@@ -201,7 +201,7 @@ def main(argv=None) -> int:
                f"--n {args.n} ({args.dtype})", lambda nodes: f"--n {math.isqrt(nodes)}")
     out = ensure_writable_dir(args.out)
     run = (unsteady if args.case == "unsteady" else steady)(args, backend.xp, options)
-    run.summary.update(device=backend.describe(), command="python -m tridiag.heat " + " ".join(argv))
+    run.summary.update(device=backend.describe(), command="python -m tridiag.cases.heat " + " ".join(argv))
     write_results(run, out)
     draw_pictures(run, out, PROG)
     if run.error is not None:

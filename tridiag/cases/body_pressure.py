@@ -18,7 +18,7 @@ from gpucfd.backend import to_numpy
 from gpucfd.errors import ConvergenceError
 
 from .channel import CONVECTIVE_SPEED
-from .kernels.channel_flow import for_module
+from ..kernels.channel_flow import for_module
 from .vorticity import distinct_nodes
 from .vorticity_solver import VorticitySolver
 
@@ -32,7 +32,7 @@ def face_samples(channel, walls: list) -> dict:
     face node (corners once per face) q, the row of its ThomTable (built from ``walls``), first
     and second, the flat fluid nodes one and two spacings along the outward normal, and weight,
     ds · (trapezoid weight) / (2 dn), so that Σ weight (−3 ω_w + 4 ω₁ − ω₂) = ∮ ∂ω/∂n ds with
-    second-order one-sided differences (tridiag.channel.normal_vorticity_flux)."""
+    second-order one-sided differences (tridiag.cases.channel.normal_vorticity_flux)."""
     g = channel.grid
     nx = g.nx
     j0, j1, i0, i1 = channel.body

@@ -3,7 +3,7 @@
 Units: cylinder side D = 1, maximum inflow velocity U_max = 1, so Re = 1/ν and time is in D/U_max.
 The channel is [0, L] × [0, H] with H = 8, L = 50; the cylinder is centred at x = L/4 = 12.5 on
 the centre-line y = H/2. A grid is named ``ny x nx`` cells as in the paper (160x800: hy = D/20,
-hx = D/16), nodes (ny+1, nx+1), fields (ny+1, nx+1) arrays as in tridiag.vorticity.
+hx = D/16), nodes (ny+1, nx+1), fields (ny+1, nx+1) arrays as in tridiag.cases.vorticity.
 
 Cylinder faces lie on grid lines: each face is snapped down (toward smaller x or y) to the
 nearest grid line when it falls inside a cell (200x1000: hy = 0.04 D, the faces at y = 3.5,
@@ -27,7 +27,7 @@ import numpy as np
 
 from gpucfd.errors import InputError
 
-from .layout import array_module
+from ..layout import array_module
 from .vorticity import Boundary, Grid
 
 HEIGHT = 8.0  # H / D (blockage D/H = 1/8)

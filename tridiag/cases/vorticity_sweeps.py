@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .kernels import vorticity_sweeps as kernels
+from ..kernels import vorticity_sweeps as kernels
 from .line_solver import FUSED, LineSystems, resolve_solver
 from .vorticity import Boundary, wall_vorticity
 
@@ -62,7 +62,7 @@ class _Sweeps:
 
 class LibrarySweeps(_Sweeps):
     """Rows by array expressions (NumPy or CuPy), solved by tridiag.solve with the method of
-    ``solver`` (a key of tridiag.line_solver.SOLVERS) in that solver's layout."""
+    ``solver`` (a key of tridiag.cases.line_solver.SOLVERS) in that solver's layout."""
 
     def __init__(self, xp, boundary: Boundary, re: float, dt: float, dtype, solver: str):
         super().__init__(xp, boundary, re)
@@ -149,7 +149,7 @@ class FusedSweeps(_Sweeps):
 
 
 def make_sweeps(xp, boundary: Boundary, re: float, dt: float, dtype, solver: str):
-    """The sweeps of line solver ``solver`` (tridiag.line_solver.NAMES; "auto" resolved for the
+    """The sweeps of line solver ``solver`` (tridiag.cases.line_solver.NAMES; "auto" resolved for the
     array module ``xp`` and the grid)."""
     fits = max(boundary.grid.shape) <= kernels.longest_line(dtype)
     name = resolve_solver(solver, xp is not np, fits)

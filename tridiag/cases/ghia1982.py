@@ -1,6 +1,6 @@
 """Reference data of the 2D lid-driven cavity: Ghia, Ghia & Shin (1982).
 
-Files in tridiag/reference_data (see SOURCES.md there): ghia1982_u_vertical_centerline.csv
+Files in tridiag/cases/reference_data (see SOURCES.md there): ghia1982_u_vertical_centerline.csv
 (Table I, u on x = 0.5), ghia1982_v_horizontal_centerline.csv (Table II, v on y = 0.5) and
 ghia1982_primary_vortex.csv (Tables III and V, ψ_min and its centre), at Re 100, 400, 1000;
 unit square, lid y = 1 moving +x at speed 1. Ghia's points are nodes k/128 of their 129²
@@ -22,7 +22,7 @@ SUSPECT = {400: {"v": (116 / 128,)}}
 
 def _table(name: str) -> tuple:
     """(header names, float rows (m, k)) of reference_data/<name>, comment lines skipped."""
-    text = importlib.resources.files("tridiag").joinpath("reference_data", name).read_text()
+    text = importlib.resources.files("tridiag.cases").joinpath("reference_data", name).read_text()
     lines = [line for line in text.splitlines() if line and not line.startswith("#")]
     return lines[0].split(","), np.array([[float(v) for v in line.split(",")] for line in lines[1:]])
 

@@ -1,5 +1,5 @@
-"""Command-line options and limits shared by the tridiag commands (tridiag.heat, tridiag.cavity2d,
-tridiag.cylinder) and the scripts that run them.
+"""Command-line options and limits shared by the tridiag commands (tridiag.cases.heat, tridiag.cases.cavity2d,
+tridiag.cases.cylinder) and the scripts that run them.
 
 Limits: MAX_STEPS iterations or time steps per run (beyond it a run is a hang, not a
 computation); Reynolds numbers in RE_RANGE (below, the viscous coefficients dwarf the
