@@ -1,10 +1,10 @@
-"""Benchmark of the unsteady ADI (Wei et al. 2013's case): time per step per solver and sweep.
+"""Benchmark of the unsteady ADI (Wei et al. 2013's case): time per step per line solver and layout.
 
 For each n² (float32 by default; Δx = Δt = 0.01, r = 100, the hot-plate start of
-tridiag.cases.heat_unsteady) and each solver × sweep: ms per ADI step (median of CUDA-event
+tridiag.cases.heat_unsteady) and each line solver × --layouts (the fused solver once): ms per ADI step (median of CUDA-event
 samples of back-to-back steps from Python; and the same steps captured in a CUDA graph and
 replayed: the device time without launch overhead), the total for --steps steps, the
-bytes a step moves (tridiag.cases.adi.ADI.bytes_per_step: 15 n² itemsize strided, 17 transposed)
+bytes a step moves (the sweep's passes() × n² itemsize: library 15 natural, 17 with a transpose; fused 5)
 as GB/s and as a fraction of a device-to-device copy measured in
 this run, the speed-up over the serial CPU ADI (tridiag.cases.heat_unsteady.serial_cpu_run: NumPy
 Thomas vectorised over the lines, one core; timed over --cpu-steps steps in this run), the
@@ -26,27 +26,28 @@ from pathlib import Path
 
 import numpy as np
 
-import tridiag
 from bench_tridiag import copy_bandwidth, time_graph
 from gpucfd.backend import get_backend, resolve_dtype
 from gpucfd.errors import ArgumentParser, check_range, run_cli
 from gpucfd.output import ensure_writable_dir
 from script_options import check_each, check_names, check_tag
-from tridiag.cases.adi import ADI, SWEEPS
 from tridiag.cases.cli import MAX_STEPS
 from tridiag.cases.heat import HOST_ARRAYS, SOLVE_ARRAYS, check_decay
 from tridiag.cases.heat_unsteady import initial_field, relative_l2, run_unsteady, serial_cpu_run
+from tridiag.cases.line_solver import FUSED, ITERATIVE, LAYOUTS, NAMES
 from tridiag.cases.memory import check_fits
+from tridiag.cases.peaceman_rachford import make_adi
 
 SIZES = (1024, 2048, 4096, 8192)
-SOLVERS = ("hybrid", "pcr", "pta", "thomas", "auto")
+SOLVERS = ("fused", "hybrid", "pcr", "pta", "thomas", "tuned")
+LAYOUT_CHOICES = ("natural", "contiguous")
 DX = DT = 0.01
 FULL_RUN_SECONDS = 5.0  # a configuration slower than this for --steps steps is extrapolated
 
 
-def time_steps(backend, adi, s, repeat):
+def time_steps(backend, adi, t, rho, repeat):
     """(ms per step back-to-back, ms per step replayed from a CUDA graph or None, steps per sample)."""
-    step = lambda: adi.step(s)  # noqa: E731
+    step = lambda: adi.sweep(t, rho)  # noqa: E731
     step()
     single = backend.time_call(step, repeat=1, warmup=0)
     calls = int(min(50, max(1, 0.02 / single)))
@@ -58,42 +59,43 @@ def time_steps(backend, adi, s, repeat):
 
 def bench_size(backend, n, dtype, args, copy_gbs):
     xp = backend.xp
-    s = DT / (2 * DX * DX)
+    r = DT / (DX * DX)
     host0 = initial_field(np, n, dtype, DX)
     cpu_ms, cpu_field = None, None
     if n <= args.cpu_max:
         t0 = time.perf_counter()
-        serial_cpu_run(host0, args.cpu_steps, s)
+        serial_cpu_run(host0, args.cpu_steps, r)
         cpu_ms = (time.perf_counter() - t0) / max(1, args.cpu_steps) * 1e3
         print(f"  serial CPU ADI {cpu_ms:10.2f} ms/step", flush=True)
     if n <= args.accuracy_max:
-        cpu_field = serial_cpu_run(host0, args.steps, s)
+        cpu_field = serial_cpu_run(host0, args.steps, r)
     rows = []
     for solver in args.solvers:
-        for sweep in args.sweeps:
-            row = dict(n=n, dtype=dtype.name, solver=solver, sweep=sweep)
+        for layout in (["auto"] if solver == FUSED else args.layouts):
+            row = dict(n=n, dtype=dtype.name, solver=solver, layout=layout)
             try:
-                adi = ADI(xp.asarray(host0), solver, sweep)
-                ms, graph, calls = time_steps(backend, adi, s, args.repeat)
-                nbytes = adi.bytes_per_step()
-                row.update(solved_by=adi.solved_by, ms=ms, ms_graph=graph, calls=calls, bytes_per_step=nbytes)
-                del adi
+                adi = make_adi(xp, (n, n), dtype, solver, DX, DX, layout=layout)
+                t = xp.asarray(host0)
+                ms, graph, calls = time_steps(backend, adi, t, 2 / DT, args.repeat)
+                nbytes = adi.passes() * n * n * dtype.itemsize
+                row.update(solved_by=adi.describe(), ms=ms, ms_graph=graph, calls=calls, bytes_per_step=nbytes)
+                del adi, t
                 best = graph or ms
                 gbs = nbytes / best * 1e-6
                 row.update(gbs=gbs, copy_fraction=gbs / copy_gbs if copy_gbs else None,
                            speedup=cpu_ms / ms if cpu_ms else None, total_s=ms * args.steps / 1e3, total_measured=False)
                 if ms * args.steps / 1e3 <= FULL_RUN_SECONDS:
-                    res = run_unsteady(xp, n, args.steps, dtype, solver, sweep, DX, DT)
+                    res = run_unsteady(backend, n, args.steps, dtype, solver, layout, DX, DT)
                     row.update(total_s=res["seconds"], total_measured=True, error_exact=res["error_exact"],
                                eq10=None if cpu_field is None else relative_l2(res["field"], cpu_field))
-                print(f"  {solver:7s} {sweep:9s} {ms:9.3f} ms/step" + (f" graph {graph:8.3f}" if graph else "")
+                print(f"  {solver:7s} {layout:10s} {ms:9.3f} ms/step" + (f" graph {graph:8.3f}" if graph else "")
                       + f" {row['gbs']:7.0f} GB/s" + (f" {row['copy_fraction']:6.1%}" if row["copy_fraction"] else "")
                       + (f" x{row['speedup']:.0f}" if row["speedup"] else "")
                       + (f" err {row['error_exact']:.2e}" if "error_exact" in row else "")
                       + (f" eq10 {row['eq10']:.2e}" if row.get("eq10") is not None else ""), flush=True)
             except Exception as exc:  # one failing configuration must not stop the benchmark
                 row["error"] = repr(exc)
-                print(f"  {solver:7s} {sweep:9s} ERROR {exc!r}", flush=True)
+                print(f"  {solver:7s} {layout:10s} ERROR {exc!r}", flush=True)
             row["cpu_ms"] = cpu_ms
             rows.append(row)
             if backend.is_gpu:
@@ -110,22 +112,23 @@ def markdown(meta, rows):
              f"{meta['date']}; command `{meta['command']}`; {meta['steps']} steps, Δx = Δt = 0.01 (r = 100), "
              f"copy bandwidth {_fmt(meta['copy_gbs'], '.0f')} GB/s. ms/step: back-to-back steps from Python "
              "(CUDA events); graph: the same steps replayed from a CUDA graph. GB/s and % copy over the bytes a "
-             "step reads and writes, 15 n² itemsize strided, 17 transposed (graph time where there is one). "
+             "step reads and writes (library sweeps 15 n² itemsize natural, 17 with a transpose; fused 5; graph "
+             "time where there is one). "
              "Speed-up: serial CPU ADI ms/step (NumPy Thomas "
              "vectorised over the lines, one core, same machine and run) over ms/step. Total: seconds for all "
              "steps (est. = ms/step × steps). err: relative L2 against the exact decay; eq. 10: against the "
              "serial CPU result.", "",
-             "| n² | solver | sweep | solved by (x / y lines) | ms/step | graph ms | total s | GB/s | % copy "
+             "| n² | solver | layout | solved by (x / y lines) | ms/step | graph ms | total s | GB/s | % copy "
              "| CPU ms/step | speed-up | err vs exact | eq. 10 |",
              "|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['n']} | {r['solver']} | {r['sweep']} | error: {r['error'][:80]} |||||||||")
+            lines.append(f"| {r['n']} | {r['solver']} | {r['layout']} | error: {r['error'][:80]} |||||||||")
             continue
-        by = " / ".join(r["solved_by"].get(a, "") for a in (-1, 0 if r["sweep"] == "strided" else -1))
+        by = r["solved_by"]
         total = _fmt(r["total_s"], ".3g") + ("" if r["total_measured"] else " est.")
         frac = _fmt(r["copy_fraction"] and 100 * r["copy_fraction"], ".0f")
-        lines.append(f"| {r['n']} | {r['solver']} | {r['sweep']} | {by} | {r['ms']:.4g} | {_fmt(r['ms_graph'], '.4g')} "
+        lines.append(f"| {r['n']} | {r['solver']} | {r['layout']} | {by} | {r['ms']:.4g} | {_fmt(r['ms_graph'], '.4g')} "
                      f"| {total} | {r['gbs']:.0f} | {frac} | {_fmt(r['cpu_ms'], '.4g')} | {_fmt(r['speedup'], '.0f')} "
                      f"| {_fmt(r.get('error_exact'), '.2e')} | {_fmt(r.get('eq10'), '.2e')} |")
     return "\n".join(lines) + "\n"
@@ -135,7 +138,8 @@ def main(argv=None):
     p = ArgumentParser(prog="scripts/bench_adi.py", description=__doc__.splitlines()[0])
     p.add_argument("--sizes", type=int, nargs="+", default=list(SIZES), help="n (nodes per side)")
     p.add_argument("--solvers", nargs="+", default=list(SOLVERS))
-    p.add_argument("--sweeps", nargs="+", choices=SWEEPS, default=list(SWEEPS))
+    p.add_argument("--layouts", nargs="+", choices=tuple(LAYOUTS), default=list(LAYOUT_CHOICES),
+                   help="layouts of the library solvers (default natural contiguous)")
     p.add_argument("--dtype", default="float32")
     p.add_argument("--device", default="gpu", help="gpu (default), cpu or auto")
     p.add_argument("--steps", type=int, default=100, help="steps of the full runs (accuracy, totals)")
@@ -147,7 +151,7 @@ def main(argv=None):
     p.add_argument("--tag", default="", help="suffix of the result file names")
     args = p.parse_args(argv)
     check_each("--sizes", args.sizes, 3, integer=True)
-    check_names("--solvers", args.solvers, tuple(m for m in tridiag.METHODS if m != "checkerboard"))
+    check_names("--solvers", args.solvers, tuple(m for m in NAMES if m not in ITERATIVE))
     dtype = resolve_dtype(args.dtype)
     check_range("--steps", args.steps, 1, MAX_STEPS, integer=True)
     check_range("--cpu-steps", args.cpu_steps, 1, MAX_STEPS, integer=True)

@@ -26,19 +26,18 @@ sys.path.insert(0, ROOT)
 from gpucfd.backend import get_backend, resolve_dtype  # noqa: E402
 from gpucfd.errors import ArgumentParser, check_range, run_cli  # noqa: E402
 from gpucfd.output import ensure_writable_dir  # noqa: E402
-from script_options import check_each, check_names, check_tag  # noqa: E402
+from script_options import check_each, check_line_solvers, check_tag  # noqa: E402
 from tridiag.cases.cavity2d_problem import ARRAYS, HOST_ARRAYS, cavity  # noqa: E402
 from tridiag.cases.cli import MAX_STEPS, RE_RANGE  # noqa: E402
-from tridiag.cases.line_solver import NAMES  # noqa: E402
 from tridiag.cases.memory import check_fits  # noqa: E402
 
 PAPER = "Souri et al. 2020 (GTX 580 vs Core i7 990x): 1024^2, 1000 iterations, CPU Thomas 331.73 s, PTA 8.6 s (38.5x); CR 4.4x, PCR 5.2x"
 
 
-def timed(backend, n, re, solver, iterations, dtype, warmup=2):
+def timed(backend, n, re, solver, layout, iterations, dtype, warmup=2):
     """Seconds for ``iterations`` steps (after ``warmup``, and with fused sweeps after the CUDA
     graph of the timed block is captured) and whether the fields stayed finite."""
-    vs, psi, omega = cavity(backend.xp, n, re, solver=solver, dtype=dtype)
+    vs, psi, omega = cavity(backend, n, re, solver=solver, dtype=dtype, layout=layout)
 
     def step():
         vs.step(psi, omega)
@@ -67,7 +66,8 @@ def main(argv=None):
     ap.add_argument("--sizes", type=int, nargs="+", default=[64, 128, 256, 512, 1024], help="cells per side")
     ap.add_argument("--iterations", type=int, default=1000)
     ap.add_argument("--cpu-iterations", type=int, default=0, help="iterations timed on the CPU, scaled (default: by size)")
-    ap.add_argument("--solvers", nargs="+", default=["fused", "pta", "pta-strided", "cr", "pcr", "hybrid", "tuned"])
+    ap.add_argument("--solvers", nargs="+", default=["fused", "pta", "pta:contiguous", "cr", "pcr", "hybrid", "tuned"],
+                    help="line solvers, SOLVER or SOLVER:LAYOUT (pta:contiguous is the paper's uncoalesced storage)")
     ap.add_argument("--re", type=float, default=1000.0)
     ap.add_argument("--device", default="auto")
     ap.add_argument("--dtype", default="float64")
@@ -77,7 +77,7 @@ def main(argv=None):
     check_each("--sizes", args.sizes, 4, integer=True)
     check_range("--iterations", args.iterations, 1, MAX_STEPS, integer=True)
     check_range("--cpu-iterations", args.cpu_iterations, 0, MAX_STEPS, integer=True)
-    check_names("--solvers", args.solvers, NAMES)
+    choices = check_line_solvers("--solvers", args.solvers)
     check_range("--re", args.re, *RE_RANGE)
     dtype = resolve_dtype(args.dtype)
     check_tag(args.tag or "")
@@ -91,13 +91,13 @@ def main(argv=None):
     rows = []
     for n in args.sizes:
         k = cpu_iterations(n, args.iterations, args.cpu_iterations)
-        seconds, finite, _ = timed(cpu, n, args.re, "thomas", k, dtype)
+        seconds, finite, _ = timed(cpu, n, args.re, "thomas", "auto", k, dtype)
         base = seconds * args.iterations / k
         rows.append({"n": n, "solver": "thomas (CPU)", "device": cpu.describe(), "iterations_timed": k,
                      "seconds": base, "ms_per_iteration": 1e3 * seconds / k, "speedup": 1.0, "finite": finite})
         print(f"{n:5d}^2  thomas (CPU)  {base:9.3f} s for {args.iterations} iterations ({k} timed)", flush=True)
-        for solver in args.solvers:
-            seconds, finite, launches = timed(device, n, args.re, solver, args.iterations, dtype)
+        for solver, name, layout in choices:
+            seconds, finite, launches = timed(device, n, args.re, name, layout, args.iterations, dtype)
             rows.append({"n": n, "solver": solver, "device": device.describe(), "iterations_timed": args.iterations,
                          "seconds": seconds, "ms_per_iteration": 1e3 * seconds / args.iterations,
                          "speedup": base / seconds, "finite": finite, "launches_per_iteration": launches})

@@ -22,23 +22,24 @@ from gpucfd.backend import get_backend, resolve_dtype
 from gpucfd.errors import ArgumentParser, ConvergenceError, InputError, check_range, run_cli
 from gpucfd.output import ensure_writable_dir, write_json
 
-from script_options import check_names, check_tag
+from script_options import check_line_solvers, check_tag
 from tridiag.cases.channel import GRIDS, Channel, parse_grid
 from tridiag.cases.cli import MAX_PSI_SWEEPS, MAX_STEPS, RE_RANGE
 from tridiag.cases.cylinder import largest_grid
 from tridiag.cases.cylinder_flow import BODY, CFL, HOST_ARRAYS, CylinderFlow, default_dt, field_arrays
-from tridiag.cases.line_solver import NAMES, SOLVERS
+from tridiag.cases.line_solver import NAMES
 from tridiag.cases.memory import check_fits
 
 KICK = 0.5
-DEVICE_SOLVERS = ("fused", *(s for s in SOLVERS if s != "thomas"))
+DEVICE_SOLVERS = ("fused", "pta", "pta:contiguous", "cr", "pcr", "hybrid", "tuned")
 
 
 def parse(argv):
     ap = ArgumentParser(prog="scripts/bench_cylinder.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--grids", default=",".join(GRIDS), help=f"ny x nx cells, comma-separated (default {','.join(GRIDS)})")
     ap.add_argument("--solvers", default=",".join(DEVICE_SOLVERS),
-                    help=f"line solvers, any of {','.join(NAMES)} (default {','.join(DEVICE_SOLVERS)}; thomas on "
+                    help=f"line solvers, SOLVER or SOLVER:LAYOUT, SOLVER any of {','.join(NAMES)} (default "
+                         f"{','.join(DEVICE_SOLVERS)}; pta:contiguous is the paper's uncoalesced storage; thomas on "
                          "the GPU is the vectorised reference, a loop over the rows: 0.55 s per step at 160x800)")
     ap.add_argument("--steps", type=int, default=100, help="timed steps per solver (default 100)")
     ap.add_argument("--warmup", type=int, default=3, help="untimed steps before them (default 3)")
@@ -53,11 +54,11 @@ def parse(argv):
     return ap.parse_args(argv)
 
 
-def time_steps(backend, channel, args, solver, steps, warmup, dtype, body_field=None) -> tuple:
+def time_steps(backend, channel, args, solver, steps, warmup, dtype, body_field=None, layout="auto") -> tuple:
     """(seconds per step of ``solver`` on ``backend`` from one timed loop of ``steps``, the flow)."""
     dt = default_dt(channel, CFL["unsteady"], args.re)
-    flow = CylinderFlow(backend.xp, channel, args.re, dt, solver, args.psi_sweeps, dtype, body=args.body,
-                        body_field=body_field)
+    flow = CylinderFlow(backend, channel, args.re, dt, solver, args.psi_sweeps, dtype, body=args.body,
+                        body_field=body_field, layout=layout)
     flow.kick(KICK)
     flow.advance(warmup)
     while not flow.core.replays(steps):  # the fused sweeps' CUDA graph of the timed block, captured untimed
@@ -98,7 +99,7 @@ def write_results(args, summary) -> None:
 def main(argv=None) -> int:
     args = parse(sys.argv[1:] if argv is None else argv)
     grids = [parse_grid(g, "--grids") for g in args.grids.split(",")]
-    solvers = check_names("--solvers", args.solvers.split(","), NAMES)
+    solvers = check_line_solvers("--solvers", args.solvers.split(","))
     for name, low, high in (("steps", 1, MAX_STEPS), ("warmup", 0, MAX_STEPS), ("cpu_steps", 1, MAX_STEPS),
                             ("psi_sweeps", 1, MAX_PSI_SWEEPS)):
         check_range("--" + name.replace("_", "-"), getattr(args, name), low, high, integer=True)
@@ -120,8 +121,8 @@ def main(argv=None) -> int:
         channel = Channel.create(ny, nx)
         field = None  # ψ₁ of the first device run, reused (its solve is a one-off set-up, slow on the CPU)
         rows = []
-        for solver in solvers:
-            seconds, flow, launches = time_steps(backend, channel, args, solver, args.steps, args.warmup, dtype, field)
+        for solver, name, layout in solvers:
+            seconds, flow, launches = time_steps(backend, channel, args, name, args.steps, args.warmup, dtype, field, layout)
             field = flow.body.psi1 if flow.body is not None else None
             rows.append({"solver": solver, "seconds_per_step": seconds, "launches_per_step": launches})
             print(f"{ny}x{nx} {solver}: {1e3 * seconds:.3f} ms/step on {backend.kind}", flush=True)

@@ -64,7 +64,7 @@ def _numbers(text: str, name: str) -> list:
 
 def steady_case(backend, channel, re, args, start) -> tuple:
     """(row, flow) of one steady case started from ``start`` (a CylinderFlow or None)."""
-    flow = CylinderFlow(backend.xp, channel, re, default_dt(channel, CFL["steady"], re), args.solver, args.psi_sweeps,
+    flow = CylinderFlow(backend, channel, re, default_dt(channel, CFL["steady"], re), args.solver, args.psi_sweeps,
                         body=args.body)
     if start is not None:
         flow.load(start)
@@ -84,7 +84,7 @@ def steady_case(backend, channel, re, args, start) -> tuple:
 
 def unsteady_case(backend, channel, re, t_end, args, start) -> tuple:
     """(row, flow) of one unsteady case: from rest with the start-up blob, or from ``start``."""
-    flow = CylinderFlow(backend.xp, channel, re, default_dt(channel, CFL["unsteady"], re), args.solver, args.psi_sweeps,
+    flow = CylinderFlow(backend, channel, re, default_dt(channel, CFL["unsteady"], re), args.solver, args.psi_sweeps,
                         body=args.body)
     if start is None:
         flow.kick(0.5)

@@ -36,15 +36,16 @@ DOPS = (4, 8, 16, 32)
 CB_OPTIONS = {"maxiter": 1000000, "tol": 1e-4}  # per line solve (tridiag.cases.heat steady's --inner-tol)
 
 
-def run(xp, n, solver, params, stop, tol, maxiter, options):
+def run(backend, n, solver, params, stop, tol, maxiter, options):
     try:
-        return solve_steady(xp, n, np.float64, solver, "strided", params, stop, tol, maxiter, options=options)
+        return solve_steady(backend, n, np.float64, solver, "natural", params, stop, tol, maxiter, options=options,
+                            check_every=1)
     except ConvergenceError as exc:
         return exc.result
 
 
 def row_of(label, res):
-    keep = ("n", "method", "parameters", "stop", "iterations", "inner_iterations", "seconds", "converged",
+    keep = ("n", "solver", "parameters", "stop", "iterations", "inner_iterations", "seconds", "converged",
             "t_centre", "centre_error", "error_bound", "options")
     return dict(setting=label, **{k: res[k] for k in keep})
 
@@ -75,7 +76,6 @@ def main(argv=None):
     check_fits(backend, largest**2, SOLVE_ARRAYS + 2 * len(parameters("cyclic", largest)), np.float64, 2,
                f"a {largest}² grid", lambda nodes: f"a {math.isqrt(nodes)}² grid")
     ensure_writable_dir(args.out)
-    xp = backend.xp
     thomas = "pta" if backend.is_gpu else "thomas"
     print(backend.describe(), flush=True)
     table = []
@@ -86,7 +86,7 @@ def main(argv=None):
             fields = []
             for solver, opts in ((thomas, {}), ("checkerboard", {"dop": 8, **CB_OPTIONS})):
                 chosen = ("optimal" if solver == "checkerboard" else "cyclic") if params == "auto" else params
-                res = run(xp, n, solver, chosen, stop, args.tol, cap, opts)
+                res = run(backend, n, solver, chosen, stop, args.tol, cap, opts)
                 fields.append(res["field"])
                 table.append(row_of(label, res))
                 r = table[-1]
@@ -98,7 +98,7 @@ def main(argv=None):
         for memory in ("shared", "global"):
             if memory == "shared" and dop > 32:
                 continue
-            res = run(xp, args.dop_n, "checkerboard", "optimal", "residual", args.tol, args.maxiter,
+            res = run(backend, args.dop_n, "checkerboard", "optimal", "residual", args.tol, args.maxiter,
                       {"dop": dop, "memory": memory, **CB_OPTIONS})
             study.append(row_of(f"dop {dop} {memory}", res))
             print(f"dop {dop:3d} {memory:7s} its {res['iterations']} ({res['inner_iterations']}) "
@@ -114,7 +114,7 @@ def main(argv=None):
     for r in table:
         cap = "" if r["converged"] else " (cap)"
         diff = r.get("max_difference_from_thomas")
-        lines.append(f"| {r['n']} | {r['setting']} | {r['method']} | {r['parameters']} | {r['t_centre']:.8f} "
+        lines.append(f"| {r['n']} | {r['setting']} | {r['solver']} | {r['parameters']} | {r['t_centre']:.8f} "
                      f"| {r['centre_error']:.2e} | {r['iterations']}{cap} | {r['inner_iterations'] or ''} "
                      f"| {r['seconds']:.3g} | {'' if diff is None else format(diff, '.1e')} |")
     lines += ["", f"dop study: checkerboard, optimal ρ, residual rule tol {args.tol:g}, {args.dop_n}² nodes", "",

@@ -27,6 +27,21 @@ def check_names(name: str, values, allowed) -> list:
     return list(values)
 
 
+def check_line_solvers(name: str, entries) -> list:
+    """``entries`` of the form SOLVER or SOLVER:LAYOUT (tridiag.cases.line_solver names, e.g. "pta:contiguous"),
+    each checked, and at least one; returns (entry, solver, layout) triples."""
+    from tridiag.cases.line_solver import check_solver
+
+    if not entries:
+        raise InputError(f"{name} needs at least one value")
+    out = []
+    for entry in entries:
+        solver, _, layout = entry.partition(":")
+        check_solver(solver, layout or "auto")
+        out.append((entry, solver, layout or "auto"))
+    return out
+
+
 def check_tag(tag: str) -> str:
     """A suffix of result file names: letters, digits, '.', '_' and '-' only."""
     if not re.fullmatch(r"[A-Za-z0-9._-]*", tag):

@@ -71,7 +71,7 @@ def check(args) -> tuple:
 
 def run_case(backend, channel, re, cfl, t_end, start):
     """(row, flow): one run from rest (start None) or from ``start``'s fields."""
-    flow = CylinderFlow(backend.xp, channel, re, default_dt(channel, cfl, re), "auto", 2,
+    flow = CylinderFlow(backend, channel, re, default_dt(channel, cfl, re), "auto", 2,
                         body_field=None if start is None else start.body.psi1)
     if start is None:
         flow.kick(0.5)

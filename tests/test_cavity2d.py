@@ -14,6 +14,9 @@ from tridiag.cases.cavity2d_problem import cavity
 from tridiag.cases.vorticity import velocity
 
 
+CPU = get_backend("cpu")
+
+
 def run(*args):
     return subprocess.run([sys.executable, "-m", "tridiag.cases.cavity2d", *args], capture_output=True, text=True)
 
@@ -67,7 +70,7 @@ def test_fixed_iteration_mode_runs_exactly_that_many(tmp_path):
 def test_float32_agrees_with_float64():
     fields = []
     for dtype in (np.float64, np.float32):
-        vs, psi, omega = cavity(np, 16, 100.0, solver="thomas", dtype=dtype)
+        vs, psi, omega = cavity(CPU, 16, 100.0, solver="thomas", dtype=dtype)
         vs.march(psi, omega, 200, check_every=200)
         fields.append(psi.astype(np.float64))
     assert fields[1].dtype == np.float64 and np.abs(fields[1] - fields[0]).max() < 1e-5
@@ -75,7 +78,7 @@ def test_float32_agrees_with_float64():
 
 def test_analysis_against_ghia_is_exact_for_ghia_data():
     """Sampling a field that reproduces Ghia's u exactly gives zero difference at their points."""
-    vs, psi, omega = cavity(np, 128, 100.0)
+    vs, psi, omega = cavity(CPU, 128, 100.0)
     y = vs.grid.coordinates()[1]
     yr, ur = ghia1982.reference(100)["u"]
     u = np.tile(np.interp(y, yr[::-1], ur[::-1])[:, None], (1, vs.grid.nx))
@@ -88,7 +91,7 @@ def test_analysis_against_ghia_is_exact_for_ghia_data():
     (["--n", "4.5"], "argument --n: invalid int value"),
     (["--re", "0"], "--re must be >= 0.001 and <= 100000 (got 0.0)"),
     (["--re", "-100"], "--re must be >= 0.001"),
-    (["--solver", "fast"], "--solver must be one of auto, fused, thomas, pta, pta-strided, cr, pcr, hybrid, tuned"),
+    (["--solver", "fast"], "--solver must be one of auto, fused, thomas, pta, cr, cr_sorted, pcr, checkerboard, hybrid, tuned"),
     (["--iterations", "-1"], "--iterations must be >= 0"),
     (["--dt", "0"], "--dt must be > 0"),
     (["--tol", "-1"], "--tol must be >= 2.22045e-16 and < 1 (got -1.0)"),
@@ -127,14 +130,17 @@ def test_help():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("solver", ["thomas", "pta", "pta-strided", "cr", "pcr", "hybrid", "auto"])
-def test_gpu_matches_cpu(solver):
+@pytest.mark.parametrize("solver, layout", [("thomas", "auto"), ("pta", "auto"), ("pta", "contiguous"), ("cr", "auto"),
+                                            ("pcr", "natural"), ("hybrid", "auto"), ("hybrid", "interleaved"),
+                                            ("auto", "auto")])
+def test_gpu_matches_cpu(solver, layout):
     if cupy_module() is None:
         pytest.skip("no CUDA GPU")
     fields = []
     for device in ("cpu", "gpu"):
         backend = get_backend(device)
-        vs, psi, omega = cavity(backend.xp, 48, 400.0, solver=solver if device == "gpu" else "thomas")
+        vs, psi, omega = cavity(backend, 48, 400.0, solver=solver if device == "gpu" else "thomas",
+                                layout=layout if device == "gpu" else "auto")
         vs.march(psi, omega, 100, check_every=50)
         u, v = velocity(psi, vs.grid, vs.boundary)
         fields.append(np.concatenate([backend.to_numpy(f).ravel() for f in (psi, omega, u, v)]))

@@ -8,9 +8,10 @@ import scipy.sparse.linalg as spla
 from gpucfd.backend import get_backend
 from gpucfd.errors import ConvergenceError, InputError
 from tridiag.cases.flow_analysis import minimum, sample
-from tridiag.cases.line_solver import SOLVERS, LineSystems
+from tridiag.cases.line_solver import LAYOUTS, LIBRARY, ITERATIVE, LineSystems, resolve_solver, storage_transposed
 from tridiag.cases.vorticity import Boundary, Grid, laplacian, velocity, wall_vorticity
-from tridiag.cases.vorticity_solver import VorticitySolver, poisson_parameters
+from tridiag.cases.peaceman_rachford import parameters, spectrum
+from tridiag.cases.vorticity_solver import VorticitySolver
 
 
 def box_fixed(grid, body=None):
@@ -23,7 +24,7 @@ def box_fixed(grid, body=None):
     return fixed
 
 
-def obstacle_case(backend, solver="thomas", n=(15, 12), dt=0.05, re=50.0):
+def obstacle_case(backend, solver="thomas", n=(15, 12), dt=0.05, re=50.0, layout="auto"):
     """A lid-driven box of 15 × 12 cells with a 3 × 2-cell block inside; body ψ = 0.01."""
     grid = Grid.box(1.2, 1.0, *n)
     body = (4, 6, 5, 8)
@@ -33,7 +34,7 @@ def obstacle_case(backend, solver="thomas", n=(15, 12), dt=0.05, re=50.0):
     boundary = Boundary.create(backend.xp, grid, fixed, wall_u=lid)
     psi = np.zeros(grid.shape)
     psi[body[0]:body[1] + 1, body[2]:body[3] + 1] = 0.01
-    vs = VorticitySolver(backend.xp, boundary, re, dt, solver=solver, psi_sweeps=2)
+    vs = VorticitySolver(backend, boundary, re, dt, solver=solver, psi_sweeps=2, layout=layout)
     return vs, backend.asarray(psi), backend.xp.zeros(grid.shape), fixed, body
 
 
@@ -115,16 +116,18 @@ def test_sample_is_exact_for_cubics_and_minimum_for_a_bowl():
 
 # --- line systems and solves ------------------------------------------------------------------
 
-@pytest.mark.parametrize("solver", ["thomas", "pta", "pta-strided"])
-def test_line_layouts_solve_rows_and_columns(solver):
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+@pytest.mark.parametrize("solver", ["thomas", "pta"])
+def test_line_layouts_solve_rows_and_columns(solver, layout):
     rng = np.random.default_rng(1)
     shape = (6, 9)
+    choice = resolve_solver(solver, False, 9, True, layout)
+    assert choice.layouts == LAYOUTS[layout]
     for along in "xy":
-        lines = LineSystems.create(np, shape, np.float64, along, solver)
-        method, x_layout, y_layout = SOLVERS[solver]
-        layout = x_layout if along == "x" else y_layout
+        lines = LineSystems.create(np, shape, np.float64, along, choice)
         transposed = lines.storage[0].shape != shape
-        assert transposed == ((along == "x") == (layout == "interleaved"))
+        assert transposed == storage_transposed(along, choice.layouts)
+        assert transposed == ((along == "x") == (choice.layouts["xy".index(along)] == "interleaved"))
         lines.a[...], lines.c[...], lines.d[...] = (rng.uniform(-1, 1, shape) for _ in range(3))
         lines.b[...] = 3 + rng.uniform(size=shape)
         x = lines.solve()
@@ -171,7 +174,7 @@ def test_poisson_sweeps_converge_to_the_sparse_solution(backend):
 
 def test_poisson_parameters_span_the_spectrum():
     grid = Grid.box(1.0, 1.0, 32, 32)
-    rho = poisson_parameters(grid, 6)
+    rho = parameters(*spectrum(grid.shape, grid.hx, grid.hy), 6)
     assert len(rho) == 6 and all(a > b for a, b in zip(rho, rho[1:]))
     assert np.pi**2 < rho[-1] < rho[0] < 4 * 32**2
 
@@ -223,13 +226,14 @@ def test_obstacle_is_inert_and_its_walls_follow_thom(backend):
     assert np.abs(bottom).max() > 0.01 and np.isfinite(omega_h).all()
 
 
-@pytest.mark.parametrize("solver", [s for s in SOLVERS if s != "thomas"] + ["fused"])
-def test_every_line_solver_gives_the_thomas_answer(backend, solver):
+@pytest.mark.parametrize("solver, layout", [(s, lay) for s in LIBRARY if s not in ("thomas", *ITERATIVE) for lay in LAYOUTS]
+                         + [("fused", "auto")])
+def test_every_line_solver_gives_the_thomas_answer(backend, solver, layout):
     if solver == "fused" and not backend.is_gpu:
         pytest.skip("the fused sweeps run on the GPU (tests/test_vorticity_sweeps.py checks the CPU refusal)")
     results = []
-    for name in ("thomas", solver):
-        vs, psi, omega, _, _ = obstacle_case(backend, solver=name)
+    for name, lay in (("thomas", "auto"), (solver, layout)):
+        vs, psi, omega, _, _ = obstacle_case(backend, solver=name, layout=lay)
         vs.march(psi, omega, 40, check_every=40)
         results.append(np.concatenate([backend.to_numpy(psi).ravel(), backend.to_numpy(omega).ravel()]))
     scale = np.abs(results[0]).max()

@@ -6,10 +6,11 @@ import pytest
 
 from gpucfd.backend import cupy_module, get_backend
 from gpucfd.errors import InputError
-from tridiag.kernels.vorticity_sweeps import longest_line
-from tridiag.cases.line_solver import resolve_solver
+from tridiag.kernels.line_sweeps import longest_line
+from tridiag.cases.line_solver import AUTO_FUSED_LONGEST, LineSolver, resolve_solver
 from tridiag.cases.vorticity import Boundary, Grid
-from tridiag.cases.vorticity_solver import VorticitySolver, poisson_parameters
+from tridiag.cases.peaceman_rachford import parameters, spectrum
+from tridiag.cases.vorticity_solver import VorticitySolver
 from tridiag.cases.vorticity_sweeps import FusedSweeps, LibrarySweeps, make_sweeps
 
 gpu = pytest.mark.gpu
@@ -32,14 +33,22 @@ def random_fields(grid, seed):
 
 
 def test_solver_names_resolve_per_device():
-    assert resolve_solver("auto", gpu=True, fits=True) == "fused"
-    assert resolve_solver("auto", gpu=True, fits=False) == "tuned"
-    assert resolve_solver("auto", gpu=False, fits=True) == "thomas"
-    assert resolve_solver("pcr", gpu=False, fits=True) == "pcr"
+    short, long = AUTO_FUSED_LONGEST, AUTO_FUSED_LONGEST + 1
+    assert resolve_solver("auto", True, short, True) == LineSolver("fused", None, None)
+    assert resolve_solver("auto", True, long, True).name == "tuned"
+    assert resolve_solver("auto", True, short, False) == LineSolver("tuned", "auto", ("contiguous", "contiguous"))
+    assert resolve_solver("auto", False, short, True) == LineSolver("thomas", "thomas", ("contiguous", "interleaved"))
+    assert resolve_solver("pta", False, short, True).layouts == ("interleaved", "interleaved")
+    assert resolve_solver("pcr", True, short, True, "natural").layouts == ("contiguous", "interleaved")
+    assert resolve_solver("fused", True, long, True).fused
     with pytest.raises(InputError, match="--solver fused needs a GPU"):
-        resolve_solver("fused", gpu=False, fits=True)
+        resolve_solver("fused", False, short, True)
+    with pytest.raises(InputError, match="lines of 9000 nodes do not fit"):
+        resolve_solver("fused", True, 9000, False)
     with pytest.raises(InputError, match="--solver must be one of auto, fused, thomas"):
-        resolve_solver("magic", gpu=True, fits=True)
+        resolve_solver("magic", True, short, True)
+    with pytest.raises(InputError, match="--layout must be one of auto, natural, contiguous, interleaved"):
+        resolve_solver("pcr", True, short, True, "diagonal")
     b = obstacle(np)
     assert isinstance(make_sweeps(np, b, 100.0, 0.01, np.float64, "auto"), LibrarySweeps)
     assert longest_line(np.float64) > 4096 and longest_line(np.float32) > 8192
@@ -52,10 +61,10 @@ def test_each_fused_sweep_equals_the_reference(cells):
         pytest.skip("no CUDA GPU")
     cp = cupy_module()
     ref_b, dev_b = obstacle(np, cells), obstacle(cp, cells)
-    ref = LibrarySweeps(np, ref_b, 250.0, 0.013, np.float64, "thomas")
+    ref = LibrarySweeps(np, ref_b, 250.0, 0.013, np.float64, resolve_solver("thomas", False, max(cells) + 1, True))
     dev = FusedSweeps(cp, dev_b, 250.0, 0.013, np.float64)
     psi, omega = random_fields(ref_b.grid, 1)
-    rho = poisson_parameters(ref_b.grid, 8)[4]  # mid-cycle: the smallest make the long lines near-singular (cond ~ 1e5)
+    rho = parameters(*spectrum(ref_b.grid.shape, ref_b.grid.hx, ref_b.grid.hy), 8)[4]  # mid-cycle: the smallest make the long lines near-singular (cond ~ 1e5)
     for name, call in (("walls", lambda s, p, w: s.walls(p, w, 0.7)), ("transport", lambda s, p, w: s.transport(p, w)),
                        ("poisson", lambda s, p, w: s.poisson(p, w, rho))):
         p_ref, w_ref = psi.copy(), omega.copy()
@@ -72,15 +81,14 @@ def test_each_fused_sweep_equals_the_reference(cells):
 def test_fused_march_with_graphs_equals_the_numpy_reference(dtype, tol):
     if cupy_module() is None:
         pytest.skip("no CUDA GPU")
-    cp = cupy_module()
     runs = []
-    for xp, solver in ((np, "thomas"), (cp, "fused")):
-        vs = VorticitySolver(xp, obstacle(xp, dtype=dtype), 100.0, 0.01, solver=solver, psi_sweeps=3, dtype=dtype)
+    for backend, solver in ((get_backend("cpu"), "thomas"), (get_backend("gpu"), "fused")):
+        xp = backend.xp
+        vs = VorticitySolver(backend, obstacle(xp, dtype=dtype), 100.0, 0.01, solver=solver, psi_sweeps=3, dtype=dtype)
         psi, omega = xp.zeros(vs.grid.shape, dtype), xp.zeros(vs.grid.shape, dtype)
         vs.march(psi, omega, 90, check_every=30)  # 30 steps direct, then a captured graph replayed twice
-        host = get_backend("gpu" if xp is cp else "cpu").to_numpy
-        runs.append((host(psi), host(omega)))
-        if xp is cp:  # blocks of 90 ψ sweeps start at phases 0 (run direct: warm-up), 2 and 4 of the 8-long ρ cycle
+        runs.append((backend.to_numpy(psi), backend.to_numpy(omega)))
+        if backend.is_gpu:  # blocks of 90 ψ sweeps start at phases 0 (run direct: warm-up), 2 and 4 of the 8-long ρ cycle
             assert sorted(vs.graphs.graphs) == [(2, 30), (4, 30)]
     (p0, w0), (p1, w1) = runs
     assert np.abs(w0).max() > 1

@@ -17,8 +17,8 @@ import numpy as np
 from gpucfd.backend import to_numpy
 from gpucfd.errors import ConvergenceError
 
-from .channel import CONVECTIVE_SPEED
 from ..kernels.channel_flow import for_module
+from .channel import CONVECTIVE_SPEED
 from .vorticity import distinct_nodes
 from .vorticity_solver import VorticitySolver
 
@@ -72,7 +72,8 @@ class PressureBodyValue:
         self.gain = xp.zeros(1, dtype=flow.psi.dtype)
         if psi1 is None:
             if core.dtype != np.float64:
-                core = VorticitySolver(xp, self.channel.boundary(xp), core.re, core.dt, solver=core.solver)
+                core = VorticitySolver(flow.backend, self.channel.boundary(xp), core.re, core.dt, solver=core.solver,
+                                       layout=core.layout)
             psi1, self.sweeps = self._solve(core, flow.grid)
         else:
             self.sweeps = 0

@@ -20,10 +20,10 @@ from gpucfd.errors import ArgumentParser, ConvergenceError, InputError, check_ra
 from gpucfd.output import ensure_writable_dir
 
 from .cavity2d_output import CavityRun, draw_pictures, report, write_results, write_summary
-from .pictures import summary_then_pictures
 from .cavity2d_problem import ARRAYS, HOST_ARRAYS, cavity, default_dt, default_tol, wall_relaxation
 from .cli import MAX_STEPS, RE_RANGE, add_flow_arguments, check_flow_arguments
 from .memory import check_fits
+from .pictures import summary_then_pictures
 from .vorticity import velocity
 
 PROG = "tridiag.cases.cavity2d"
@@ -93,7 +93,8 @@ def main(argv=None) -> int:
     out = ensure_writable_dir(args.out)
     tol = default_tol(args.dtype, args.n) if args.tol is None else args.tol
     say = (lambda s: print(s, flush=True)) if not args.quiet else (lambda s: None)
-    vs, psi, omega = cavity(backend.xp, args.n, args.re, args.dt, args.solver, args.psi_sweeps, args.wall_relaxation, dtype)
+    vs, psi, omega = cavity(backend, args.n, args.re, args.dt, args.solver, args.psi_sweeps, args.wall_relaxation, dtype,
+                            args.layout)
     grid = vs.grid
     fixed_count = args.iterations > 0
     say(f"cavity2d Re {args.re:g}: {args.n} x {args.n} cells ({grid.nx} x {grid.ny} nodes), solver {args.solver}, "

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpucfd.backend import Backend
+
 from .vorticity import Boundary, Grid
 from .vorticity_solver import VorticitySolver
 
@@ -35,8 +37,8 @@ def wall_relaxation(dt: float, re: float, h: float) -> float:
     return min(1.0, re * h * h / dt)
 
 
-def cavity(xp, n: int, re: float, dt: float | None = None, solver: str = "thomas", psi_sweeps: int = 2,
-           relaxation: float | None = None, dtype=np.float64):
+def cavity(backend: Backend, n: int, re: float, dt: float | None = None, solver: str = "thomas", psi_sweeps: int = 2,
+           relaxation: float | None = None, dtype=np.float64, layout: str = "auto"):
     """(VorticitySolver, ψ, ω) of the cavity on n × n cells, fields zero (fluid at rest); dt defaults
     to :func:`default_dt`, the wall-vorticity relaxation to :func:`wall_relaxation`."""
     grid = Grid.box(1.0, 1.0, n, n)
@@ -44,8 +46,10 @@ def cavity(xp, n: int, re: float, dt: float | None = None, solver: str = "thomas
     fixed[1:-1, 1:-1] = False
     lid = np.zeros(grid.shape)
     lid[-1] = 1.0
+    xp = backend.xp
     boundary = Boundary.create(xp, grid, fixed, wall_u=lid, dtype=dtype)
     step = default_dt(re, grid.hx) if dt is None else dt
     alpha = wall_relaxation(step, re, grid.hx) if relaxation is None else relaxation
-    vs = VorticitySolver(xp, boundary, re, step, solver=solver, psi_sweeps=psi_sweeps, wall_relaxation=alpha, dtype=dtype)
+    vs = VorticitySolver(backend, boundary, re, step, solver=solver, psi_sweeps=psi_sweeps, wall_relaxation=alpha,
+                         dtype=dtype, layout=layout)
     return vs, xp.zeros(grid.shape, dtype=dtype), xp.zeros(grid.shape, dtype=dtype)

@@ -13,7 +13,7 @@ import numpy as np
 from gpucfd.backend import resolve_dtype
 from gpucfd.errors import check_range
 
-from .line_solver import NAMES, check_solver
+from .line_solver import AUTO_FUSED_LONGEST, LAYOUT_NAMES, NAMES, check_solver
 
 MAX_STEPS = 10**9
 RE_RANGE = (1e-3, 1e5)
@@ -21,11 +21,9 @@ MAX_PSI_SWEEPS = 1000
 
 
 def add_flow_arguments(ap, out: str, unit: str) -> None:
-    """--solver, --psi-sweeps, --check-every, --device, --dtype, --out (default ``out``), --no-plots,
-    --quiet on ``ap``; ``unit`` names what a step is ("iteration" or "step")."""
-    ap.add_argument("--solver", default="auto",
-                    help=f"line solver: {', '.join(NAMES)} (default auto: fused on a GPU, thomas on the CPU; the others "
-                         "build the line systems by array expressions and solve them by that tridiag.solve method)")
+    """--solver, --layout, --psi-sweeps, --check-every, --device, --dtype, --out (default ``out``),
+    --no-plots, --quiet on ``ap``; ``unit`` names what a step is ("iteration" or "step")."""
+    add_line_solver_arguments(ap, "auto")
     ap.add_argument("--psi-sweeps", type=int, default=2,
                     help=f"ADI sweeps of the stream-function equation per {unit} (1..{MAX_PSI_SWEEPS}; default 2)")
     ap.add_argument("--check-every", type=int, default=100,
@@ -37,11 +35,24 @@ def add_flow_arguments(ap, out: str, unit: str) -> None:
     ap.add_argument("--quiet", action="store_true", help="no progress lines")
 
 
+def add_line_solver_arguments(ap, default: str) -> None:
+    """--solver and --layout (tridiag.cases.line_solver), the line solver of every 2D command."""
+    ap.add_argument("--solver", default=default,
+                    help=f"line solver: {', '.join(NAMES)} (default {default}: fused on a GPU for lines of at most "
+                         f"{AUTO_FUSED_LONGEST} nodes, else tuned there, thomas on the CPU; the library solvers build "
+                         "the rows by array expressions and solve them by that tridiag.solve method; tuned is "
+                         "tridiag.solve's measured choice)")
+    ap.add_argument("--layout", default="auto",
+                    help=f"storage of the library solvers' x-/y-line systems: {', '.join(LAYOUT_NAMES)} (natural: "
+                         "contiguous x-lines, interleaved y-lines, no transposes; contiguous: y-lines transposed; "
+                         "interleaved: x-lines transposed; auto: interleaved for pta, natural for thomas, else contiguous)")
+
+
 def check_flow_arguments(args) -> np.dtype:
     """Check the options the flow cases share (--re, --tol and those of :func:`add_flow_arguments`);
     returns the field dtype. InputError naming the first bad one."""
     check_range("--re", args.re, *RE_RANGE)
-    check_solver(args.solver)
+    check_solver(args.solver, args.layout)
     check_range("--psi-sweeps", args.psi_sweeps, 1, MAX_PSI_SWEEPS, integer=True)
     check_range("--check-every", args.check_every, 1, MAX_STEPS, integer=True)
     dtype = resolve_dtype(args.dtype)

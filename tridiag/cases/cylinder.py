@@ -25,8 +25,8 @@ from .channel import HEIGHT, LENGTH, Channel, parse_grid
 from .cli import MAX_STEPS, RE_RANGE, add_flow_arguments, check_flow_arguments
 from .cylinder_flow import BODY, CFL, CFL_LIMIT, HOST_ARRAYS, MAX_KICK, CylinderFlow, default_dt, field_arrays
 from .cylinder_output import CylinderRun, draw_pictures, report, summary, write_results, write_snapshot, write_summary
-from .pictures import summary_then_pictures
 from .memory import check_fits
+from .pictures import summary_then_pictures
 from .vorticity import velocity
 
 PROG = "tridiag.cases.cylinder"
@@ -130,7 +130,8 @@ def main(argv=None) -> int:
     steps = step_count(t_end, dt, args.snapshots)
     out = ensure_writable_dir(args.out)
     say = (lambda s: print(s, flush=True)) if not args.quiet else (lambda s: None)
-    flow = CylinderFlow(backend.xp, channel, args.re, dt, args.solver, args.psi_sweeps, dtype, probe, args.body)
+    flow = CylinderFlow(backend, channel, args.re, dt, args.solver, args.psi_sweeps, dtype, probe, args.body,
+                        layout=args.layout)
     kick = (0.0 if args.steady else DEFAULT_KICK) if args.kick is None else args.kick
     flow.kick(kick)
     tol = (args.tol or DEFAULT_TOL[args.dtype]) if args.steady else None

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpucfd.backend import to_numpy
+from gpucfd.backend import Backend, to_numpy
 from gpucfd.errors import ConvergenceError, InputError
 
+from ..kernels.channel_flow import for_module
 from .body_pressure import PressureBodyValue
 from .channel import CONVECTIVE_SPEED, Channel, pressure_mismatch
-from ..kernels.channel_flow import for_module
 from .vorticity import wall_vorticity
 from .vorticity_solver import VorticitySolver
 
@@ -59,10 +59,11 @@ class CylinderFlow:
     (``flow.body.psi1``) to skip its solve.
     """
 
-    def __init__(self, xp, channel: Channel, re: float, dt: float, solver: str = "thomas",
+    def __init__(self, backend: Backend, channel: Channel, re: float, dt: float, solver: str = "thomas",
                  psi_sweeps: int = 2, dtype=np.float64, probe: tuple | None = None, body: str = "pressure",
-                 body_field=None):
-        self.xp, self.channel, self.grid = xp, channel, channel.grid
+                 body_field=None, layout: str = "auto"):
+        xp = backend.xp
+        self.backend, self.xp, self.channel, self.grid = backend, xp, channel, channel.grid
         y_c = channel.centre[1]
         px, py = probe if probe is not None else (channel.faces[3] + 2.0, y_c)
         g = self.grid
@@ -72,7 +73,8 @@ class CylinderFlow:
         self.probe_index = (j, i)
         self.probe_node = (i * g.hx, j * g.hy)
         self.boundary = channel.boundary(xp, dtype)
-        self.core = VorticitySolver(xp, self.boundary, re, dt, solver=solver, psi_sweeps=psi_sweeps, dtype=dtype)
+        self.core = VorticitySolver(backend, self.boundary, re, dt, solver=solver, psi_sweeps=psi_sweeps, dtype=dtype,
+                                    layout=layout)
         self.psi, self.omega = channel.initial_fields(xp, dtype)
         for _ in range(START_SWEEPS):
             self.core.poisson_sweep(self.psi, self.omega)

@@ -1,12 +1,14 @@
 """Heat conduction in a square on the batched tridiagonal solvers, CPU or GPU.
 
-  python -m tridiag.cases.heat unsteady --n 1024 --steps 100 --solver auto --sweep transpose --dtype float32
+  python -m tridiag.cases.heat unsteady --n 1024 --steps 100 --solver hybrid --layout contiguous --dtype float32
   python -m tridiag.cases.heat steady --n 256 --solver checkerboard --dop 8
 
 unsteady: Peaceman–Rachford ADI for ∂T/∂t = ∇²T (Wei et al. 2013: Δx = Δt = 0.01, edges at
 0), starting from the hot plate sin(πx/L) sin(πy/L), checked against its exact decay.
 steady: ADI iteration for ∇²T = 0 (Zolfaghari 2018: edge y = 1 at T1, the others at 0),
 centre temperature and centre line against the series solution.
+Both run Peaceman–Rachford double sweeps (tridiag.cases.peaceman_rachford) by the line solver
+--solver in the storage --layout (tridiag.cases.line_solver, as the flow commands).
 Grid: n × n nodes including the edges (tridiagonal systems of n rows, edge rows fixed).
 Checkerboard takes any dop <= n: when dop does not divide n the last piece is shorter.
 Results in --out (tridiag.cases.heat_output): summary.json, centreline.csv, then field.png, profile.png.
@@ -20,17 +22,16 @@ import time
 
 import numpy as np
 
-import tridiag
-from gpucfd.backend import DEVICES, DTYPES, get_backend, resolve_dtype
+from gpucfd.backend import DEVICES, DTYPES, Backend, get_backend, resolve_dtype
 from gpucfd.errors import ArgumentParser, ConvergenceError, InputError, check_range, run_cli
 from gpucfd.output import ensure_writable_dir
 
-from .adi import SWEEPS
-from .cli import MAX_STEPS, check_tolerance
+from .cli import MAX_STEPS, add_line_solver_arguments, check_tolerance
 from .heat_exact import steady_series
 from .heat_output import HeatRun, draw_pictures, write_results
 from .heat_steady import PARAMETERS, STOPS, centre, parameters, solve_steady
 from .heat_unsteady import initial_field, relative_l2, run_unsteady, serial_cpu_run
+from .line_solver import check_solver
 from .memory import check_fits
 
 PROG = "tridiag.cases.heat"
@@ -55,10 +56,7 @@ def parse(argv):
                                     "last piece of each line is shorter).")
     for q, n, dtype in ((un, 1024, "float32"), (st, 256, "float64")):
         q.add_argument("--n", type=int, default=n, help=f"nodes per side, edges included (>= 3; default {n})")
-        q.add_argument("--solver", choices=tridiag.METHODS, default="auto" if q is un else "thomas",
-                       help="tridiag.solve method for the line solves")
-        q.add_argument("--sweep", choices=SWEEPS, default="strided",
-                       help="y-lines along axis 0 of the field (strided) or on a transposed copy (transpose)")
+        add_line_solver_arguments(q, "auto")
         q.add_argument("--dtype", choices=tuple(DTYPES), default=dtype)
         q.add_argument("--device", choices=DEVICES, default="auto")
         q.add_argument("--dop", type=int, default=8, help="checkerboard: rows per piece (1..n; default 8)")
@@ -78,6 +76,9 @@ def parse(argv):
                     help="paper: eq. 5, sum (Tk - Tk-1)^2 < 1e-6; residual: bound on the iteration error <= tol T1")
     st.add_argument("--tol", type=float, default=1e-9, help="residual rule: relative error bound (0 < tol < 1; default 1e-9)")
     st.add_argument("--maxiter", type=int, default=100000, help=f"ADI iteration cap (1 to {MAX_STEPS}; default 100000)")
+    st.add_argument("--check-every", type=int, default=10,
+                    help=f"iterations between tests of the stopping rule (1 to {MAX_STEPS}; default 10; 1 reproduces "
+                         "the paper's iteration counts with --stop paper)")
     st.add_argument("--t1", type=float, default=100.0, help=f"temperature of the edge y = 1 ({T1_RANGE[0]:g} to {T1_RANGE[1]:g}; default 100)")
     st.add_argument("--inner-tol", type=float, default=1e-4,
                     help="checkerboard: relative tolerance of each line solve (0 < tol < 1; default 1e-4; the solves "
@@ -89,6 +90,7 @@ def parse(argv):
 def check(args) -> dict:
     """The options checked before anything is allocated; returns the checkerboard options."""
     check_range("--n", args.n, 3, integer=True)
+    check_solver(args.solver, args.layout, iterative=True)
     resolve_dtype(args.dtype)
     if args.case == "unsteady":
         check_range("--steps", args.steps, 0, MAX_STEPS, integer=True)
@@ -98,6 +100,7 @@ def check(args) -> dict:
     else:
         check_tolerance("--tol", args.tol)
         check_range("--maxiter", args.maxiter, 1, MAX_STEPS, integer=True)
+        check_range("--check-every", args.check_every, 1, MAX_STEPS, integer=True)
         check_range("--t1", args.t1, *T1_RANGE)
         check_tolerance("--inner-tol", args.inner_tol)
     checkerboard = args.solver == "checkerboard"
@@ -133,18 +136,19 @@ def _progress(k: int, change: float, bound: float) -> None:
     _say(f"  it {k:7d}  sum dT^2 {change:.3e}  error bound {bound:.3e} T1")
 
 
-def unsteady(args, xp, options) -> HeatRun:
+def unsteady(args, backend: Backend, options) -> HeatRun:
     """Run the unsteady case; its record (centre line y = y_{n/2} against the exact decay)."""
     dtype = resolve_dtype(args.dtype)
     _say(f"unsteady ADI: {args.n}^2 nodes, {args.steps} steps, r = {args.dt / args.dx ** 2:g}, solver {args.solver}, "
-         f"sweep {args.sweep}, {args.dtype}")
-    res = run_unsteady(xp, args.n, args.steps, dtype, args.solver, args.sweep, args.dx, args.dt, options=options)
+         f"layout {args.layout}, {args.dtype}")
+    res = run_unsteady(backend, args.n, args.steps, dtype, args.solver, args.layout, args.dx, args.dt, options=options)
+    _say(f"  solved by {res['solved_by']}")
     field, exact = res.pop("field"), res.pop("exact")
     _say(f"  {res['seconds']:.3f} s ({res['ms_per_step'] or 0:.3f} ms/step); relative L2 error vs exact "
          f"{res['error_exact']:.3e}, vs the semi-discrete exact {res['error_semi_discrete']:.3e}")
     if args.compare_cpu:
         t0 = time.perf_counter()
-        cpu = serial_cpu_run(initial_field(np, args.n, dtype, args.dx), args.steps, res["r"] / 2)
+        cpu = serial_cpu_run(initial_field(np, args.n, dtype, args.dx), args.steps, res["r"])
         res["cpu_seconds"] = time.perf_counter() - t0
         res["eq10_vs_cpu"] = relative_l2(field, cpu)
         _say(f"  eq. 10 against the serial CPU ADI: {res['eq10_vs_cpu']:.3e}; CPU {res['cpu_seconds']:.2f} s")
@@ -152,7 +156,7 @@ def unsteady(args, xp, options) -> HeatRun:
     x = np.arange(args.n) * args.dx
     return HeatRun(summary=res, field=field, line=("x", x, field[j], exact[j]), reference="T_exact",
                    label=f"T(x, y = {x[j]:g})", length=res["length"],
-                   title=f"ADI {args.n}² {args.solver}/{args.sweep} {args.dtype}, t = {res['t_end']:g}")
+                   title=f"ADI {args.n}² {args.solver} {args.dtype}, t = {res['t_end']:g}")
 
 
 def _parameters(args) -> str:
@@ -162,14 +166,14 @@ def _parameters(args) -> str:
     return "optimal" if args.solver == "checkerboard" else "cyclic"
 
 
-def steady(args, xp, options) -> HeatRun:
+def steady(args, backend: Backend, options) -> HeatRun:
     """Run the steady case; its record (centre line x = 1/2 against the series), with the
     ConvergenceError that stopped it (the caller raises it after the output)."""
     params = _parameters(args)
     _say(f"steady ADI iteration: {args.n}^2 nodes, solver {args.solver}, parameters {params}, stop {args.stop}")
     try:
-        res = solve_steady(xp, args.n, resolve_dtype(args.dtype), args.solver, args.sweep, params, args.stop, args.tol,
-                           args.maxiter, args.t1, options, _progress)
+        res = solve_steady(backend, args.n, resolve_dtype(args.dtype), args.solver, args.layout, params, args.stop,
+                           args.tol, args.maxiter, args.t1, options, _progress, args.check_every)
         error = None
     except ConvergenceError as exc:
         res, error = exc.result, exc
@@ -200,7 +204,7 @@ def main(argv=None) -> int:
     check_fits(backend, args.n**2, SOLVE_ARRAYS + 2 * count, resolve_dtype(args.dtype), host,
                f"--n {args.n} ({args.dtype})", lambda nodes: f"--n {math.isqrt(nodes)}")
     out = ensure_writable_dir(args.out)
-    run = (unsteady if args.case == "unsteady" else steady)(args, backend.xp, options)
+    run = (unsteady if args.case == "unsteady" else steady)(args, backend, options)
     run.summary.update(device=backend.describe(), command="python -m tridiag.cases.heat " + " ".join(argv))
     write_results(run, out)
     draw_pictures(run, out, PROG)

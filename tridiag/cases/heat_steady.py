@@ -8,18 +8,21 @@ The discrete solution has T_centre = T1/4 exactly (the superposition argument ho
 the 5-point scheme too), so the centre error measures the unconverged iteration alone; the
 centre line x = ½ against the series measures the discretisation.
 
-Iteration k applies one Peaceman–Rachford step with parameter ρ_k (tridiag.cases.adi, s = 1/ρ):
-  "paper":   ρ = 2, the paper's eqs. 3–4 (line relaxation, no acceleration);
-  "optimal": the best single parameter, ρ = sqrt(λ_min λ_max) = 2 sin(πh), where
-             λ = 4 sin²(mπh/2), m = 1 … n-2, are the eigenvalues of -δ² on a line;
-  "cyclic":  geometric parameters ρ_j = λ_min (λ_max/λ_min)^((j - ½)/J), j = 1 … J, used in
-             turn (a Wachspress-type cycle), J = ceil(log(λ_max/λ_min) / log(CYCLE_RATIO)).
-Stopping rules, checked after every iteration:
+Iteration k applies one Peaceman–Rachford double sweep with parameter ρ_k
+(tridiag.cases.peaceman_rachford; ρ in 1/length², λ below in grid units, ρ h² = λ):
+  "paper":   ρ h² = 2, the paper's eqs. 3–4 (line relaxation, no acceleration);
+  "optimal": the best single parameter, ρ = sqrt(λ_min λ_max), λ_min, λ_max the extreme
+             eigenvalues of −δ²/h² on a line (peaceman_rachford.spectrum);
+  "cyclic":  geometric parameters from λ_max down to λ_min (peaceman_rachford.parameters),
+             J = ceil(log(λ_max/λ_min) / log(CYCLE_RATIO)) of them, used in turn (a
+             Wachspress-type cycle).
+Stopping rules, checked every ``check_every`` iterations (a host read; between checks the
+iterations run on the device without one):
   "paper":    Σ (Tᵏ - Tᵏ⁻¹)² < 1e-6 over all nodes (eq. 5, absolute, T in the units of T1);
   "residual": max|r| / (8 h²) <= tol T1, r = the 5-point residual in grid units; since
               the inverse 5-point Laplacian on the unit square has max-norm <= 1/8, this
               bounds the iteration error at every node by tol T1.
-The line solves deliver the increment ΔT (tridiag.cases.adi's delta form), which vanishes at
+The line solves deliver the increment ΔT (the delta form of tridiag.cases.peaceman_rachford), which vanishes at
 convergence: an iterative line solver (checkerboard) with a relative tolerance on ΔT, even
 a loose one such as 1e-4, leaves the converged field exact (it only perturbs the path).
 """
@@ -30,9 +33,10 @@ import time
 
 import numpy as np
 
+from gpucfd.backend import Backend
 from gpucfd.errors import ConvergenceError
 
-from .adi import ADI
+from .peaceman_rachford import make_adi, parameters as adi_parameters, spectrum
 
 PARAMETERS = ("paper", "optimal", "cyclic")
 STOPS = ("paper", "residual")
@@ -41,15 +45,13 @@ PAPER_TOL = 1e-6
 
 
 def parameters(kind: str, n: int) -> list:
-    """The cycle of coefficients s = 1/ρ for an n-node grid."""
+    """The cycle of ADI parameters ρ (1/length²) of rule ``kind`` for the n-node unit square."""
     h = 1 / (n - 1)
-    lam_min, lam_max = 4 * math.sin(math.pi * h / 2) ** 2, 4 * math.cos(math.pi * h / 2) ** 2
     if kind == "paper":
-        return [0.5]
-    if kind == "optimal":
-        return [1 / math.sqrt(lam_min * lam_max)]
-    count = max(1, math.ceil(math.log(lam_max / lam_min) / math.log(CYCLE_RATIO)))
-    return [1 / (lam_min * (lam_max / lam_min) ** ((j + 0.5) / count)) for j in range(count)]
+        return [2 / h**2]
+    low, high = spectrum((n, n), h, h)
+    count = 1 if kind == "optimal" else max(1, math.ceil(math.log(high / low) / math.log(CYCLE_RATIO)))
+    return adi_parameters(low, high, count)
 
 
 def initial_field(xp, n: int, dtype, t1: float):
@@ -71,18 +73,22 @@ def residual_bound(xp, t, h: float) -> float:
     return float(xp.abs(r).max()) / (8 * h * h)
 
 
-def solve_steady(xp, n: int, dtype, method: str, sweep: str = "strided", params: str = "cyclic",
+def solve_steady(backend: Backend, n: int, dtype, solver: str = "auto", layout: str = "auto", params: str = "cyclic",
                  stop: str = "residual", tol: float = 1e-9, maxiter: int = 100000, t1: float = 100.0,
-                 options: dict | None = None, progress=None) -> dict:
-    """Iterate to the stopping rule; returns the host field and a summary.
+                 options: dict | None = None, progress=None, check_every: int = 10) -> dict:
+    """Iterate to the stopping rule, tested every ``check_every`` iterations, with line solver
+    ``solver`` (tridiag.cases.line_solver names, ``layout``); returns the host field and a summary.
 
     ConvergenceError (reason "iteration cap" or "diverged") if the rule is not met within
     ``maxiter`` iterations or a checkerboard line solve fails; its ``result`` attribute holds
     the summary so far.
     """
+    xp = backend.xp
     h = 1 / (n - 1)
     cycle = parameters(params, n)
-    adi = ADI(initial_field(xp, n, dtype, t1), method, sweep, options)
+    adi = make_adi(xp, (n, n), dtype, solver, h, h, layout=layout, options=options, keep_delta=stop == "paper",
+                   iterative=True)
+    t = initial_field(xp, n, dtype, t1)
     change = bound = math.inf
     t0 = time.perf_counter()
     k = 0
@@ -90,23 +96,26 @@ def solve_steady(xp, n: int, dtype, method: str, sweep: str = "strided", params:
     failure = None
     while k < maxiter and not met:
         try:
-            change = float((adi.step(cycle[k % len(cycle)]) ** 2).sum())
+            for _ in range(min(check_every, maxiter - k)):
+                delta = adi.sweep(t, cycle[k % len(cycle)])
+                k += 1
         except ConvergenceError as exc:  # a checkerboard line solve hit its cap or diverged
             failure = exc
             break
-        k += 1
-        bound = residual_bound(xp, adi.t, h)
-        if not math.isfinite(change):
+        change = float((delta**2).sum()) if delta is not None else math.nan
+        bound = residual_bound(xp, t, h)
+        if not (math.isfinite(bound) and (stop != "paper" or math.isfinite(change))):
             break
         met = change < PAPER_TOL if stop == "paper" else bound <= tol * t1
-        if progress and (met or k % 1000 == 0):
+        if progress and (met or k % 1000 < check_every):
             progress(k, change, bound / t1)
     seconds = time.perf_counter() - t0
-    host = adi.t.get() if hasattr(adi.t, "get") else np.array(adi.t)
+    host = backend.to_numpy(t)
     tc = centre(host)
-    result = dict(n=n, h=h, dtype=np.dtype(dtype).name, method=method, solved_by=adi.solved_by, sweep=sweep,
-                  parameters=params, rho=[1 / s for s in cycle], stop=stop, tol=tol if stop == "residual" else None,
-                  iterations=k, inner_iterations=adi.inner_iterations if method == "checkerboard" else None,
+    result = dict(n=n, h=h, dtype=np.dtype(dtype).name, solver=solver, solved_by=adi.describe(), parameters=params,
+                  rho_h2=[rho * h * h for rho in cycle], stop=stop, tol=tol if stop == "residual" else None,
+                  check_every=check_every, iterations=k,
+                  inner_iterations=adi.inner_iterations if adi.solver_name == "checkerboard" else None,
                   seconds=seconds, converged=met, sum_change_squared=change, error_bound=bound,
                   t1=t1, t_centre=tc, centre_error=abs(tc - t1 / 4), options=dict(options or {}))
     result["field"] = host
@@ -116,7 +125,7 @@ def solve_steady(xp, n: int, dtype, method: str, sweep: str = "strided", params:
         if failure is not None:
             reason, message = failure.reason, f"{message}: {failure}"
         else:
-            reason = "diverged" if not math.isfinite(change) else "iteration cap"
+            reason = "diverged" if not math.isfinite(bound) else "iteration cap"
             message += f" (last change {change:.3g}, error bound {bound:.3g})"
         err = ConvergenceError(message, reason)
         err.result = result

@@ -12,15 +12,14 @@ import time
 
 import numpy as np
 
-from .adi import ADI
+from gpucfd.backend import Backend
+from gpucfd.errors import ConvergenceError
+from gpucfd.graphs import StepGraphs
+
 from .heat_exact import decaying_mode
-from ..kernels.adi_rhs import adi_pass_numpy
-from ..kernels.thomas import thomas_numpy
+from .peaceman_rachford import make_adi
 
-
-def synchronize(xp) -> None:
-    if xp is not np:
-        xp.cuda.Device().synchronize()
+GRAPH_BLOCK = 50  # time steps per CUDA graph
 
 
 def initial_field(xp, n: int, dtype, dx: float, k: int = 1, l: int = 1):
@@ -34,46 +33,58 @@ def relative_l2(t, reference) -> float:
     return float(np.linalg.norm(t - reference) / np.linalg.norm(reference))
 
 
-def run_unsteady(xp, n: int, steps: int, dtype, method: str = "auto", sweep: str = "strided", dx: float = 0.01,
-                 dt: float = 0.01, alpha: float = 1.0, k: int = 1, l: int = 1, options: dict | None = None) -> dict:
-    """``steps`` ADI steps from the hot plate; the host field and errors against the exact mode
-    (continuous, and semi-discrete: the exact solution of the 5-point scheme in space)."""
-    s = alpha * dt / (2 * dx * dx)
-    adi = ADI(initial_field(xp, n, dtype, dx, k, l), method, sweep, options)
-    synchronize(xp)
+def march(backend: Backend, adi, t, steps: int, rho: float) -> None:
+    """``steps`` Crank–Nicolson ADI steps of ``t`` in place (ρ = 2/(αΔt)); on the GPU in blocks
+    of GRAPH_BLOCK steps replayed from CUDA graphs (but the checkerboard solver, which reads its
+    iteration counts back)."""
+    graphs = StepGraphs(backend.xp) if adi.solver_name != "checkerboard" else None
+    done = 0
+    while done < steps:
+        count = min(GRAPH_BLOCK, steps - done)
+        if graphs is None:
+            for _ in range(count):
+                adi.sweep(t, rho)
+        else:
+            graphs.run(count, count, lambda: adi.sweep(t, rho))
+        done += count
+
+
+def run_unsteady(backend: Backend, n: int, steps: int, dtype, solver: str = "auto", layout: str = "auto",
+                 dx: float = 0.01, dt: float = 0.01, alpha: float = 1.0, k: int = 1, l: int = 1,
+                 options: dict | None = None) -> dict:
+    """``steps`` ADI steps from the hot plate with line solver ``solver`` (tridiag.cases.line_solver
+    names, ``layout``); the host field and errors against the exact mode (continuous, and
+    semi-discrete: the exact solution of the 5-point scheme in space)."""
+    xp = backend.xp
+    adi = make_adi(xp, (n, n), dtype, solver, dx, dx, layout=layout, options=options, iterative=True)
+    t = initial_field(xp, n, dtype, dx, k, l)
+    rho = 2 / (alpha * dt)
+    backend.synchronize()
     t0 = time.perf_counter()
-    for _ in range(steps):
-        adi.step(s)
-    synchronize(xp)
+    march(backend, adi, t, steps, rho)
+    backend.synchronize()
     seconds = time.perf_counter() - t0
-    adi.check_finite(f"unsteady ADI (n={n}, {steps} steps)")
-    host = adi.t.get() if hasattr(adi.t, "get") else np.array(adi.t)
+    host = backend.to_numpy(t)
+    if not np.isfinite(host).all():
+        raise ConvergenceError(f"unsteady ADI (n={n}, {steps} steps): the field holds inf/NaN after {adi.describe()} "
+                               "solves (overflow or a broken-down solve)", "diverged")
     length, t_end = (n - 1) * dx, steps * dt
     x = np.arange(n) * dx
     exact = decaying_mode(x, x[:, None], t_end, length, k, l, alpha)
     semi = decaying_mode(x, x[:, None], t_end, length, k, l, alpha, dx=dx)
-    return dict(n=n, steps=steps, dtype=np.dtype(dtype).name, method=method, solved_by=adi.solved_by, sweep=sweep,
-                dx=dx, dt=dt, alpha=alpha, r=2 * s, length=length, t_end=t_end, mode=(k, l), seconds=seconds,
-                ms_per_step=seconds / steps * 1e3 if steps else None,
+    return dict(n=n, steps=steps, dtype=np.dtype(dtype).name, solver=solver, solved_by=adi.describe(),
+                dx=dx, dt=dt, alpha=alpha, r=alpha * dt / dx**2, length=length, t_end=t_end, mode=(k, l),
+                seconds=seconds, ms_per_step=seconds / steps * 1e3 if steps else None,
                 error_exact=relative_l2(host, exact), error_semi_discrete=relative_l2(host, semi),
                 field=host, exact=exact)
 
 
-def serial_cpu_run(t0: np.ndarray, steps: int, s: float) -> np.ndarray:
-    """The serial CPU ADI (the speed-up baseline and the CPU result of eq. 10): NumPy, one
-    core, Thomas (tridiag.kernels.thomas.thomas_numpy) vectorised over the lines, the delta
-    form of tridiag.cases.adi; the x-lines are solved on a transposed copy (rows first), so no
-    solve reads strided memory.
-    """
+def serial_cpu_run(t0: np.ndarray, steps: int, r: float) -> np.ndarray:
+    """The serial CPU ADI (the speed-up baseline and the CPU result of eq. 10): the same sweep
+    on NumPy, one core, Thomas vectorised over the lines in the interleaved layout (row k of
+    all lines adjacent: the x-lines on a transposed copy), r = αΔt/Δx²."""
     t = np.array(t0)
-    off = np.zeros_like(t)
-    diag = np.ones_like(t)
-    off[1:-1, 1:-1] = -s
-    diag[1:-1, 1:-1] = 1 + 2 * s
-    d, dt = np.empty_like(t), np.empty_like(t)
+    adi = make_adi(np, t.shape, t.dtype, "thomas", layout="interleaved")
     for _ in range(steps):
-        adi_pass_numpy(t, d, 2 * s, True, False, False)
-        adi_pass_numpy(d, dt, 0.0, False, False, True)
-        adi_pass_numpy(thomas_numpy(off, diag, off, dt), d, 0.0, False, False, True)
-        t += thomas_numpy(off, diag, off, d)
+        adi.sweep(t, 2 / r)
     return t

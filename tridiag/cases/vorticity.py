@@ -159,7 +159,7 @@ def wall_vorticity(psi, omega, boundary: Boundary, relaxation: float = 1.0) -> N
     ψ_f is the fluid neighbour at distance h (hx or hy) along the direction s toward the
     fluid and U_t = ∂ψ/∂s the wall's tangential velocity. First-order accurate at the wall
     (exact for ψ quadratic along s); a node with two fluid directions gets the mean.
-    The NumPy reference of the thom kernel (tridiag.kernels.vorticity_sweeps).
+    The NumPy reference of the thom kernel (tridiag.kernels.line_sweeps).
     """
     t = boundary.thom
     if t.node.size == 0:

@@ -22,46 +22,44 @@ import math
 
 import numpy as np
 
+from gpucfd.backend import Backend
 from gpucfd.errors import ConvergenceError, check_range
 from gpucfd.graphs import StepGraphs
 
+from .peaceman_rachford import parameters, spectrum
 from .vorticity import Boundary, interior_velocity, steady_residuals
 from .vorticity_sweeps import FusedSweeps, make_sweeps
 
 BLOWUP = 1e8  # fields count as diverged once max|ω| exceeds BLOWUP / min(hx, hy): with unit speeds a flow's ω is O(1/h)
 
 
-def poisson_parameters(grid, count: int) -> list:
-    """``count`` ADI parameters ρ, geometric from the largest to the smallest eigenvalue of
-    −δxx and −δyy on the grid's box (Dirichlet), largest first."""
-    lx, ly = grid.hx * (grid.nx - 1), grid.hy * (grid.ny - 1)
-    low = min(4 / h**2 * math.sin(math.pi * h / (2 * length)) ** 2 for h, length in ((grid.hx, lx), (grid.hy, ly)))
-    high = max(4 / h**2 for h in (grid.hx, grid.hy))
-    return [high * (low / high) ** ((k + 0.5) / count) for k in range(count)]
-
-
 class VorticitySolver:
     """Steps (ψ, ω) on ``boundary``'s grid at Reynolds number ``re`` with time step ``dt``.
 
-    solver: a name of tridiag.cases.line_solver.NAMES (the sweeps: tridiag.cases.vorticity_sweeps);
+    solver, layout: a name of tridiag.cases.line_solver.NAMES and LAYOUT_NAMES (the sweeps:
+    tridiag.cases.vorticity_sweeps);
     psi_sweeps: ADI sweeps of the ψ Poisson equation per step; poisson_cycle: length of the ρ
     cycle; wall_relaxation: α in (0, 1], wall ω ← α ω_Thom + (1 − α) ω_previous (1 for time
     accuracy; below 1 lets steady runs take larger Δt, the fixed point is the same); dtype: of
-    the fields. Fields are (ny, nx) arrays of ``xp`` updated in place by :meth:`step`;
+    the fields. Fields are (ny, nx) arrays of ``backend`` updated in place by :meth:`step`;
     :meth:`advance` does many steps (on the GPU with fused sweeps, replayed as CUDA graphs).
     """
 
-    def __init__(self, xp, boundary: Boundary, re: float, dt: float, solver: str = "thomas",
-                 psi_sweeps: int = 1, poisson_cycle: int = 8, wall_relaxation: float = 1.0, dtype=np.float64):
-        self.xp, self.boundary, self.grid = xp, boundary, boundary.grid
+    def __init__(self, backend: Backend, boundary: Boundary, re: float, dt: float, solver: str = "thomas",
+                 psi_sweeps: int = 1, poisson_cycle: int = 8, wall_relaxation: float = 1.0, dtype=np.float64,
+                 layout: str = "auto"):
+        xp = backend.xp
+        self.backend, self.xp, self.boundary, self.grid = backend, xp, boundary, boundary.grid
         self.re = float(check_range("re", re, 0, low_open=True))
         self.psi_sweeps = int(check_range("psi_sweeps", psi_sweeps, 1, integer=True))
         self.wall_relaxation = float(check_range("wall_relaxation", wall_relaxation, 0, 1, low_open=True))
         self.dtype = np.dtype(dtype)
-        self.solver = solver
-        self.rho = poisson_parameters(self.grid, int(check_range("poisson_cycle", poisson_cycle, 1, integer=True)))
+        self.solver, self.layout = solver, layout
+        self.rho = parameters(*spectrum(self.grid.shape, self.grid.hx, self.grid.hy),
+                              int(check_range("poisson_cycle", poisson_cycle, 1, integer=True)))
         self.sweeps = 0  # ψ sweeps done so far (position in the ρ cycle)
-        self.lines = make_sweeps(xp, boundary, self.re, float(check_range("dt", dt, 0, low_open=True)), self.dtype, solver)
+        self.lines = make_sweeps(xp, boundary, self.re, float(check_range("dt", dt, 0, low_open=True)), self.dtype, solver,
+                                 layout)
         self.graphs = StepGraphs(xp) if isinstance(self.lines, FusedSweeps) else None
 
     @property

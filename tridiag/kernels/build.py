@@ -10,6 +10,7 @@ from gpucfd.backend import cuda_module, cupy_module
 
 # Largest dynamic shared memory one block may ask for on sm_90 (227 KiB).
 MAX_SHARED = 232448
+NULL = np.uint64(0)  # a null pointer kernel argument (8 bytes by value)
 
 
 def kernel(filename: str, name: str, dtype, shared: int = 0, options: tuple = ()):

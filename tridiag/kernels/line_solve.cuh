@@ -1,5 +1,5 @@
 // One tridiagonal system per thread block, solved in shared memory: the fused line sweeps
-// (vorticity_sweeps.cu) build their rows straight into it, solve, and write the solution
+// (line_sweeps.cu) build their rows straight into it, solve, and write the solution
 // where it belongs, so a whole sweep (right-hand side, coefficients, solve, update) is one launch.
 //
 // Method: the partition method of hybrid.cu on rows already in shared memory. Thread j owns
@@ -10,7 +10,7 @@
 // every row follows. Rows outside the system are identity rows (x = 0).
 //
 // Shared layout (T entries): a, b, c, d [n each], then reduced rows [4][nt], F [3][nt], L [nt]:
-// line_solve_shared_bytes() in vorticity_sweeps.py must agree.
+// shared_bytes() in line_sweeps.py must agree.
 #pragma once
 #include "common.cuh"
 

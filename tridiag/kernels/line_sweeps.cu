@@ -1,16 +1,16 @@
-// Fused sweeps of the vorticity–stream-function step (vorticity_sweeps.py has the NumPy
-// reference of each): one thread block per grid line builds the line's tridiagonal rows in
-// shared memory, solves them (line_solve.cuh) and writes the solution. Fields are (ny, nx),
-// x contiguous; `along` 0 = x-lines (block = row j), 1 = y-lines (block = column i).
-// `fixed` (ny, nx) uint8: fixed nodes give identity rows that keep the input value.
+// Fused line sweeps of the 2D cases (line_sweeps.py names the NumPy reference of each): one
+// thread block per grid line builds the line's tridiagonal rows in shared memory, solves them
+// (line_solve.cuh) and writes the solution. Fields are (ny, nx), x contiguous; `along` 0 =
+// x-lines (block = row j), 1 = y-lines (block = column i). `fixed` (ny, nx) uint8: fixed
+// nodes give identity rows.
 #include "line_solve.cuh"
 
 // One line sweep: rows(k, step_a) gives the Row of free node k (flat index; step_a the flat
-// step to the neighbour across the line); fixed nodes get identity rows keeping keep[k];
-// the solution goes to out along the same line.
-template <typename T, typename Rows>
-__device__ void sweep(Rows rows, const T* __restrict__ keep, const unsigned char* __restrict__ fixed,
-                      T* __restrict__ out, int nx, int ny, int along)
+// step to the neighbour across the line); fixed nodes get identity rows keeping keep[k] (0 if
+// keep is null); store(k, x) puts the solution of node k where it belongs.
+template <typename T, typename Rows, typename Store>
+__device__ void sweep(Rows rows, Store store, const T* __restrict__ keep, const unsigned char* __restrict__ fixed,
+                      int nx, int ny, int along)
 {
     const int n = along == 0 ? nx : ny, line = blockIdx.x;
     const long long first = along == 0 ? (long long)line * nx : line, step = along == 0 ? 1 : nx;
@@ -19,12 +19,12 @@ __device__ void sweep(Rows rows, const T* __restrict__ keep, const unsigned char
     for (int p = threadIdx.x; p < n; p += blockDim.x) {
         const long long k = first + p * step;
         Row<T> r;
-        if (fixed[k]) { r.a = T(0); r.b = T(1); r.c = T(0); r.d = keep[k]; }
+        if (fixed[k]) { r.a = T(0); r.b = T(1); r.c = T(0); r.d = keep ? keep[k] : T(0); }
         else r = rows(k, step_a);
         s.a[p] = r.a; s.b[p] = r.b; s.c[p] = r.c; s.d[p] = r.d;
     }
     line_solve(s, n);
-    for (int p = threadIdx.x; p < n; p += blockDim.x) out[first + p * step] = s.d[p];
+    for (int p = threadIdx.x; p < n; p += blockDim.x) store(first + p * step, s.d[p]);
 }
 
 // Half step of the vorticity transport implicit along the line, explicit across:
@@ -48,25 +48,49 @@ __device__ void transport(const T* __restrict__ psi, const T* __restrict__ w, co
         r.d = centre + (diff_a * (plus - T(2) * centre + minus) - (speed_a * conv_a) * (plus - minus));
         return r;
     };
-    sweep<T>(rows, w, fixed, out, nx, ny, along);
+    sweep<T>(rows, [=](long long k, T x) { out[k] = x; }, w, fixed, nx, ny, along);
 }
 
-// Half of a Peaceman–Rachford sweep of lap psi = -omega, implicit along the line:
-// a = c = off, b = diag, d = rho psi + (psi+ - 2 psi + psi-) inv_ha2 + omega across the line.
+// The two halves of a Peaceman–Rachford double sweep of -lap u = f in delta form (scaled by
+// 1/rho: s = 1/(rho h^2) along the line, s_a across it; tridiag/cases/peaceman_rachford.py):
+//   first:  (1 - s d2) D = 2 s d2 u + 2 s_a d2_a u + two_rho f   (f may be null: no source), out = D;
+//   second: (1 - s d2) delta = D, u += delta (and delta stored where delta is not null).
+// Fixed nodes: identity rows with right-hand side 0 (they keep u).
 template <typename T>
-__device__ void poisson(const T* __restrict__ psi, const T* __restrict__ omega, const unsigned char* __restrict__ fixed,
-                        T* __restrict__ out, int nx, int ny, int along, T rho, T off, T diag, T inv_ha2)
+__device__ void adi_first(const T* __restrict__ u, const T* __restrict__ f, const unsigned char* __restrict__ fixed,
+                          T* __restrict__ out, int nx, int ny, int along, T s, T s_a, T two_rho)
 {
     auto rows = [=](long long k, long long step_a) {
-        const T centre = psi[k];
+        const long long step = along == 0 ? 1 : nx;
+        const T centre = u[k];
         Row<T> r;
-        r.a = off;
-        r.b = diag;
-        r.c = off;
-        r.d = rho * centre + (psi[k + step_a] - T(2) * centre + psi[k - step_a]) * inv_ha2 + omega[k];
+        r.a = -s;
+        r.b = T(1) + T(2) * s;
+        r.c = -s;
+        r.d = T(2) * s * (u[k - step] - T(2) * centre + u[k + step])
+              + T(2) * s_a * (u[k - step_a] - T(2) * centre + u[k + step_a]) + (f ? two_rho * f[k] : T(0));
         return r;
     };
-    sweep<T>(rows, psi, fixed, out, nx, ny, along);
+    sweep<T>(rows, [=](long long k, T x) { out[k] = x; }, (const T*)nullptr, fixed, nx, ny, along);
+}
+
+template <typename T>
+__device__ void adi_second(const T* __restrict__ D, const unsigned char* __restrict__ fixed, T* __restrict__ u,
+                           T* __restrict__ delta, int nx, int ny, int along, T s)
+{
+    auto rows = [=](long long k, long long) {
+        Row<T> r;
+        r.a = -s;
+        r.b = T(1) + T(2) * s;
+        r.c = -s;
+        r.d = D[k];
+        return r;
+    };
+    auto store = [=](long long k, T x) {
+        u[k] += x;
+        if (delta) delta[k] = x;
+    };
+    sweep<T>(rows, store, (const T*)nullptr, fixed, nx, ny, along);
 }
 
 // Thom's wall vorticity at K wall nodes: thom = sum_q coef[q] (psi[nbr[q]] - psi[node] - hspeed[q]) / count,
@@ -93,10 +117,15 @@ __device__ void thom(const T* __restrict__ psi, T* __restrict__ omega, const lon
     {                                                                                                                \
         transport<T>(psi, w, fixed, out, nx, ny, along, two_hx, two_hy, diff, conv_k, diff_a, conv_a);              \
     }                                                                                                                \
-    extern "C" __global__ void poisson_##S(const T* psi, const T* omega, const unsigned char* fixed, T* out, int nx, \
-                                           int ny, int along, T rho, T off, T diag, T inv_ha2)                       \
+    extern "C" __global__ void adi_first_##S(const T* u, const T* f, const unsigned char* fixed, T* out, int nx,     \
+                                             int ny, int along, T s, T s_a, T two_rho)                               \
     {                                                                                                                \
-        poisson<T>(psi, omega, fixed, out, nx, ny, along, rho, off, diag, inv_ha2);                                 \
+        adi_first<T>(u, f, fixed, out, nx, ny, along, s, s_a, two_rho);                                              \
+    }                                                                                                                \
+    extern "C" __global__ void adi_second_##S(const T* D, const unsigned char* fixed, T* u, T* delta, int nx,        \
+                                              int ny, int along, T s)                                                \
+    {                                                                                                                \
+        adi_second<T>(D, fixed, u, delta, nx, ny, along, s);                                                         \
     }                                                                                                                \
     extern "C" __global__ void thom_##S(const T* psi, T* omega, const long long* node, const long long* nbr,         \
                                         const T* coef, const T* hspeed, const T* count, int K, T alpha)              \

@@ -1,11 +1,12 @@
-"""Launchers of the fused vorticity–stream-function sweeps (vorticity_sweeps.cu).
+"""Launchers of the fused line sweeps of the 2D cases (line_sweeps.cu).
 
 Each sweep is one launch: one thread block per grid line builds the line's rows in shared
 memory, solves them (line_solve.cuh) and writes the result. Fields (ny, nx) C order,
 ``fixed`` (ny, nx) bool; ``along`` "x" (a block per row) or "y" (a block per column); ``out``
-must not overlap the inputs. The NumPy references are tridiag.cases.vorticity_sweeps.LibrarySweeps
-(rows by array expressions, any tridiag.solve method) and tridiag.cases.vorticity.wall_vorticity;
-all are compiled without FMA contraction, so that they round alike.
+must not overlap the inputs. The NumPy references: tridiag.cases.vorticity_sweeps.LibrarySweeps
+for the transport, tridiag.cases.peaceman_rachford.LibraryADI for the ADI halves (rows by array
+expressions, any tridiag.solve method) and tridiag.cases.vorticity.wall_vorticity for Thom's
+formula; all are compiled without FMA contraction, so that they round alike.
 """
 from __future__ import annotations
 
@@ -13,9 +14,9 @@ import numpy as np
 
 from gpucfd.errors import InputError
 
-from .build import MAX_SHARED, blocks, kernel, round_warp
+from .build import MAX_SHARED, NULL, blocks, kernel, round_warp
 
-SOURCE = "vorticity_sweeps.cu"
+SOURCE = "line_sweeps.cu"
 OPTIONS = ("--fmad=false",)
 ROWS_PER_THREAD = 4  # chunk length the thread count aims at (line_solve.cuh)
 MAX_THREADS = 1024
@@ -53,12 +54,14 @@ def _launch(name: str, field, along: str, args: tuple) -> None:
     n = nx if along == "x" else ny
     shared = shared_bytes(n, field.itemsize)
     fn = kernel(SOURCE, name, field.dtype, shared, OPTIONS)
-    fn((ny if along == "x" else nx,), (threads(n),), (*args[:4], np.int32(nx), np.int32(ny), np.int32(along == "y"),
-                                                      *(field.dtype.type(v) for v in args[4:])), shared_mem=shared)
+    pointers = [a for a in args if not isinstance(a, (float, int))]
+    scalars = [field.dtype.type(a) for a in args if isinstance(a, (float, int))]
+    fn((ny if along == "x" else nx,), (threads(n),), (*pointers, np.int32(nx), np.int32(ny), np.int32(along == "y"),
+                                                      *scalars), shared_mem=shared)
 
 
 def transport_cuda(psi, w, fixed, out, along: str, coefficients: dict) -> None:
-    """Half step of the vorticity transport implicit along ``along`` (vorticity_sweeps.cu
+    """Half step of the vorticity transport implicit along ``along`` (line_sweeps.cu
     ``transport``): out = the new vorticity. ``coefficients``: two_hx, two_hy, diff, conv_k,
     diff_a, conv_a (tridiag.cases.vorticity_sweeps.transport_coefficients)."""
     c = coefficients
@@ -66,11 +69,15 @@ def transport_cuda(psi, w, fixed, out, along: str, coefficients: dict) -> None:
                                       c["diff_a"], c["conv_a"]))
 
 
-def poisson_cuda(psi, omega, fixed, out, along: str, coefficients: dict) -> None:
-    """Half of a Peaceman–Rachford sweep of ∇²ψ = −ω implicit along ``along``: out = the new ψ.
-    ``coefficients``: rho, off, diag, inv_ha2 (tridiag.cases.vorticity_sweeps.poisson_coefficients)."""
-    c = coefficients
-    _launch("poisson", psi, along, (psi, omega, fixed, out, c["rho"], c["off"], c["diag"], c["inv_ha2"]))
+def adi_first_cuda(u, source, fixed, out, along: str, s: float, s_across: float, two_rho: float) -> None:
+    """First half of a Peaceman–Rachford double sweep in delta form (line_sweeps.cu ``adi_first``),
+    implicit along ``along``: out = D. ``source`` None for none."""
+    _launch("adi_first", u, along, (u, NULL if source is None else source, fixed, out, s, s_across, two_rho))
+
+
+def adi_second_cuda(D, fixed, u, delta, along: str, s: float) -> None:
+    """Second half (``adi_second``), implicit along ``along``: u += Δ, and ``delta`` = Δ unless None."""
+    _launch("adi_second", u, along, (D, fixed, u, NULL if delta is None else delta, s))
 
 
 def thom_cuda(psi, omega, table, relaxation: float) -> None:
