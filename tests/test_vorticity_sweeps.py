@@ -7,7 +7,7 @@ import pytest
 from gpucfd.backend import cupy_module, get_backend
 from gpucfd.errors import InputError
 from tridiag.kernels.line_sweeps import longest_line
-from tridiag.cases.line_solver import AUTO_FUSED_LONGEST, LineSolver, resolve_solver
+from tridiag.cases.line_solver import LineSolver, resolve_solver
 from tridiag.cases.vorticity import Boundary, Grid
 from tridiag.cases.peaceman_rachford import parameters, spectrum
 from tridiag.cases.vorticity_solver import VorticitySolver
@@ -33,9 +33,9 @@ def random_fields(grid, seed):
 
 
 def test_solver_names_resolve_per_device():
-    short, long = AUTO_FUSED_LONGEST, AUTO_FUSED_LONGEST + 1
+    short, long = 2001, 9000
     assert resolve_solver("auto", True, short, True) == LineSolver("fused", None, None)
-    assert resolve_solver("auto", True, long, True).name == "tuned"
+    assert resolve_solver("auto", True, short, True, fused_first=False).name == "tuned"
     assert resolve_solver("auto", True, short, False) == LineSolver("tuned", "auto", ("contiguous", "contiguous"))
     assert resolve_solver("auto", False, short, True) == LineSolver("thomas", "thomas", ("contiguous", "interleaved"))
     assert resolve_solver("pta", False, short, True).layouts == ("interleaved", "interleaved")

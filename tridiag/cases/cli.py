@@ -13,7 +13,7 @@ import numpy as np
 from gpucfd.backend import resolve_dtype
 from gpucfd.errors import check_range
 
-from .line_solver import AUTO_FUSED_LONGEST, LAYOUT_NAMES, NAMES, check_solver
+from .line_solver import LAYOUT_NAMES, NAMES, check_solver
 
 MAX_STEPS = 10**9
 RE_RANGE = (1e-3, 1e5)
@@ -38,9 +38,9 @@ def add_flow_arguments(ap, out: str, unit: str) -> None:
 def add_line_solver_arguments(ap, default: str) -> None:
     """--solver and --layout (tridiag.cases.line_solver), the line solver of every 2D command."""
     ap.add_argument("--solver", default=default,
-                    help=f"line solver: {', '.join(NAMES)} (default {default}: fused on a GPU for lines of at most "
-                         f"{AUTO_FUSED_LONGEST} nodes, else tuned there, thomas on the CPU; the library solvers build "
-                         "the rows by array expressions and solve them by that tridiag.solve method; tuned is "
+                    help=f"line solver: {', '.join(NAMES)} (default {default}: the fastest measured, on a GPU fused "
+                         "for the flows where the lines fit and tuned for heat, thomas on the CPU; the library "
+                         "solvers build the rows and solve them by that tridiag.solve method; tuned is "
                          "tridiag.solve's measured choice)")
     ap.add_argument("--layout", default="auto",
                     help=f"storage of the library solvers' x-/y-line systems: {', '.join(LAYOUT_NAMES)} (natural: "

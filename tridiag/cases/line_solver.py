@@ -17,10 +17,12 @@ buffer through its (ny, nx) view writes the transposed storage directly.
 
 ``--solver``: "fused" (one launch per half sweep, rows built and solved in shared memory:
 tridiag.kernels.line_sweeps; GPU only), a tridiag.solve method (rows built by array
-expressions, then solved by that method), "tuned" (tridiag.solve's own choice, measured per
-shape) or "auto": fused on a GPU when the lines fit and are at most AUTO_FUSED_LONGEST
-nodes (beyond, the library's transposed sweeps win; benchmarks/results/adi_bench_h100.md),
-else tuned there, and thomas on the CPU.
+expressions or one right-hand-side kernel, then solved by that method), "tuned"
+(tridiag.solve's own choice, measured per shape) or "auto", the fastest measured on the H100:
+on a GPU, fused for the vorticity–stream-function flows when the lines fit (their library
+path is launch-bound: cylinder_bench_h100.md, cavity2d_bench_h100.md) and tuned with
+contiguous lines for ADI heat (its library sweep is five bandwidth-bound launches, faster
+than the fused one at every size: adi_bench_h100.md); thomas on the CPU.
 """
 from __future__ import annotations
 
@@ -38,7 +40,6 @@ ITERATIVE = ("checkerboard",)  # solves to a tolerance from a start value: the A
 LAYOUTS = {"natural": ("contiguous", "interleaved"), "contiguous": ("contiguous", "contiguous"),
            "interleaved": ("interleaved", "interleaved")}
 LAYOUT_NAMES = ("auto", *LAYOUTS)
-AUTO_FUSED_LONGEST = 2048  # longest line "auto" gives the fused sweeps (measured crossover, H100)
 
 
 @dataclass(frozen=True)
@@ -73,13 +74,15 @@ def check_solver(name: str, layout: str = "auto", iterative: bool = False) -> st
 
 
 def resolve_solver(name: str, gpu: bool, longest: int, fits: bool, layout: str = "auto",
-                   iterative: bool = False) -> LineSolver:
+                   iterative: bool = False, fused_first: bool = True) -> LineSolver:
     """The LineSolver ``name`` stands for on a GPU (``gpu``) or the CPU, for lines of at most
-    ``longest`` nodes of which the fused sweeps hold them (``fits``). InputError for "fused"
-    without a GPU or with lines that do not fit, and for what :func:`check_solver` refuses."""
+    ``longest`` nodes of which the fused sweeps hold them (``fits``); ``fused_first``: "auto"
+    takes the fused sweeps on a GPU where they fit (the flows), else tuned (ADI heat).
+    InputError for "fused" without a GPU or with lines that do not fit, and for what
+    :func:`check_solver` refuses."""
     check_solver(name, layout, iterative)
     if name == "auto":
-        name = (FUSED if fits and longest <= AUTO_FUSED_LONGEST else "tuned") if gpu else "thomas"
+        name = (FUSED if fits and fused_first else "tuned") if gpu else "thomas"
     if name == FUSED:
         if not gpu:
             raise InputError("--solver fused needs a GPU (CuPy); on the CPU use thomas (or auto)")

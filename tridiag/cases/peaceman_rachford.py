@@ -174,9 +174,10 @@ class FusedADI:
 def make_adi(xp, shape, dtype, solver: str, hx: float = 1.0, hy: float = 1.0, fixed=None, layout: str = "auto",
              options: dict | None = None, keep_delta: bool = False, iterative: bool = False):
     """The ADI of line solver ``solver`` (tridiag.cases.line_solver.NAMES, with ``layout``) for the
-    array module ``xp``: FusedADI or LibraryADI. ``iterative`` admits the checkerboard solver."""
+    array module ``xp``: FusedADI or LibraryADI ("auto" on a GPU: tuned, contiguous lines, the
+    fastest for the sweep alone). ``iterative`` admits the checkerboard solver."""
     choice = resolve_solver(solver, xp is not np, max(shape), max(shape) <= line_sweeps.longest_line(dtype), layout,
-                            iterative)
+                            iterative, fused_first=False)
     if choice.fused:
         return FusedADI(xp, shape, dtype, hx, hy, fixed, keep_delta)
     return LibraryADI(xp, shape, dtype, choice, hx, hy, fixed, options)
