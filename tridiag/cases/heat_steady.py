@@ -86,7 +86,7 @@ def solve_steady(backend: Backend, n: int, dtype, solver: str = "auto", layout: 
     xp = backend.xp
     h = 1 / (n - 1)
     cycle = parameters(params, n)
-    adi = make_adi(xp, (n, n), dtype, solver, h, h, layout=layout, options=options, keep_delta=stop == "paper",
+    adi = make_adi(xp, (n, n), dtype, solver, h, h, layout=layout, options=options, keep_delta=True,
                    iterative=True)
     t = initial_field(xp, n, dtype, t1)
     change = bound = math.inf
@@ -102,9 +102,9 @@ def solve_steady(backend: Backend, n: int, dtype, solver: str = "auto", layout: 
         except ConvergenceError as exc:  # a checkerboard line solve hit its cap or diverged
             failure = exc
             break
-        change = float((delta**2).sum()) if delta is not None else math.nan
+        change = float((delta**2).sum())
         bound = residual_bound(xp, t, h)
-        if not (math.isfinite(bound) and (stop != "paper" or math.isfinite(change))):
+        if not (math.isfinite(bound) and math.isfinite(change)):
             break
         met = change < PAPER_TOL if stop == "paper" else bound <= tol * t1
         if progress and (met or k % 1000 < check_every):
@@ -125,7 +125,7 @@ def solve_steady(backend: Backend, n: int, dtype, solver: str = "auto", layout: 
         if failure is not None:
             reason, message = failure.reason, f"{message}: {failure}"
         else:
-            reason = "diverged" if not math.isfinite(bound) else "iteration cap"
+            reason = "diverged" if not (math.isfinite(bound) and math.isfinite(change)) else "iteration cap"
             message += f" (last change {change:.3g}, error bound {bound:.3g})"
         err = ConvergenceError(message, reason)
         err.result = result

@@ -55,9 +55,6 @@ class LineSolver:
     def fused(self) -> bool:
         return self.name == FUSED
 
-    def describe(self) -> str:
-        return self.name if self.fused else f"{self.name} ({'/'.join(self.layouts)} x/y lines)"
-
 
 def check_solver(name: str, layout: str = "auto", iterative: bool = False) -> str:
     """``name`` if it is a known line solver (an ITERATIVE one only with ``iterative``) and
