@@ -1,8 +1,9 @@
 // The element-wise passes of an ADI sweep (adi_rhs.py) on a (rows, cols) row-major field:
 //   laplacian = 1: value = coef1 (lo1 - 2 v + hi1) + coef0 (lo0 - 2 v + hi0) + coef_source f at
 //                  interior nodes that are not fixed, 0 elsewhere (lo0, hi0: neighbours along
-//                  axis 0; lo1, hi1: along axis 1; fixed and source may be null: no fixed
-//                  interior nodes, no source);
+//                  axis 0; lo1, hi1: along axis 1); the adi_pass_masked kernels read the fixed
+//                  mask and the source f (either may be null: none), the adi_pass kernels have
+//                  neither (the box edge only);
 //   laplacian = 0: value = v;
 // then out = value (accumulate = 0) or out += value (accumulate = 1), with out (rows, cols),
 // or (cols, rows) when transposed. A 32 x 32 tile with a one-node halo is staged in shared
@@ -11,7 +12,7 @@
 #define RHS_TILE 32
 #define RHS_ROWS 8  // blockDim.y; blockDim.x = RHS_TILE
 
-template <typename T>
+template <typename T, bool MASKED>
 __device__ void adi_pass(const T* __restrict__ src, T* __restrict__ out, int rows, int cols, T coef0, T coef1,
                          int laplacian, int accumulate, int transpose, const unsigned char* __restrict__ fixed,
                          const T* __restrict__ source, T coef_source)
@@ -33,10 +34,10 @@ __device__ void adi_pass(const T* __restrict__ src, T* __restrict__ out, int row
         const long long g = (long long)gr * cols + gc;
         T v = tile[lr + 1][lc + 1];
         if (laplacian) {
-            const bool inside = gr > 0 && gr < rows - 1 && gc > 0 && gc < cols - 1 && !(fixed && fixed[g]);
+            const bool inside = gr > 0 && gr < rows - 1 && gc > 0 && gc < cols - 1 && !(MASKED && fixed && fixed[g]);
             v = inside ? coef1 * (tile[lr + 1][lc] - T(2) * v + tile[lr + 1][lc + 2])
                              + coef0 * (tile[lr][lc + 1] - T(2) * v + tile[lr + 2][lc + 1])
-                             + (source ? coef_source * source[g] : T(0))
+                             + (MASKED && source ? coef_source * source[g] : T(0))
                        : T(0);
         }
         const long long o = transpose ? (long long)gc * rows + gr : g;
@@ -44,13 +45,15 @@ __device__ void adi_pass(const T* __restrict__ src, T* __restrict__ out, int row
     }
 }
 
-#define ADI_PASS(T, NAME)                                                                                 \
+#define ADI_PASS(T, NAME, MASKED)                                                                         \
     extern "C" __global__ void __launch_bounds__(RHS_TILE * RHS_ROWS)                                     \
         NAME(const T* src, T* out, int rows, int cols, T coef0, T coef1, int laplacian, int accumulate,   \
              int transpose, const unsigned char* fixed, const T* source, T coef_source)                  \
     {                                                                                                     \
-        adi_pass<T>(src, out, rows, cols, coef0, coef1, laplacian, accumulate, transpose, fixed, source, \
-                    coef_source);                                                                         \
+        adi_pass<T, MASKED>(src, out, rows, cols, coef0, coef1, laplacian, accumulate, transpose, fixed, \
+                            source, coef_source);                                                         \
     }
-ADI_PASS(float, adi_pass_f32)
-ADI_PASS(double, adi_pass_f64)
+ADI_PASS(float, adi_pass_f32, false)
+ADI_PASS(double, adi_pass_f64, false)
+ADI_PASS(float, adi_pass_masked_f32, true)
+ADI_PASS(double, adi_pass_masked_f64, true)

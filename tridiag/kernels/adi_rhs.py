@@ -47,17 +47,19 @@ def adi_pass_numpy(src, out, coef0: float, coef1: float, laplacian: bool, accumu
 
 
 @functools.cache
-def _function(dtype, device_id: int):
-    name = f"adi_pass_{'f64' if dtype == np.float64 else 'f32'}"
+def _function(dtype, masked: bool, device_id: int):
+    name = f"adi_pass{'_masked' if masked else ''}_{'f64' if dtype == np.float64 else 'f32'}"
     return cuda_module("tridiag.kernels", "adi_rhs.cu", ("--fmad=false",)).get_function(name)
 
 
 def adi_pass_cuda(src, out, coef0: float, coef1: float, laplacian: bool, accumulate: bool, transpose: bool,
                   fixed=None, source=None, coef_source: float = 0.0) -> None:
-    """The same on CuPy arrays, one tiled kernel launch."""
+    """The same on CuPy arrays, one tiled kernel launch (the masked kernel when ``fixed`` or
+    ``source`` is given)."""
     rows, cols = src.shape
     one = src.dtype.type
-    fn = _function(np.dtype(src.dtype), cupy_module().cuda.Device().id)
+    masked = fixed is not None or source is not None
+    fn = _function(np.dtype(src.dtype), masked, cupy_module().cuda.Device().id)
     fn((blocks(cols, TILE), blocks(rows, TILE)), (TILE, ROWS),
        (src, out, np.int32(rows), np.int32(cols), one(coef0), one(coef1), np.int32(laplacian), np.int32(accumulate),
         np.int32(transpose), NULL if fixed is None else fixed, NULL if source is None else source, one(coef_source)))
