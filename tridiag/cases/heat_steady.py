@@ -115,7 +115,7 @@ def solve_steady(backend: Backend, n: int, dtype, solver: str = "auto", layout: 
     result = dict(n=n, h=h, dtype=np.dtype(dtype).name, solver=solver, solved_by=adi.describe(), parameters=params,
                   rho_h2=[rho * h * h for rho in cycle], stop=stop, tol=tol if stop == "residual" else None,
                   check_every=check_every, iterations=k,
-                  inner_iterations=adi.inner_iterations if adi.solver_name == "checkerboard" else None,
+                  inner_iterations=adi.inner_iterations,
                   seconds=seconds, converged=met, sum_change_squared=change, error_bound=bound,
                   t1=t1, t_centre=tc, centre_error=abs(tc - t1 / 4), options=dict(options or {}))
     result["field"] = host

@@ -37,7 +37,7 @@ def march(backend: Backend, adi, t, steps: int, rho: float) -> None:
     """``steps`` Crank–Nicolson ADI steps of ``t`` in place (ρ = 2/(αΔt)); on the GPU in blocks
     of GRAPH_BLOCK steps replayed from CUDA graphs (but the checkerboard solver, which reads its
     iteration counts back)."""
-    graphs = StepGraphs(backend.xp) if adi.solver_name != "checkerboard" else None
+    graphs = None if adi.iterative else StepGraphs(backend.xp)
     done = 0
     while done < steps:
         count = min(GRAPH_BLOCK, steps - done)

@@ -31,7 +31,7 @@ import tridiag
 
 from ..kernels import line_sweeps
 from ..kernels.adi_rhs import adi_pass
-from .line_solver import LineSolver, resolve_solver, solve_axis, storage_transposed
+from .line_solver import ITERATIVE, LineSolver, resolve_solver, solve_axis, storage_transposed
 
 
 def spectrum(shape, hx: float, hy: float) -> tuple:
@@ -63,8 +63,9 @@ class LibraryADI:
 
     fixed: host bool (ny, nx) mask of fixed interior nodes (None: the box edge only). After a
     sweep, ``delta`` holds Δ (an (ny, nx) view); ``solved_by`` the method used per direction
-    (what "tuned" chose; :meth:`describe` says it); ``inner_iterations`` the checkerboard iterations (largest over the
-    lines, summed over the solves)."""
+    (what "tuned" chose; :meth:`describe` says it). ``iterative``: the solver iterates to a
+    tolerance and reads its iteration counts back (no CUDA-graph capture); ``inner_iterations``
+    then sums them (largest over the lines, per solve), else it is None."""
 
     def __init__(self, xp, shape, dtype, solver: LineSolver, hx: float = 1.0, hy: float = 1.0, fixed=None,
                  options: dict | None = None):
@@ -83,9 +84,9 @@ class LibraryADI:
         else:  # D is transposed into the free buffer first
             self.y_rhs = self.x_rhs if x_shape == y_shape else xp.empty(y_shape, self.dtype)
             self.y_out = self.x_out if x_shape == y_shape else xp.empty(y_shape, self.dtype)
-        self.solver_name = solver.name
+        self.iterative = solver.name in ITERATIVE
         self.solved_by: dict = {}
-        self.inner_iterations = 0
+        self.inner_iterations = 0 if self.iterative else None
         self._rows: dict = {}
 
     def describe(self) -> str:
@@ -124,15 +125,12 @@ class LibraryADI:
 
     def _solve(self, along: str, rows, rhs, out) -> None:
         off, diag = rows
-        opts = dict(self.options)
-        iterative = self.solver.method == "checkerboard"
-        if iterative:
-            opts["x0"] = rhs
+        opts = dict(self.options, x0=rhs) if self.iterative else self.options
         info: dict = {}
         tridiag.solve(off, diag, off, rhs, method=self.solver.method, axis=solve_axis(along, self.transposed[along]),
-                      out=out, check=iterative, info=info, **opts)
+                      out=out, check=self.iterative, info=info, **opts)
         self.solved_by[along] = info["method"] + (f" {info['options']}" if info["options"] else "")
-        if iterative:
+        if self.iterative:
             self.inner_iterations += int(np.abs(info["iterations"]).max())
 
     def passes(self) -> int:
@@ -153,8 +151,8 @@ class FusedADI:
         self.fixed = xp.asarray(free_mask(shape, None if fixed is None else fixed) == 0)
         self.d = xp.empty(shape, dtype)
         self.delta = xp.empty(shape, dtype) if keep_delta else None
-        self.solver_name = "fused"
-        self.inner_iterations = 0
+        self.iterative = False
+        self.inner_iterations = None
 
     def describe(self) -> str:
         return "fused"
