@@ -107,46 +107,64 @@ def element_matrices_chunk(xp, X, u_nodes, re: float, tables: ReferenceTables, f
     else:
         tau = upwind_tau(xp, a, geo["J"], re, tables.mid)
     S = tau * adv
-    W = tables.N[None] + S
-    wW = (W * wq[..., None]).transpose(0, 2, 1)  # (E, 27, Q)
+    wW = ((tables.N[None] + S) * wq[..., None]).transpose(0, 2, 1)  # (E, 27, Q)
     wS = (S * wq[..., None]).transpose(0, 2, 1)
     Q = wq.shape[1]
     grad = dN.transpose(0, 2, 1, 3).reshape(E, 27, 3 * Q)
     wgrad = (dN * wq[..., None, None]).transpose(0, 2, 1, 3).reshape(E, 27, 3 * Q)
-    K = wW @ adv + nu * (wgrad @ grad.transpose(0, 2, 1)) - nu * (wS @ lap)
+    K = wW @ adv + nu * (wgrad @ grad.transpose(0, 2, 1)) - nu * (wS @ lap)  # (E, 27, 27)
     wM = (tables.M[None] * wq[..., None]).transpose(0, 2, 1)  # (E, 8, Q)
-
-    mats = xp.zeros((E, NL, LD), dtype=np.float64) if out is None else out
-    if out is not None:
-        mats.fill(0.0)
-    load = xp.zeros((E, NL), dtype=np.float64)
+    G = xp.stack([-((dN[..., d] * wq[..., None]).transpose(0, 2, 1) @ tables.M) + wS @ dM[..., d] for d in range(3)], axis=1)
+    D = xp.stack([wM @ dN[..., d] for d in range(3)], axis=1)  # G (E, 3, 27, 8), D (E, 3, 8, 27)
     f = None if force is None else force(xp, geo["x"])
-    for d in range(3):
-        rows = slice(27 * d, 27 * d + 27)
-        mats[:, rows, rows] = K
-        wdN = (dN[..., d] * wq[..., None]).transpose(0, 2, 1)  # (E, 27, Q)
-        mats[:, rows, 81:89] = -(wdN @ tables.M) + wS @ dM[..., d]
-        mats[:, 81:89, rows] = wM @ dN[..., d]
-        if f is not None:
-            load[:, rows] = (wW @ f[..., d:d + 1])[..., 0]
-    row_sq = einsum(xp, "eij,eij->ei", mats, mats)
+    load = xp.zeros((E, NL), dtype=np.float64)
+    if f is not None:
+        load[:, :81] = (wW @ f).transpose(0, 2, 1).reshape(E, 81)
+    row_sq = xp.concatenate([((K * K).sum(axis=2)[:, None] + (G * G).sum(axis=3)).reshape(E, 81),
+                             (D * D).sum(axis=(1, 3))], axis=1)
     residual = None
     if p_nodes is not None:
-        x_e = xp.concatenate([u_nodes.transpose(0, 2, 1).reshape(E, 81), p_nodes], axis=1)
-        residual = einsum(xp, "eij,ej->ei", mats[:, :, :NL], x_e) - load
+        momentum = (K @ u_nodes).transpose(0, 2, 1) + (G @ p_nodes[:, None, :, None])[..., 0]  # (E, 3, 27)
+        continuity = einsum(xp, "edlj,ejd->el", D, u_nodes)
+        residual = xp.concatenate([momentum.reshape(E, 81), continuity], axis=1) - load
+
+    mats = xp.empty((E, NL, LD), dtype=np.float64) if out is None else out
+    velocity = mats[:, :81, :81].reshape(E, 3, 27, 3, 27)  # (E, c, i, d, j): row 27 c + i, column 27 d + j
     if jacobian:
-        grad_a = einsum(xp, "eqnk,eni->eqik", dN, u_nodes)  # d a_i / d x_k
-        strong = (grad_a * a[:, :, None, :]).sum(axis=-1) - nu * einsum(xp, "eqn,eni->eqi", lap, u_nodes)
-        strong = strong + einsum(xp, "eqld,el->eqd", dM, p_nodes) - (0.0 if f is None else f)  # r_c, (E, Q, 3)
-        dS = dtau * adv[..., None] + tau[..., None] * dN  # dS_i / da_d, (E, Q, 27, 3)
-        N = tables.N  # (Q, 27)
-        # velocity blocks as (E, c, i, d, j): row 27 c + i, column 27 d + j
-        blocks = mats[:, :81, :81].reshape(E, 3, 27, 3, 27)
-        react = wW @ (N[None, :, None, :] * grad_a.reshape(E, Q, 9, 1)).reshape(E, Q, 9 * 27)  # (E, i, (c, d, j))
-        blocks += react.reshape(E, 27, 3, 3, 27).transpose(0, 2, 1, 3, 4)
-        supg = (dS.transpose(0, 2, 3, 1)[:, None] * (wq[..., None] * strong).transpose(0, 2, 1)[:, :, None, None, :])
-        blocks += (supg.reshape(-1, Q) @ N).reshape(E, 3, 27, 3, 27)  # (E, c, i, d, q) @ (q, j)
+        velocity[...] = newton_terms(xp, tables.N, u_nodes, a, adv, tau, dtau, wW, wq, dN, dM, lap, p_nodes, f, nu)
+        for d in range(3):
+            velocity[:, d, :, d, :] += K
+    else:
+        velocity[...] = 0.0
+        for d in range(3):
+            velocity[:, d, :, d, :] = K
+    mats[:, :81, 81:NL] = G.reshape(E, 81, 8)
+    mats[:, 81:NL, :81] = D.transpose(0, 2, 1, 3).reshape(E, 8, 81)
+    mats[:, 81:NL, 81:NL] = 0.0
     return mats, load, residual, row_sq
+
+
+def newton_terms(xp, N, u_nodes, a, adv, tau, dtau, wW, wq, dN, dM, lap, p_nodes, f, nu):
+    """The Jacobian's additions to the velocity blocks, (E, c, i, d, j): the reaction term
+    int W_i N_j da_c/dx_d plus int (dS_i/da_d) N_j r_c (see :func:`element_matrices_chunk`),
+    as one product of a (E, c, i, d, q) table with N (Q, 27). The factors are first laid out
+    with the quadrature point last, so that the table is built from contiguous rows."""
+    E, Q = wq.shape
+    dN_q = _points_last(xp, dN)  # (E, i, d, Q)
+    u_t = u_nodes.transpose(0, 2, 1)
+    grad_a = (u_t @ dN_q.reshape(E, 27, 3 * Q)).reshape(E, 3, 3, Q)  # d a_c / d x_d, (E, c, d, Q)
+    strong = (grad_a * _points_last(xp, a)[:, None]).sum(axis=2) - nu * (u_t @ _points_last(xp, lap))
+    strong += einsum(xp, "eqld,el->edq", dM, p_nodes) - (0.0 if f is None else _points_last(xp, f))  # r_c, (E, c, Q)
+    dS = _points_last(xp, dtau) * _points_last(xp, adv)[:, :, None] + _points_last(xp, tau)[:, :, None] * dN_q  # dS_i/da_d
+    table = xp.empty((E, 3, 27, 3, Q), dtype=np.float64)
+    xp.multiply(xp.ascontiguousarray(wW)[:, None, :, None], grad_a[:, :, None], out=table)
+    table += dS[:, None] * (wq[:, None] * strong)[:, :, None, None]
+    return (table.reshape(-1, Q) @ N).reshape(E, 3, 27, 3, 27)
+
+
+def _points_last(xp, v):
+    """A contiguous copy of v (E, Q, ...) with the quadrature axis moved last: (E, ..., Q)."""
+    return xp.ascontiguousarray(xp.moveaxis(v, 1, -1))
 
 
 def dirichlet_rows(xp, dofs, fixed, valence) -> tuple:

@@ -126,8 +126,8 @@ def main(argv=None) -> int:
             if not backend.is_gpu and comm.local_size > cores:
                 notes.append(f"{comm.local_size} ranks share this node's {cores} CPU cores: oversubscribed ranks wait on "
                              f"each other (4 ranks on 2 cores took 3x the time of one rank); start at most {cores}")
-            mesh, mesh_info = build_mesh(args, lambda e, largest: check_fits(backend, linear.matrix_dtype, e, comm.size, largest),
-                                         backend.kind, comm.size, notes.append)
+            fits = lambda e, largest: check_fits(backend, linear.matrix_dtype, linear.solver, e, comm.size, largest)  # noqa: E731
+            mesh, mesh_info = build_mesh(args, fits, backend.kind, comm.size, notes.append)
             problem = lid_driven_problem(mesh, args.re, args.lid)
             problem.check_solvable()
             x0 = read_initial(args.initial, mesh.n_dofs) if args.initial else None

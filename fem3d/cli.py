@@ -37,6 +37,9 @@ def add_solver_arguments(ap, tol: float, max_steps: int | None = None, newton: f
     g.add_argument("--restart", type=int, default=lin.restart, help=f"mg solver: FGMRES restart length (default {lin.restart})")
     g.add_argument("--smoothing-steps", type=int, default=lin.smoothing_steps,
                    help=f"mg solver: GMRES steps of each multigrid smoothing, 1 to 20 (default {lin.smoothing_steps})")
+    g.add_argument("--rebuild-after", type=int, default=lin.rebuild_after,
+                   help=f"mg solver: keep the preconditioner for the next nonlinear step while a linear solve takes at most this "
+                        f"many iterations; 0 builds a new one every step (default {lin.rebuild_after})")
     g.add_argument("--matrix-dtype", default="float64",
                    help=f"storage of the element matrices: {' or '.join(MATRIX_DTYPES)} (half the memory and time per product; default float64)")
 
@@ -50,4 +53,5 @@ def nonlinear_options(args) -> NonlinearOptions:
 def linear_options(args) -> LinearOptions:
     """LinearOptions from parsed arguments (ranges checked there)."""
     return LinearOptions(solver=args.solver, max_iterations=args.max_linear, check_every=args.check_every,
-                         matrix_dtype=args.matrix_dtype, restart=args.restart, smoothing_steps=args.smoothing_steps)
+                         matrix_dtype=args.matrix_dtype, restart=args.restart, smoothing_steps=args.smoothing_steps,
+                         rebuild_after=args.rebuild_after)

@@ -1,32 +1,40 @@
 """The memory a fem3d run needs, estimated before anything is allocated.
 
 Per element of this rank's part: the stored element matrices and everything else the
-solver keeps (vectors, preconditioner, assembly batches), measured at the peak of runs
-(scripts/bench_fem.py: peak of CuPy's pool on an H100; the NumPy path: peak resident
-size of `python -m fem3d.cavity` at 20^3 and 26^3), plus a fixed part (the NumPy path's
-batched diag(A^T A), the CUDA context and modules). The host also holds the whole mesh.
+solver keeps (vectors, preconditioner, assembly batches), measured at the peak of runs,
+plus a fixed part (the NumPy path's batched diag(A^T A), the CUDA context and modules).
+The paper solver: scripts/bench_fem.py (peak of CuPy's pool on an H100; the NumPy path:
+peak resident size of `python -m fem3d.cavity` at 20^3 and 26^3). The mg solver (its
+float32 copy of the finest matrices, Vanka inverses, coarse levels and FGMRES basis):
+`python -m fem3d.cavity --re 100` at 30^3 and 40^3 on an H100 (CuPy's pool) and at 12^3
+and 20^3 on the CPU (peak resident size). The host also holds the whole mesh.
 """
 from __future__ import annotations
 
 from gpucfd.backend import host_free_bytes
 from gpucfd.errors import InputError
 
-# (device kind, matrix storage) -> (bytes per element, fixed bytes) on the device
+# (device kind, matrix storage, solver) -> (bytes per element, fixed bytes) on the device
 DEVICE_BYTES = {
-    ("gpu", "float64"): (101.5e3, 0.5e9),
-    ("gpu", "float32"): (65.4e3, 0.5e9),
-    ("cpu", "float64"): (72e3, 2.6e9),
-    ("cpu", "float32"): (100e3, 2.6e9),  # each NumPy product makes a float64 copy of the matrices
+    ("gpu", "float64", "paper"): (101.5e3, 0.5e9),
+    ("gpu", "float32", "paper"): (65.4e3, 0.5e9),
+    ("cpu", "float64", "paper"): (72e3, 2.6e9),
+    ("cpu", "float32", "paper"): (100e3, 2.6e9),  # measured when each NumPy product made a float64 copy: an upper bound
+    ("gpu", "float64", "mg"): (177e3, 2.2e9),  # 6.94 GB at 30^3, 13.48 GB at 40^3
+    ("gpu", "float32", "mg"): (182e3, 2.2e9),  # 7.11 GB at 30^3 (the pool keeps freed blocks: no lower than float64)
+    ("cpu", "float64", "mg"): (245e3, 0.05e9),  # 0.38 GB at 12^3, 1.91 GB at 20^3
+    ("cpu", "float32", "mg"): (217e3, 0.05e9),  # 0.34 GB at 12^3, 1.67 GB at 20^3
 }
 HOST_MESH_BYTES = 4e3  # per element of the whole mesh: connectivity, coordinates, geometry, boundary faces
 
 
-def check_fits(backend, matrix_dtype: str, mesh_elements: int, ranks: int, largest) -> None:
+def check_fits(backend, matrix_dtype: str, solver: str, mesh_elements: int, ranks: int, largest) -> None:
     """InputError unless this rank's share of a mesh of ``mesh_elements`` elements split
-    over ``ranks`` fits its device, and the whole mesh its host. ``largest(n)`` words the
-    hint for a mesh of n elements, e.g. "--n 92 fits at most"."""
+    over ``ranks`` fits its device, and the whole mesh its host, with the linear solver
+    ``solver`` (fem3d.solvers.SOLVERS; auto is counted as mg, the larger). ``largest(n)``
+    words the hint for a mesh of n elements, e.g. "--n 92 fits at most"."""
     elements = -(-mesh_elements // ranks)
-    per_element, fixed = DEVICE_BYTES[(backend.kind, matrix_dtype)]
+    per_element, fixed = DEVICE_BYTES[(backend.kind, matrix_dtype, "paper" if solver == "paper" else "mg")]
     if backend.is_gpu:
         checks = [(per_element, fixed, elements, ranks, backend.free_bytes(), "GPU"),
                   (HOST_MESH_BYTES, 0.0, mesh_elements, 1, host_free_bytes(), "host")]

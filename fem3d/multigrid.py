@@ -10,6 +10,12 @@ matrix is the sum over its children of P_c^T A_child P_c. Prescribed (Dirichlet)
 are left out of P on both levels; on the coarse level they keep the paper's rows
 (diagonal 1/S_k), so corrections never move them.
 
+The cycle works on matrices stored in float32 (STORAGE) with float64 vectors: the finest
+level holds a float32 copy of the system's matrices (refreshed at every linearisation,
+also when the rest of the hierarchy is kept), the coarse Galerkin matrices and the
+smoothers' inverses are float32. A preconditioner needs no more, and its products read
+half the bytes; the Krylov method around it keeps the float64 operator.
+
 One application is a V(1,1) cycle: ``smoothing_steps`` GMRES steps preconditioned by the
 element Vanka smoother (fem3d.vanka) before and after the coarse correction; the coarsest
 level is solved by the inverse of its assembled matrix (dense, on the device, the same on
@@ -35,6 +41,8 @@ from .operators import ElementOperator
 from .partition import distribute_owned, slab_owners
 from .vanka import Vanka
 
+STORAGE = np.float32  # the levels' matrices and smoothers: as many iterations as float64, each in half the time at 8^3, Re 400
+# on the CPU; at 40^3, Re 1000 on the H100 the solve takes 3-10 % less (benchmarks/results/bench_solvers_gpu_n40_ab.md)
 MIN_COARSE = 2  # fewest elements per side of the coarsest box
 DIRECT_MAX = 12_000  # most unknowns of a coarsest level solved directly (dense inverse)
 COARSE_STEPS = 20  # smoothing steps that stand in for a coarsest level too large for LU
@@ -114,15 +122,15 @@ class Level:
     def galerkin(self, coarse: "Level", P) -> None:
         """coarse.op.mats = sum over children of P_c^T A_child P_c with prescribed unknowns
         left out, then the prescribed rows of the coarse level."""
-        xp, mats = self.xp, coarse.op.mats
-        coarse_free = coarse.free[coarse.op.dofs]
-        mask = coarse_free[:, :, None] * coarse_free[:, None, :]
+        mats = coarse.op.mats
+        P = P.astype(mats.dtype)
+        coarse_free = coarse.free[coarse.op.dofs].astype(mats.dtype)
         mats.fill(0.0)
         for c in range(8):
-            fine_free = self.free[self.child_dofs[c]]
-            a = self.op.mats[self.children[c], :, :NL].astype(np.float64) * fine_free[:, :, None] * fine_free[:, None, :]
+            fine_free = self.free[self.child_dofs[c]].astype(mats.dtype)
+            a = self.op.mats[self.children[c], :, :NL] * fine_free[:, :, None] * fine_free[:, None, :]
             mats += P[c].T @ a @ P[c]
-        mats *= mask
+        mats *= coarse_free[:, :, None] * coarse_free[:, None, :]
         apply_dirichlet_rows(mats, coarse.dirichlet)
 
 
@@ -173,16 +181,19 @@ class CoarseSolve:
 
 class Multigrid:
     """The V(1,1)-cycle preconditioner of a NavierStokesSystem on a structured box
-    (``levels`` >= 1 halvings; fem3d.multigrid.halvings). ``setup()`` after each assembly
-    (Galerkin coarse matrices, smoothers, coarse LU; False when a Vanka block is singular
-    on some rank), ``apply(r, out)``: out = one cycle applied to r."""
+    (``levels`` >= 1 halvings; fem3d.multigrid.halvings). ``setup()`` after an assembly
+    (the finest matrices, Galerkin coarse matrices, smoothers, coarse inverse; False when
+    a Vanka block is singular on some rank), or ``refresh()`` to keep all but the finest
+    matrices; ``apply(r, out)``: out = one cycle applied to r."""
 
     def __init__(self, system, levels: int, smoothing_steps: int = SMOOTHING_STEPS):
         mesh, dist, backend = system.mesh, system.dist, system.backend
         self.xp, self.steps = backend.xp, smoothing_steps
         self.P = backend.asarray(child_prolongations())
         comm = dist.comm
-        self.levels = [Level(system.op, mesh, system.fixed, system.valence)]
+        self.system_op = system.op
+        fine = ElementOperator(backend, backend.to_numpy(system.op.dofs), mesh.colour_offsets, system.op.n, dist, STORAGE)
+        self.levels = [Level(fine, mesh, system.fixed, system.valence)]
         grid, align = tuple(mesh.grid), 2 ** levels if comm.size > 1 else 1
         for k in range(1, levels + 1):
             grid = tuple(g // 2 for g in grid)
@@ -191,7 +202,7 @@ class Multigrid:
                                     comm, backend)
             fine = self.levels[-1]
             dofs = part.mesh.dofs()
-            op = ElementOperator(backend, dofs, part.mesh.colour_offsets, part.mesh.n_dofs, part.dist)
+            op = ElementOperator(backend, dofs, part.mesh.colour_offsets, part.mesh.n_dofs, part.dist, STORAGE)
             valence = part.dist.sum_interface(backend.asarray(np.bincount(dofs.ravel(), minlength=part.mesh.n_dofs).astype(np.float64)))
             fixed = self._children(fine, part.mesh, op)
             self.levels.append(Level(op, part.mesh, fixed, valence))
@@ -228,7 +239,12 @@ class Multigrid:
         fine.child_weights = fine.weights[fine.child_dofs]
         return backend.asarray(fixed)
 
+    def refresh(self) -> None:
+        """Copy the system's current matrices into the finest level (rounded to STORAGE)."""
+        self.levels[0].op.mats[...] = self.system_op.mats
+
     def setup(self) -> bool:
+        self.refresh()
         ok = True
         for fine, coarse in zip(self.levels, self.levels[1:]):
             fine.galerkin(coarse, self.P)

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from .anderson import Anderson
+from .krylov import SolveInfo
 from gpucfd.errors import InputError, check_range
 from .navier_stokes import RE_MAX
 
@@ -35,6 +36,7 @@ CONTINUATION_FACTOR = 2.5  # "auto" continuation: largest ratio of consecutive R
 CONTINUATION_TOL = 1e-4  # residual tolerance of the intermediate Reynolds numbers
 EW_GAMMA = 0.9  # Eisenstat-Walker choice 2: eta = EW_GAMMA (|F_k| / |F_k-1|)^2
 EW_SAFEGUARD = 0.1  # ... and at least EW_GAMMA eta_k-1^2 when that exceeds this
+REUSE_LIMIT = 4  # a solve with a kept preconditioner stops after this many times the solver's rebuild_after iterations
 
 
 def forcing_term(previous_eta: float, norm: float, previous_norm: float, largest: float, tol: float) -> float:
@@ -93,6 +95,7 @@ class Step:
     step_length: float  # line-search factor (1 for Picard steps)
     seconds: float
     forcing: float  # relative tolerance the linear solve was given
+    rebuilt: bool = True  # the linear solver built its preconditioner for this step (False: kept an earlier one)
 
 
 @dataclass
@@ -136,7 +139,7 @@ class NonlinearSolver:
         mixer = Anderson(opt.anderson, opt.relax, dist.dot)
         steps, reason = [], "max_steps"
         largest = self.linear.forcing if opt.forcing is None else opt.forcing
-        eta, previous_norm = largest, None
+        eta, previous_norm, last = largest, None, None
         try:
             for k in range(1, opt.max_steps + 1):
                 reason = self._stop_reason(state.norm, first, since_best)
@@ -144,17 +147,14 @@ class NonlinearSolver:
                     break
                 self.check_interrupt()
                 t0 = time.perf_counter()
-                with system.timer("linear_setup"):
-                    self.linear.setup(system, state)
-                dx = xp.zeros_like(x)
                 if previous_norm is not None:
                     eta = forcing_term(eta, state.norm, previous_norm, largest, opt.tol)
                 previous_norm = state.norm
-                with system.timer("solve"):
-                    info = self.linear.solve(-state.residual, dx, eta)
+                dx, info, rebuilt = self._linear_step(state, eta, last)
+                last = info
                 if info.reason == "nan" or not info.relres < 1.0:
                     steps.append(Step(k, state.kind, state.norm, info.iterations, info.reason, info.relres, 0.0,
-                                      time.perf_counter() - t0, eta))
+                                      time.perf_counter() - t0, eta, rebuilt))
                     reason = "nan" if info.reason == "nan" else "linear_solver"
                     break
                 next_kind = "newton" if newton or state.norm < opt.newton else "picard"
@@ -166,11 +166,11 @@ class NonlinearSolver:
                     system.normalise_pressure(x_new)
                     new_state, length = system.assemble(x_new, next_kind), 1.0
                 step = Step(k, state.kind, state.norm, info.iterations, info.reason, info.relres, length, time.perf_counter() - t0,
-                            eta)
+                            eta, rebuilt)
                 steps.append(step)
                 log(f"{step.kind:6s} {k:3d}  residual {state.norm:.3e}  {self.linear.name} {info.iterations:5d} it "
-                    f"({info.reason}, relres {info.relres:.1e} of {eta:.0e})" + (f"  step {length:.3g}" if state.kind == "newton" else "")
-                    + f"  {step.seconds:7.2f} s")
+                    f"({info.reason}, relres {info.relres:.1e} of {eta:.0e}{'' if rebuilt else ', kept preconditioner'})"
+                    + (f"  step {length:.3g}" if state.kind == "newton" else "") + f"  {step.seconds:7.2f} s")
                 if next_kind == "newton" and not newton:
                     newton, mixer = True, Anderson(0)
                 x, state = x_new, new_state
@@ -183,6 +183,30 @@ class NonlinearSolver:
         except Interrupted as exc:
             reason = f"interrupted ({exc.signal_name})"
         return NonlinearResult(system.backend.to_numpy(x), reason == "converged", reason, state.norm, steps)
+
+    def _linear_step(self, state, eta: float, last):
+        """Solve J dx = -F to the relative tolerance ``eta``; returns (dx, SolveInfo, rebuilt).
+        The linear solver keeps the preconditioner of an earlier linearisation while the
+        ``last`` solve took at most its ``rebuild_after`` iterations; a solve with a kept
+        preconditioner is given at most REUSE_LIMIT times that many iterations, and if it
+        does not converge it goes on from where it stopped (from zero after NaN) with a new
+        preconditioner."""
+        system, linear = self.system, self.linear
+        keep = linear.rebuild_after is not None and last is not None and last.iterations <= linear.rebuild_after
+        dx = system.xp.zeros(system.n, dtype=np.float64)
+        with system.timer("linear_setup"):
+            linear.setup(system, state, rebuild=not keep)
+        with system.timer("solve"):
+            info = linear.solve(-state.residual, dx, eta, REUSE_LIMIT * max(1, linear.rebuild_after) if keep else None)
+        if not keep or info.reason == "converged":
+            return dx, info, not keep
+        with system.timer("linear_setup"):
+            linear.setup(system, state, rebuild=True)
+        if info.reason == "nan":
+            dx.fill(0.0)
+        with system.timer("solve"):
+            retry = linear.solve(-state.residual, dx, eta)
+        return dx, SolveInfo(info.iterations + retry.iterations, retry.reason, retry.relres, info.history + retry.history), True
 
     def _stop_reason(self, norm: float, first: float, since_best: int) -> str | None:
         opt = self.options

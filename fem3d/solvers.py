@@ -2,10 +2,14 @@
 preconditioner and a Krylov method (fem3d.krylov).
 
 Each has ``name``, ``forcing`` (the largest relative tolerance of a linear solve that
-suits its Krylov method, fem3d.nonlinear.forcing_term), ``setup(system, state)`` (after
-the system was assembled about an iterate: fem3d.navier_stokes.NavierStokesSystem,
-Linearisation) and ``solve(rhs, x, rtol) -> fem3d.krylov.SolveInfo`` (x holds the
-initial guess). The nonlinear solver (fem3d.nonlinear) only sees this interface.
+suits its Krylov method, fem3d.nonlinear.forcing_term), ``rebuild_after`` (None when
+every linearisation needs its own preconditioner; else the nonlinear solver keeps the
+preconditioner of an earlier linearisation while the last solve took at most this many
+iterations), ``setup(system, state, rebuild)`` (after the system was assembled about an
+iterate: fem3d.navier_stokes.NavierStokesSystem, Linearisation; ``rebuild`` False keeps
+the preconditioner built before) and ``solve(rhs, x, rtol, max_iterations=None) ->
+fem3d.krylov.SolveInfo`` (x holds the initial guess). The nonlinear solver
+(fem3d.nonlinear) only sees this interface.
 
 ``mg``     flexible GMRES on the row-scaled system, preconditioned by one V-cycle of
            monolithic geometric multigrid with element-Vanka smoothing (fem3d.multigrid);
@@ -30,6 +34,9 @@ from .krylov import FGMRES, NormalEquationsCG, NormalJacobi, SolveInfo
 from .multigrid import SMOOTHING_STEPS, Multigrid, alignment, halvings
 
 SOLVERS = ("auto", "mg", "paper")
+REBUILD_AFTER = 0  # mg: iterations of a linear solve up to which its preconditioner serves the next step too. 3 took
+# 2.0 s against 2.6 s at 8^3, Re 400 on the CPU (19 iterations, 3 rebuilds in 6 steps), but at 40^3, Re 1000 on the
+# H100 104 iterations against 76 and 14.2 s against 12.9 s: a kept preconditioner fails where the flow changes fast
 
 
 @dataclass
@@ -38,7 +45,8 @@ class LinearOptions:
     check_every: CG iterations between residual checks (each reads one number back);
     matrix_dtype: storage of the element matrices (fem3d.kernels.ebe.MATRIX_DTYPES);
     restart: FGMRES restart length; smoothing_steps: GMRES steps of each multigrid
-    smoothing."""
+    smoothing; rebuild_after: mg keeps its preconditioner for the next linearisation
+    while a solve takes at most this many iterations (0: a new one every nonlinear step)."""
 
     solver: str = "auto"
     max_iterations: int = 20000
@@ -46,6 +54,7 @@ class LinearOptions:
     matrix_dtype: str = "float64"
     restart: int = 50
     smoothing_steps: int = SMOOTHING_STEPS
+    rebuild_after: int = REBUILD_AFTER
 
     def __post_init__(self):
         if self.solver not in SOLVERS:
@@ -54,6 +63,7 @@ class LinearOptions:
         check_range("--check-every", self.check_every, low=1, high=10**6, integer=True)
         check_range("--restart", self.restart, low=1, high=1000, integer=True)
         check_range("--smoothing-steps", self.smoothing_steps, low=1, high=20, integer=True)
+        check_range("--rebuild-after", self.rebuild_after, low=0, high=1000, integer=True)
         matrix_storage(self.matrix_dtype)
 
     def for_mesh(self, mesh, ranks: int) -> "LinearOptions":
@@ -77,20 +87,21 @@ class PaperSolver:
 
     name = "cg"
     forcing = 1e-2  # largest linear tolerance of a nonlinear step: with 0.1, Newton took twice the steps at 8^3, Re 400
+    rebuild_after = None  # the rows are equilibrated inside each new set of element matrices
 
     def __init__(self, options: LinearOptions, progress=None):
         self.options, self.progress = options, progress
         self.precond = NormalJacobi()
 
-    def setup(self, system, state) -> None:
+    def setup(self, system, state, rebuild: bool = True) -> None:
         op = self.op = system.op
         row_sq = system.dist.sum_interface(row_norms_squared(op.xp, op.mats, op.dofs, op.n))
         self.scale = 1.0 / op.xp.sqrt(row_sq)
         scale_rows(op.mats, op.dofs, None, self.scale)
         self.precond.setup(op)
 
-    def solve(self, rhs, x, rtol: float):
-        cg = NormalEquationsCG(rtol, self.options.max_iterations, self.options.check_every, self.progress)
+    def solve(self, rhs, x, rtol: float, max_iterations: int | None = None):
+        cg = NormalEquationsCG(rtol, max_iterations or self.options.max_iterations, self.options.check_every, self.progress)
         return cg.solve(self.op, self.scale * rhs, x, self.precond)
 
 
@@ -121,23 +132,29 @@ class MultigridSolver:
     """Flexible GMRES preconditioned by a V-cycle of monolithic geometric multigrid
     (fem3d.multigrid), on the system with rows weighted like the nonlinear residual
     (Linearisation.scale), so that its relative residual is the one the Newton forcing
-    asks for. The hierarchy is built at the first setup; every setup recomputes the
-    coarse matrices and smoothers of the new linearisation."""
+    asks for. The hierarchy is built at the first setup; a setup with ``rebuild``
+    recomputes the coarse matrices and smoothers of the new linearisation, one without
+    keeps those of the last rebuild and only refreshes the finest level's matrices
+    (fem3d.multigrid.Multigrid.refresh)."""
 
     name = "fgmres"
     forcing = 0.1  # largest linear tolerance of a nonlinear step: 0.1 against 0.01 took 50 instead of 76 iterations (8^3, Re 1000)
 
     def __init__(self, options: LinearOptions, progress=None):
         self.options, self.progress = options, progress
-        self.mg, self.system = None, None
+        self.rebuild_after = options.rebuild_after
+        self.mg, self.system, self.ready = None, None, False
 
-    def setup(self, system, state) -> None:
+    def setup(self, system, state, rebuild: bool = True) -> None:
         if self.system is not system:
             levels = halvings(system.mesh.grid, system.dist.comm.size)
             if levels == 0:
                 raise InputError("--solver mg needs a structured box whose sides can be halved; use --solver paper")
-            self.mg, self.system = Multigrid(system, levels, self.options.smoothing_steps), system
-        self.ready = self.mg.setup()
+            self.mg, self.system, self.ready = Multigrid(system, levels, self.options.smoothing_steps), system, False
+        if rebuild or not self.ready:
+            self.ready = self.mg.setup()
+        else:
+            self.mg.refresh()
         self.scale = state.scale
         self.op = _RowScaled(system.op, state.scale)
         y = self._left_null_vector(system) / state.scale  # that of D A
@@ -155,7 +172,7 @@ class MultigridSolver:
         y = ones - system.fixed * op.rmatvec(ones, xp.empty_like(ones))
         return y
 
-    def solve(self, rhs, x, rtol: float):
+    def solve(self, rhs, x, rtol: float, max_iterations: int | None = None):
         """Solve A x = rhs to ``rtol`` in the weighted norm. The part of the right-hand side
         that the singular matrix of an enclosed flow cannot produce (round-off in the
         continuity residual, along the left null vector) is removed first, so that small
@@ -165,7 +182,7 @@ class MultigridSolver:
         y = self.left_null
         b = self.scale * rhs
         b -= self.op.dist.dot(y, b) * y
-        fgmres = FGMRES(rtol, self.options.restart, self.options.max_iterations, self.progress)
+        fgmres = FGMRES(rtol, self.options.restart, max_iterations or self.options.max_iterations, self.progress)
         return fgmres.solve(self.op, b, x, _Unscaled(self.mg, self.scale))
 
 

@@ -23,6 +23,8 @@ Newton Jacobian of the stabilised equations.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from gpucfd.backend import einsum
 
 SERIES_BELOW = 0.15  # |Pe| under which the Taylor series replaces the closed forms
@@ -104,9 +106,13 @@ def tau(xp, a, J, re, mid_mask):
 
 def _by_node(xp, per_mid, per_end, mid_mask):
     """sum_k over the directions of the middle-node or end-node value of each test node:
-    per_* (E, Q, 3, ...) -> (E, Q, n_nodes, ...)."""
-    mid = xp.asarray(mid_mask, dtype=per_mid.dtype)
-    return einsum(xp, "eqk...,nk->eqn...", per_mid, mid) + einsum(xp, "eqk...,nk->eqn...", per_end, 1.0 - mid)
+    per_* (E, Q, 3, ...) -> (E, Q, n_nodes, ...), as one matrix product with the 0/1
+    table of node classes."""
+    mid = np.asarray(mid_mask, dtype=np.float64)
+    classes = xp.asarray(np.concatenate([mid, 1.0 - mid], axis=1).T)  # (6, n_nodes)
+    per = xp.moveaxis(xp.concatenate([per_mid, per_end], axis=2), 2, -1)  # (E, Q, ..., 6)
+    out = (per.reshape(-1, 6) @ classes).reshape(per.shape[:-1] + (classes.shape[1],))
+    return xp.moveaxis(out, -1, 2)
 
 
 def tau_and_derivative(xp, a, J, re, mid_mask):

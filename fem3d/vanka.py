@@ -8,9 +8,10 @@ is inverted once per linearisation; one smoothing application is the additive su
 
 (valence: elements sharing an unknown, so the weights form a partition of unity). That
 is an element-by-element product with stored matrices W_e B_e^-1, so the fem3d.kernels.ebe
-products (NumPy reference and CUDA kernel) apply it. On the GPU the blocks (summed in
-float64) are inverted and stored in float32: a smoother needs no more, and it halves the
-bytes each application reads and a third of the inversion time.
+products (NumPy reference and CUDA kernel) apply it. The blocks (summed in float64) are
+inverted and stored in the precision of the level's matrices (float32 in
+fem3d.multigrid): a smoother needs no more, and it halves the bytes each application
+reads (on the GPU also a third of the inversion time).
 
 B_e needs the contributions of the element's neighbours: on a structured box the unknowns
 that element e shares with its neighbour at offset o in {-1, 0, 1}^3 sit at the same
@@ -105,10 +106,9 @@ class Vanka:
         xp, backend = op.xp, op.backend
         self.neighbours = backend.asarray(element_neighbours(mesh))
         self.ia, self.ja, self.starts = (backend.asarray(a) for a in shared_table())
-        self._blocks = vanka_kernels.for_backend(backend)
+        self._blocks, self._invert = vanka_kernels.for_backend(backend), vanka_kernels.inverse_for_backend(backend)
         self.weights = 1.0 / valence
-        storage = np.float32 if backend.is_gpu else np.float64  # GPU: half the bytes; NumPy would convert at every product
-        self.inverses = ElementOperator(backend, backend.to_numpy(op.dofs), op.colour_offsets, op.n, op.dist, storage)
+        self.inverses = ElementOperator(backend, backend.to_numpy(op.dofs), op.colour_offsets, op.n, op.dist, op.mats.dtype)
         self.xp = xp
 
     def blocks(self, first: int, last: int, peers: list):
@@ -133,7 +133,7 @@ class Vanka:
         for first in range(0, n_elem, chunk):
             last = min(first + chunk, n_elem)
             try:
-                inv = xp.linalg.inv(self.blocks(first, last, peers).astype(storage, copy=False))
+                inv = self._invert(self.blocks(first, last, peers).astype(storage, copy=False))
             except np.linalg.LinAlgError:
                 return False
             inv *= self.weights[dofs[first:last]][:, :, None]

@@ -109,7 +109,7 @@ def main(argv=None) -> int:
         nonlinear, linear = nonlinear_options(args), linear_options(args)
         for n in args.n:
             check_range("--n", n, low=1, high=10**4, integer=True)
-            check_fits(backend, linear.matrix_dtype, n**3, comm.size, lambda e: f"--n {int(e ** (1 / 3))} fits at most")
+            check_fits(backend, linear.matrix_dtype, linear.solver, n**3, comm.size, lambda e: f"--n {int(e ** (1 / 3))} fits at most")
         check_writable_file(args.out)
     names = ["paper", "manufactured"] if args.case == "both" else [args.case]
     say = (lambda s: print(s, flush=True)) if root else (lambda s: None)

@@ -109,16 +109,55 @@ class FakeLinear:
 
     name = "fake"
     forcing = 0.1
+    rebuild_after = None
 
     def __init__(self, step, relres=0.5, reason="converged"):
         self.step, self.relres, self.reason = step, relres, reason
 
-    def setup(self, system, state):
+    def setup(self, system, state, rebuild=True):
         pass
 
-    def solve(self, rhs, x, rtol):
+    def solve(self, rhs, x, rtol, max_iterations=None):
         x[...] = self.step(rhs)
         return SolveInfo(3, self.reason, self.relres)
+
+
+class ScriptedLinear(FakeLinear):
+    """A linear solver that keeps its preconditioner (rebuild_after 3) and reports the
+    scripted iteration counts and reasons in turn, recording each setup's ``rebuild`` and
+    each solve's iteration limit and whether it starts from zero."""
+
+    rebuild_after = 3
+
+    def __init__(self, outcomes):
+        super().__init__(lambda rhs: -0.5 * rhs)
+        self.outcomes, self.calls = list(outcomes), []
+
+    def setup(self, system, state, rebuild=True):
+        self.calls.append(("setup", rebuild))
+
+    def solve(self, rhs, x, rtol, max_iterations=None):
+        self.calls.append(("solve", max_iterations, not np.any(x)))
+        iterations, reason = self.outcomes.pop(0)
+        x[...] = self.step(rhs)
+        return SolveInfo(iterations, reason, 0.5 if reason == "converged" else 0.9)
+
+
+def test_preconditioner_is_kept_while_solves_are_short_and_rebuilt_when_a_kept_one_fails():
+    """rebuild_after 3: a solve of 2 iterations keeps the preconditioner for the next step
+    (whose solve may take REUSE_LIMIT * 3 iterations), one of 5 rebuilds it, and a solve
+    that fails with a kept preconditioner goes on with a new one; the step
+    counts both solves' iterations and records whether it built its preconditioner."""
+    from fem3d.nonlinear import REUSE_LIMIT
+
+    case = PaperFlow(100.0)
+    problem = FlowProblem.with_boundary_velocity(box_mesh(2), case.re, lambda x: case.velocity(np, x))
+    linear = ScriptedLinear([(2, "converged"), (5, "converged"), (1, "converged"), (12, "max_iterations"), (4, "converged")])
+    r = nonlinear_solve(problem, get_backend("cpu"), NonlinearOptions(max_steps=4, newton=0.0, anderson=0), linear)
+    keep = REUSE_LIMIT * 3
+    assert linear.calls == [("setup", True), ("solve", None, True), ("setup", False), ("solve", keep, True), ("setup", True),
+                            ("solve", None, True), ("setup", False), ("solve", keep, True), ("setup", True), ("solve", None, False)]
+    assert [(s.linear_iterations, s.rebuilt) for s in r.steps] == [(2, True), (5, False), (1, True), (16, True)]
 
 
 def test_forcing_term_follows_eisenstat_walker_within_its_bounds():

@@ -56,7 +56,8 @@ def test_prescribed_rows_fix_the_boundary_value(backend):
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_cuda_kernels_match_numpy_reference(ld, dtype):
     """Both products, stored unpadded or padded to 96 columns (padding never read), in
-    float64 and float32 storage (products summed in float64 alike)."""
+    float64 and float32 storage (the kernel sums in float64, the NumPy reference each
+    element's products in the storage precision: 1e-6 apart in float32)."""
     from gpucfd.backend import cupy_module, get_backend
 
     if cupy_module() is None:
@@ -74,4 +75,4 @@ def test_cuda_kernels_match_numpy_reference(ld, dtype):
         ebe.apply_numpy(mats, dofs, x, ref, mesh.colour_offsets, transpose)
         got = cp.full(mesh.n_dofs, cp.nan)
         ebe.apply_cuda(cp.asarray(mats), cp.asarray(dofs), cp.asarray(x), got, mesh.colour_offsets, transpose)
-        assert np.linalg.norm(got.get() - ref) <= 1e-13 * np.linalg.norm(ref)
+        assert np.linalg.norm(got.get() - ref) <= (1e-13 if dtype == np.float64 else 1e-6) * np.linalg.norm(ref)
