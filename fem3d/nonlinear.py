@@ -192,7 +192,7 @@ class NonlinearSolver:
         does not converge it goes on from where it stopped (from zero after NaN) with a new
         preconditioner."""
         system, linear = self.system, self.linear
-        keep = linear.rebuild_after is not None and last is not None and last.iterations <= linear.rebuild_after
+        keep = bool(linear.rebuild_after) and last is not None and last.iterations <= linear.rebuild_after  # None, 0: never
         dx = system.xp.zeros(system.n, dtype=np.float64)
         with system.timer("linear_setup"):
             linear.setup(system, state, rebuild=not keep)

@@ -20,7 +20,8 @@ class ElementOperator:
 
     mats  (E, NL, LD) element matrices (filled by the caller), colour-major order, stored as
           ``matrix_dtype``: float64, or float32 to halve the bytes each product reads
-          (products and sums stay float64; the operator is then the rounded matrix)
+          (the operator is then the rounded matrix; the CUDA kernel sums in float64, the
+          NumPy path each element's products in float32: fem3d.kernels.ebe)
     dofs  (E, NL) int32 unknown (of this rank's vector) of each local unknown
     dist  fem3d.partition.Distribution of the n unknowns (default: one process)
     """

@@ -2,8 +2,8 @@
 preconditioner and a Krylov method (fem3d.krylov).
 
 Each has ``name``, ``forcing`` (the largest relative tolerance of a linear solve that
-suits its Krylov method, fem3d.nonlinear.forcing_term), ``rebuild_after`` (None when
-every linearisation needs its own preconditioner; else the nonlinear solver keeps the
+suits its Krylov method, fem3d.nonlinear.forcing_term), ``rebuild_after`` (None or 0
+when every linearisation gets its own preconditioner; else the nonlinear solver keeps the
 preconditioner of an earlier linearisation while the last solve took at most this many
 iterations), ``setup(system, state, rebuild)`` (after the system was assembled about an
 iterate: fem3d.navier_stokes.NavierStokesSystem, Linearisation; ``rebuild`` False keeps
