@@ -197,7 +197,7 @@ class NonlinearSolver:
         with system.timer("linear_setup"):
             linear.setup(system, state, rebuild=not keep)
         with system.timer("solve"):
-            info = linear.solve(-state.residual, dx, eta, REUSE_LIMIT * max(1, linear.rebuild_after) if keep else None)
+            info = linear.solve(-state.residual, dx, eta, REUSE_LIMIT * linear.rebuild_after if keep else None)
         if not keep or info.reason == "converged":
             return dx, info, not keep
         with system.timer("linear_setup"):

@@ -63,7 +63,8 @@ def invert_numpy(blocks):
 
 
 def invert_cuda(blocks):
-    """CuPy: batched inverses (cuBLAS); numpy.linalg.LinAlgError when a block is singular."""
+    """CuPy: batched inverses (cuBLAS); a singular block comes back with non-finite entries
+    (CuPy does not raise), which fem3d.vanka.Vanka.setup checks."""
     import cupy
 
     return cupy.linalg.inv(blocks)
