@@ -164,7 +164,7 @@ class NormalEquationsCG:
 
 def _device_norm(dist, xp, v):
     """(1,) array on the device: the norm of ``v`` over all ranks (no read-back)."""
-    return xp.sqrt(dist.allreduce(((dist.weights * v) @ v).reshape(1)))
+    return xp.sqrt(dist.allreduce((dist.owned_part(v) @ v).reshape(1)))
 
 
 def _arnoldi_step(op, precond, V, Z, j: int):
@@ -176,9 +176,9 @@ def _arnoldi_step(op, precond, V, Z, j: int):
     dist, xp = op.dist, op.xp
     precond.apply(V[j], Z[j])
     w = op.matvec(Z[j], V[j + 1])
-    h = dist.allreduce(V[:j + 1] @ (dist.weights * w))
+    h = dist.allreduce(V[:j + 1] @ dist.owned_part(w))
     w -= V[:j + 1].T @ h
-    h2 = dist.allreduce(V[:j + 1] @ (dist.weights * w))
+    h2 = dist.allreduce(V[:j + 1] @ dist.owned_part(w))
     w -= V[:j + 1].T @ h2
     hn = _device_norm(dist, xp, w)
     w /= xp.where(hn > 0, hn, 1.0)

@@ -188,9 +188,14 @@ class Distribution:
     def allreduce_scalar(self, value: float) -> float:
         return self.comm.allreduce_scalar(value)
 
+    def owned_part(self, v):
+        """``v`` with the entries that other ranks own set to zero (``v`` itself on one
+        process): the factor of a local product that counts every unknown once."""
+        return v if self.is_serial else self.weights * v
+
     def dot(self, a, b) -> float:
         """Global dot product of two complete local vectors (owned entries count)."""
-        return self.comm.allreduce_scalar(float((self.weights * a) @ b))
+        return self.comm.allreduce_scalar(float(self.owned_part(a) @ b))
 
     def norm(self, v) -> float:
         return math.sqrt(self.dot(v, v))

@@ -1,0 +1,135 @@
+"""Where one V-cycle of the mg solver spends its time, level by level.
+
+    python scripts/profile_multigrid.py --device gpu --n 40
+    python scripts/profile_multigrid.py --device cpu --n 8 --re 400
+
+Builds the lid-driven cube of N^3 graded elements, assembles the Newton Jacobian about
+the state after ``--picard`` Picard steps from rest (the timings hardly depend on it)
+and the multigrid hierarchy, then times (best of ``--repeats``, device synchronised)
+on every level: the element-by-element product, one smoother application and one
+smoothing (fem3d.multigrid.SMOOTHING_STEPS GMRES steps), and for the whole cycle: the
+Galerkin products, the Vanka set-ups, the coarse inverse, one V-cycle and one product
+with the float64 system matrix. A level whose smoothing takes much longer than its
+products is bound by the host's launch overhead, not by the device. Saves
+benchmarks/results/profile_multigrid_<tag>.{json,md}.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+from gpucfd.errors import ArgumentParser, InputError, check_range, run_cli
+from script_options import check_tag
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def best_ms(backend, f, repeats: int) -> float:
+    """Least wall time of ``f()`` over ``repeats`` calls after one untimed call, in ms."""
+    f()
+    backend.synchronize()
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        f()
+        backend.synchronize()
+        best = min(best, time.perf_counter() - t0)
+    return 1e3 * best
+
+
+def profile(n: int, re: float, device: str, picard: int, repeats: int) -> dict:
+    from fem3d.krylov import gmres_steps
+    from fem3d.mesh import box_mesh
+    from fem3d.multigrid import SMOOTHING_STEPS, Multigrid, halvings
+    from fem3d.navier_stokes import NavierStokesSystem
+    from fem3d.nonlinear import NonlinearOptions, NonlinearSolver
+    from fem3d.problems import lid_driven_problem
+    from fem3d.solvers import LinearOptions, make_linear_solver
+    from gpucfd.backend import get_backend
+
+    backend = get_backend(device)
+    xp = backend.xp
+    mesh = box_mesh(n, grading=1.0)
+    levels = halvings(mesh.grid)
+    if levels == 0:
+        raise InputError(f"--n {n} cannot be halved: take an even number of at least 4")
+    system = NavierStokesSystem(lid_driven_problem(mesh, re, "y=1"), backend)
+    linear = make_linear_solver(LinearOptions(solver="mg").for_mesh(mesh, 1))
+    x = system.initial_guess()
+    if picard:
+        x = backend.asarray(NonlinearSolver(system, linear, NonlinearOptions(newton=0.0, max_steps=picard)).solve().x)
+    system.assemble(x, "newton")
+    mg = Multigrid(system, levels)
+    if not mg.setup():
+        raise RuntimeError("a Vanka block is singular")
+    rng = np.random.default_rng(0)
+    rows = []
+    for k, level in enumerate(mg.levels[:-1] if mg.direct is not None else mg.levels):
+        v = backend.asarray(rng.standard_normal(level.op.n))
+        w = xp.empty_like(v)
+        rows.append({"level": k, "elements": int(level.op.dofs.shape[0]), "unknowns": level.op.n,
+                     "product_ms": best_ms(backend, lambda: level.op.matvec(v, w), repeats),
+                     "smoother_ms": best_ms(backend, lambda: level.smoother.apply(v, w), repeats),
+                     "smoothing_ms": best_ms(backend, lambda: gmres_steps(level.op, v, None, level.smoother, SMOOTHING_STEPS), repeats),
+                     "vanka_setup_ms": best_ms(backend, level.smoother.setup, repeats)})
+    r = backend.asarray(rng.standard_normal(system.n))
+    out = xp.empty_like(r)
+    cycle = {"galerkin_ms": best_ms(backend, lambda: [f.galerkin(c, mg.P) for f, c in zip(mg.levels, mg.levels[1:])], repeats),
+             "coarse_inverse_ms": best_ms(backend, mg.direct.setup, repeats) if mg.direct is not None else None,
+             "setup_ms": best_ms(backend, mg.setup, repeats),
+             "v_cycle_ms": best_ms(backend, lambda: mg.apply(r, out), repeats),
+             "system_product_ms": best_ms(backend, lambda: system.op.matvec(r, out), repeats)}
+    return {"n": n, "re": re, "device": backend.describe(), "smoothing_steps": SMOOTHING_STEPS, "levels": rows, "cycle": cycle}
+
+
+def table(result: dict) -> str:
+    s = result["smoothing_steps"]
+    lines = [f"| level | elements | unknowns | product ms | smoother ms | smoothing ({s} GMRES steps) ms | of which not products | Vanka set-up ms |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in result["levels"]:
+        work = s * (r["product_ms"] + r["smoother_ms"])
+        lines.append(f"| {r['level']} | {r['elements']:,} | {r['unknowns']:,} | {r['product_ms']:.3f} | {r['smoother_ms']:.3f} | "
+                     f"{r['smoothing_ms']:.2f} | {max(0.0, 1 - work / r['smoothing_ms']):.0%} | {r['vanka_setup_ms']:.2f} |")
+    c = result["cycle"]
+    coarse = "" if c["coarse_inverse_ms"] is None else f", coarse inverse {c['coarse_inverse_ms']:.2f} ms"
+    lines += ["", f"V-cycle {c['v_cycle_ms']:.2f} ms; product with the float64 system matrix {c['system_product_ms']:.3f} ms; "
+                  f"set-up {c['setup_ms']:.2f} ms (Galerkin products {c['galerkin_ms']:.2f} ms{coarse})."]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    ap = ArgumentParser(prog="scripts/profile_multigrid.py", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--n", type=int, default=40, help="elements per side, even (default 40)")
+    ap.add_argument("--re", type=float, default=1000.0)
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--picard", type=int, default=1, help="Picard steps from rest before the Jacobian (default 1)")
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--results", default=os.path.join(ROOT, "benchmarks", "results"))
+    ap.add_argument("--tag", default=None, help="suffix of the result files (default: device and N)")
+    args = ap.parse_args(argv)
+    check_range("--n", args.n, 4, 200, integer=True)
+    check_range("--re", args.re, 0, 1e5, low_open=True)
+    check_range("--picard", args.picard, 0, 50, integer=True)
+    check_range("--repeats", args.repeats, 1, 1000, integer=True)
+    result = profile(args.n, args.re, args.device, args.picard, args.repeats)
+    result["command"] = "python scripts/profile_multigrid.py " + " ".join(argv)
+    text = table(result)
+    print(text)
+    tag = check_tag(args.tag) if args.tag else f"{'gpu' if 'gpu' in result['device'] else 'cpu'}_n{args.n}"
+    os.makedirs(args.results, exist_ok=True)
+    with open(os.path.join(args.results, f"profile_multigrid_{tag}.json"), "w") as fh:
+        json.dump(result, fh, indent=1)
+    with open(os.path.join(args.results, f"profile_multigrid_{tag}.md"), "w") as fh:
+        fh.write(f"# One V-cycle of mg, level by level ({result['device']})\n\n`{result['command']}`\n\n"
+                 f"{args.n}³ graded lid-driven cube, Re {args.re:g}, Newton Jacobian after {args.picard} Picard "
+                 f"step(s); best of {args.repeats}.\n\n{text}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_cli(main, prog="scripts/profile_multigrid.py"))
