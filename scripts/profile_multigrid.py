@@ -43,6 +43,7 @@ def best_ms(backend, f, repeats: int) -> float:
 
 def profile(n: int, re: float, device: str, picard: int, repeats: int) -> dict:
     from fem3d.krylov import gmres_steps
+    from fem3d.memory import check_fits
     from fem3d.mesh import box_mesh
     from fem3d.multigrid import SMOOTHING_STEPS, Multigrid, halvings
     from fem3d.navier_stokes import NavierStokesSystem
@@ -53,6 +54,7 @@ def profile(n: int, re: float, device: str, picard: int, repeats: int) -> dict:
 
     backend = get_backend(device)
     xp = backend.xp
+    check_fits(backend, "float64", "mg", n ** 3, 1, lambda e: f"--n {int(e ** (1 / 3))} fits at most")
     mesh = box_mesh(n, grading=1.0)
     levels = halvings(mesh.grid)
     if levels == 0:
