@@ -44,8 +44,8 @@ def matrix_options(mats) -> tuple[str, ...]:
 
 @functools.cache
 def _options(dtype: np.dtype, ld: int) -> tuple[str, ...]:
-    """Cached: finding the package folder costs about 0.1 ms, as much as a product on a
-    coarse multigrid level."""
+    """Cached: finding the package folder costs 0.03-0.1 ms per launch, a large share of a
+    product on a coarse multigrid level (scripts/profile_multigrid.py)."""
     folder = importlib.resources.files("fem3d.kernels")
     return f"-DLD={ld}", f"-DMAT_T={_CUDA_TYPES[dtype]}", f"-I{folder}"
 
