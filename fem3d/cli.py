@@ -25,6 +25,9 @@ def add_solver_arguments(ap, tol: float, max_steps: int | None = None, newton: f
     g.add_argument("--forcing", type=float, default=d.forcing,
                    help="inexact steps: each linear solve reduces its residual by this factor or more (after the first step "
                         "by the Eisenstat-Walker rule), in (0, 1) (default 0.1 with --solver mg, 0.01 with paper)")
+    g.add_argument("--keep-factor", type=float, default=d.keep_factor,
+                   help="mg solver: keep the preconditioner for the next Newton step when the last Newton step cut the residual "
+                        f"by at least this factor, >= 1; inf builds a new one every step (default {d.keep_factor:g})")
     g = ap.add_argument_group("linear solver")
     g.add_argument("--solver", default=lin.solver,
                    help=f"{', '.join(SOLVERS)}: mg is FGMRES with monolithic geometric multigrid (boxes whose sides halve), paper the "
@@ -39,7 +42,7 @@ def add_solver_arguments(ap, tol: float, max_steps: int | None = None, newton: f
                    help=f"mg solver: GMRES steps of each multigrid smoothing, 1 to 20 (default {lin.smoothing_steps})")
     g.add_argument("--rebuild-after", type=int, default=lin.rebuild_after,
                    help=f"mg solver: keep the preconditioner for the next nonlinear step while a linear solve takes at most this "
-                        f"many iterations; 0 builds a new one every step (default {lin.rebuild_after})")
+                        f"many iterations; 0 for no such rule (see --keep-factor) (default {lin.rebuild_after})")
     g.add_argument("--matrix-dtype", default="float64",
                    help=f"storage of the element matrices: {' or '.join(MATRIX_DTYPES)} (half the memory and time per product; default float64)")
 
@@ -47,7 +50,8 @@ def add_solver_arguments(ap, tol: float, max_steps: int | None = None, newton: f
 def nonlinear_options(args) -> NonlinearOptions:
     """NonlinearOptions from parsed arguments (ranges checked there)."""
     return NonlinearOptions(tol=args.tol, max_steps=args.max_steps, newton=args.newton,
-                            anderson=args.anderson, relax=args.relax, forcing=args.forcing)
+                            anderson=args.anderson, relax=args.relax, forcing=args.forcing,
+                            keep_factor=args.keep_factor)
 
 
 def linear_options(args) -> LinearOptions:

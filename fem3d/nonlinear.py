@@ -8,6 +8,11 @@ after the first step eta follows Eisenstat & Walker 1996, choice 2: loose while 
 residual falls slowly, tight once Newton converges fast), and moves to x + dx:
 Newton steps by a backtracking line search on the residual norm (Armijo), Picard steps
 through Anderson mixing (fem3d.anderson; depth 0 is the paper's plain Picard).
+A linear solver that can keep its preconditioner (fem3d.solvers: mg) keeps it for a
+Newton step that follows a Newton step which cut the residual by ``keep_factor`` or
+more: Newton then converges fast, so the iterate, and with it the Jacobian, hardly
+changes (PETSc's lagged preconditioner, decided by the convergence instead of a fixed
+lag).
 
 Converged means solved: the relative residual of the equations ||D F(x)|| / ||D b(x)||
 (rows weighted by their norms, fem3d.navier_stokes.Linearisation) is at most ``tol``.
@@ -36,7 +41,11 @@ CONTINUATION_FACTOR = 2.5  # "auto" continuation: largest ratio of consecutive R
 CONTINUATION_TOL = 1e-4  # residual tolerance of the intermediate Reynolds numbers
 EW_GAMMA = 0.9  # Eisenstat-Walker choice 2: eta = EW_GAMMA (|F_k| / |F_k-1|)^2
 EW_SAFEGUARD = 0.1  # ... and at least EW_GAMMA eta_k-1^2 when that exceeds this
-REUSE_LIMIT = 4  # a solve with a kept preconditioner stops after this many times the solver's rebuild_after iterations
+REUSE_LIMIT = 4  # a solve with a kept preconditioner stops after this many times the iterations of the solve before
+# it (at least this many times the solver's rebuild_after)
+KEEP_FACTOR = 10.0  # keep the preconditioner after a Newton step that cut the residual by this factor or more. The
+# same FGMRES iterations with set-ups saved: 15 at 8^3, Re 400 (CPU, 4 set-ups in 6 steps), 47 at 12^3, Re 1000 (CPU, 10
+# in 12), 76-77 at 40^3, Re 1000 (H100, 13 in 14; benchmarks/results/bench_solvers_gpu_keep_ab.md)
 
 
 def forcing_term(previous_eta: float, norm: float, previous_norm: float, largest: float, tol: float) -> float:
@@ -56,7 +65,8 @@ class NonlinearOptions:
     inf: Newton from the start); anderson, relax: depth and damping of the Anderson
     mixing of Picard steps; forcing: each linear solve reduces its residual by this factor
     or more (:func:`forcing_term`; None: the linear solver's ``forcing``, the largest that
-    suits its Krylov method);
+    suits its Krylov method); keep_factor: a linear solver that can keep its preconditioner
+    keeps it after a Newton step that cut the residual by this factor or more (inf: never);
     diverge: stop when the residual exceeds this factor times its first value;
     stagnation: stop after this many steps without a 10 % improvement of the best residual."""
 
@@ -66,6 +76,7 @@ class NonlinearOptions:
     anderson: int = 5
     relax: float = 1.0
     forcing: float | None = None
+    keep_factor: float = KEEP_FACTOR
     diverge: float = 1e6
     stagnation: int = 15
 
@@ -78,6 +89,8 @@ class NonlinearOptions:
         check_range("--relax", self.relax, low=0, high=1, low_open=True)
         if self.forcing is not None:
             check_range("--forcing", self.forcing, low=0, high=1, low_open=True, high_open=True)
+        if not self.keep_factor == math.inf:
+            check_range("--keep-factor", self.keep_factor, low=1)
         check_range("diverge", self.diverge, low=1, low_open=True)
         check_range("stagnation", self.stagnation, low=1, integer=True)
 
@@ -147,10 +160,11 @@ class NonlinearSolver:
                     break
                 self.check_interrupt()
                 t0 = time.perf_counter()
+                fast = bool(steps) and steps[-1].kind == state.kind == "newton" and previous_norm >= opt.keep_factor * state.norm
                 if previous_norm is not None:
                     eta = forcing_term(eta, state.norm, previous_norm, largest, opt.tol)
                 previous_norm = state.norm
-                dx, info, rebuilt = self._linear_step(state, eta, last)
+                dx, info, rebuilt = self._linear_step(state, eta, last, fast)
                 last = info
                 if info.reason == "nan" or not info.relres < 1.0:
                     steps.append(Step(k, state.kind, state.norm, info.iterations, info.reason, info.relres, 0.0,
@@ -184,20 +198,23 @@ class NonlinearSolver:
             reason = f"interrupted ({exc.signal_name})"
         return NonlinearResult(system.backend.to_numpy(x), reason == "converged", reason, state.norm, steps)
 
-    def _linear_step(self, state, eta: float, last):
+    def _linear_step(self, state, eta: float, last, fast: bool):
         """Solve J dx = -F to the relative tolerance ``eta``; returns (dx, SolveInfo, rebuilt).
-        The linear solver keeps the preconditioner of an earlier linearisation while the
-        ``last`` solve took at most its ``rebuild_after`` iterations; a solve with a kept
-        preconditioner is given at most REUSE_LIMIT times that many iterations, and if it
-        does not converge it goes on from where it stopped (from zero after NaN) with a new
-        preconditioner."""
+        A linear solver that can keep its preconditioner (``rebuild_after`` not None) keeps
+        that of an earlier linearisation after a ``fast`` Newton step (one that cut the
+        residual by keep_factor or more), or while the ``last`` solve took at most its
+        ``rebuild_after`` iterations (0: no such rule); a solve with a kept preconditioner
+        is given at most REUSE_LIMIT times the iterations of the last (at least of
+        rebuild_after), and if it does not converge it goes on from where it stopped (from
+        zero after NaN) with a new preconditioner."""
         system, linear = self.system, self.linear
-        keep = bool(linear.rebuild_after) and last is not None and last.iterations <= linear.rebuild_after  # None, 0: never
+        lag = linear.rebuild_after
+        keep = lag is not None and last is not None and (fast or 0 < lag and last.iterations <= lag)
         dx = system.xp.zeros(system.n, dtype=np.float64)
         with system.timer("linear_setup"):
             linear.setup(system, state, rebuild=not keep)
         with system.timer("solve"):
-            info = linear.solve(-state.residual, dx, eta, REUSE_LIMIT * linear.rebuild_after if keep else None)
+            info = linear.solve(-state.residual, dx, eta, REUSE_LIMIT * max(last.iterations, lag, 1) if keep else None)
         if not keep or info.reason == "converged":
             return dx, info, not keep
         with system.timer("linear_setup"):

@@ -2,10 +2,11 @@
 preconditioner and a Krylov method (fem3d.krylov).
 
 Each has ``name``, ``forcing`` (the largest relative tolerance of a linear solve that
-suits its Krylov method, fem3d.nonlinear.forcing_term), ``rebuild_after`` (None or 0
-when every linearisation gets its own preconditioner; else the nonlinear solver keeps the
-preconditioner of an earlier linearisation while the last solve took at most this many
-iterations), ``setup(system, state, rebuild)`` (after the system was assembled about an
+suits its Krylov method, fem3d.nonlinear.forcing_term), ``rebuild_after`` (None when
+every linearisation needs its own preconditioner; else the nonlinear solver may keep the
+preconditioner of an earlier linearisation: after a Newton step that converged fast
+(fem3d.nonlinear.NonlinearOptions.keep_factor) and, when it is not 0, while the last
+solve took at most this many iterations), ``setup(system, state, rebuild)`` (after the system was assembled about an
 iterate: fem3d.navier_stokes.NavierStokesSystem, Linearisation; ``rebuild`` False keeps
 the preconditioner built before) and ``solve(rhs, x, rtol, max_iterations=None) ->
 fem3d.krylov.SolveInfo`` (x holds the initial guess). The nonlinear solver
@@ -46,7 +47,8 @@ class LinearOptions:
     matrix_dtype: storage of the element matrices (fem3d.kernels.ebe.MATRIX_DTYPES);
     restart: FGMRES restart length; smoothing_steps: GMRES steps of each multigrid
     smoothing; rebuild_after: mg keeps its preconditioner for the next linearisation
-    while a solve takes at most this many iterations (0: a new one every nonlinear step)."""
+    while a solve takes at most this many iterations (0: no such rule; the nonlinear
+    solver also keeps it after a fast Newton step, NonlinearOptions.keep_factor)."""
 
     solver: str = "auto"
     max_iterations: int = 20000

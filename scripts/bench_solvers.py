@@ -63,6 +63,7 @@ def run(n: int, re: float, solver: str, device: str, runs: str, extra: list) -> 
     elements = n ** 3
     return {"n": n, "re": re, "solver": s["options"]["linear"]["solver"], "device": s["device"], "converged": s["converged"],
             "steps": len(steps), "newton_steps": sum(st["kind"] == "newton" for st in steps),
+            "setups": sum(st["rebuilt"] for st in steps),
             "linear_iterations": s["linear_iterations"], "iterations_per_step": s["linear_iterations"] / max(1, len(steps)),
             "final_stage_iterations_per_step": sum(st["linear_iterations"] for st in final) / max(1, len(final)),
             "times_s": s["times_s"], "run_s": s["t_run_s"], "wall_s": wall, "device_pool_bytes": pool,
@@ -72,9 +73,9 @@ def run(n: int, re: float, solver: str, device: str, runs: str, extra: list) -> 
 
 
 def table(rows: list) -> str:
-    lines = ["| N | Re | solver | steps (Newton) | Krylov its | its/step (final Re) | element matrices s | linear set-up s "
+    lines = ["| N | Re | solver | steps (Newton) | set-ups | Krylov its | its/step (final Re) | element matrices s | linear set-up s "
              "| solve s | run s | speed-up | device memory GB (matrices) | max profile diff |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     paper = {(r["n"], r["re"]): r["run_s"] for r in rows if r["solver"] == "paper"}
     for r in rows:
         t = r["times_s"]
@@ -82,7 +83,8 @@ def table(rows: list) -> str:
         speed = f"{ref / r['run_s']:.1f}x" if ref and r["solver"] != "paper" else ""
         mem = "" if r["device_pool_bytes"] is None else f"{r['device_pool_bytes'] / 1e9:.1f} ({r['element_matrix_bytes'] / 1e9:.1f})"
         dev = "" if r["largest_deviation"] is None else f"{r['largest_deviation']:.4f}"
-        lines.append(f"| {r['n']} | {r['re']:g} | {r['solver']} | {r['steps']} ({r['newton_steps']}) | {r['linear_iterations']} | "
+        lines.append(f"| {r['n']} | {r['re']:g} | {r['solver']} | {r['steps']} ({r['newton_steps']}) | {r['setups']} | "
+                     f"{r['linear_iterations']} | "
                      f"{r['iterations_per_step']:.1f} ({r['final_stage_iterations_per_step']:.1f}) | {t.get('element_matrices', 0):.2f} | "
                      f"{t.get('linear_setup', 0):.2f} | {t.get('solve', 0):.2f} | {r['run_s']:.2f} | {speed} | {mem} | {dev} |")
     return "\n".join(lines)

@@ -81,6 +81,7 @@ def cases(folder: str, ranks: int, f: dict) -> list:
         (["--tol", "1"], "--tol must be > 0 and < 1"),
         (["--forcing", "1"], "--forcing must be > 0 and < 1"),
         (["--max-steps", "0"], "--max-steps must be >= 1"),
+        (["--keep-factor", "0.5"], "--keep-factor must be >= 1 (got 0.5)"),
         (["--continuation", ",".join(str(100 + k) for k in range(20)), "--re", "1000"], "--continuation lists 20 Reynolds numbers; at most 12"),
         (["--continuation", "soon"], "--continuation must be auto, none or"),
         (["--solver", "lu"], "--solver must be one of"),

@@ -160,6 +160,43 @@ def test_preconditioner_is_kept_while_solves_are_short_and_rebuilt_when_a_kept_o
     assert [(s.linear_iterations, s.rebuilt) for s in r.steps] == [(2, True), (5, False), (1, True), (16, True)]
 
 
+def test_preconditioner_is_kept_after_a_newton_step_that_cut_the_residual_by_the_keep_factor():
+    """mg keeps its preconditioner exactly for the Newton steps that follow a Newton step
+    which cut the residual tenfold or more, giving such a solve at most REUSE_LIMIT times the
+    last solve's iterations; it reaches the same solution as with a new preconditioner
+    every step (keep_factor inf), and the paper solver, which cannot keep one, builds its
+    own every step."""
+    from fem3d.nonlinear import REUSE_LIMIT
+    from fem3d.solvers import MultigridSolver
+
+    class Recording(MultigridSolver):
+        def __init__(self, options):
+            super().__init__(options)
+            self.limits = []
+
+        def solve(self, rhs, x, rtol, max_iterations=None):
+            self.limits.append(max_iterations)
+            return super().solve(rhs, x, rtol, max_iterations)
+
+    case = PaperFlow(200.0)
+    problem = FlowProblem.with_boundary_velocity(box_mesh(4), case.re, lambda x: case.velocity(np, x))
+    cpu = get_backend("cpu")
+    results = {}
+    for factor in (10.0, math.inf):
+        linear = Recording(LinearOptions(solver="mg"))
+        r = nonlinear_solve(problem, cpu, NonlinearOptions(tol=1e-10, keep_factor=factor), linear)
+        assert r.converged
+        fast = [False] + [a.kind == b.kind == "newton" and a.residual >= factor * b.residual for a, b in zip(r.steps, r.steps[1:])]
+        assert [not s.rebuilt for s in r.steps] == fast
+        assert linear.limits == [REUSE_LIMIT * max(a.linear_iterations, 1) if f else None
+                                 for a, f in zip([None] + r.steps, fast)]
+        results[factor] = r
+    assert sum(not s.rebuilt for s in results[10.0].steps) >= 1 and all(s.rebuilt for s in results[math.inf].steps)
+    assert np.linalg.norm(results[10.0].x - results[math.inf].x) < 1e-8 * np.linalg.norm(results[math.inf].x)
+    paper = nonlinear_solve(problem, cpu, NonlinearOptions(tol=1e-10, keep_factor=1.0), make_linear_solver(LinearOptions(solver="paper")))
+    assert paper.converged and all(s.rebuilt for s in paper.steps)
+
+
 def test_forcing_term_follows_eisenstat_walker_within_its_bounds():
     assert forcing_term(0.1, 0.02, 0.1, 0.5, 1e-8) == pytest.approx(0.9 * 0.2 ** 2)  # choice 2: 0.9 (|F_k| / |F_k-1|)^2
     assert forcing_term(0.5, 1e-3, 0.1, 0.9, 1e-8) == pytest.approx(0.9 * 0.5 ** 2)  # safeguard: 0.9 eta^2 > 0.1 keeps eta up
@@ -218,7 +255,8 @@ def test_reynolds_number_must_be_positive_and_bounded(bad):
 
 @pytest.mark.parametrize("bad, name", [(dict(tol=0.0), "--tol"), (dict(tol=1.0), "--tol"), (dict(max_steps=0), "--max-steps"),
                                        (dict(forcing=1.0), "--forcing"), (dict(forcing=0.0), "--forcing"),
-                                       (dict(newton=float("nan")), "--newton"), (dict(anderson=-1), "--anderson")])
+                                       (dict(newton=float("nan")), "--newton"), (dict(anderson=-1), "--anderson"),
+                                       (dict(keep_factor=0.5), "--keep-factor"), (dict(keep_factor=float("nan")), "--keep-factor")])
 def test_nonlinear_option_ranges(bad, name):
     with pytest.raises(InputError, match=name):
         NonlinearOptions(**bad)
