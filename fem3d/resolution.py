@@ -58,7 +58,9 @@ def resolving_size(re: float) -> int:
 # Seconds of a whole run per element and per unit of work(Re) with the default solver (auto: mg on
 # these boxes), by device kind (one process): fitted to benchmarks/results/bench_solvers_gpu_all.md (an
 # H100: 3.3e-5 to 4.3e-5 at 40^3, up to 1.1e-4 at 20^3 where fixed costs weigh) and to wall times with
-# 2 CPU cores (Re 1000 on 2 ranks: 10 s on 8^3, 62 s on 12^3).
+# 2 CPU cores (Re 1000 on 2 ranks: 10 s on 8^3, 62 s on 12^3, while each rank's BLAS ran a thread per core). Since
+# gpucfd.threads, 12^3 takes 14 s, but the CPU figure stays: it keeps --n auto from 20^3 (mg's dense coarsest inverse,
+# 5^3 elements, costs seconds per set-up on a CPU) and 24^3 (144 s on one process, 100 s on 2 ranks).
 SECONDS_PER_ELEMENT = {"cpu": 0.0072, "gpu": 1e-4}
 BUDGET_S = {"cpu": 120.0, "gpu": 600.0}  # the automatic mesh stays within this estimate
 
@@ -71,8 +73,8 @@ def work(re: float) -> float:
 def estimated_seconds(kind: str, re: float, n: int, ranks: int = 1) -> float:
     """Rough wall time of `python -m fem3d.cavity` on an n^3 cube on ``ranks`` devices of ``kind``.
     CPU ranks are not counted: they share the cores and memory bandwidth that one process
-    already uses (on 2 cores, 12^3 elements: 38, 51 and 112 ms per CG iteration on 1, 2
-    and 4 ranks)."""
+    already uses (2 cores, Re 1000: 14.3 s on one process and 14.0 s on 2 ranks at 12^3,
+    144 and 100 s at 24^3)."""
     return SECONDS_PER_ELEMENT[kind] * n**3 * work(re) / (ranks if kind == "gpu" else 1)
 
 

@@ -66,3 +66,34 @@ def test_nccl_only_where_every_rank_has_a_gpu_of_its_own():
         wants_nccl("nccl", True, 2, shared_gpu=True)
     with pytest.raises(InputError, match="needs GPUs and CuPy built with NCCL"):
         wants_nccl("nccl", False, 2, shared_gpu=False)
+
+
+def test_ranks_of_an_mpi_launch_share_the_cores_among_their_blas_pools():
+    """k ranks on one machine get cores // k threads per pool (at least 1), a pool size the
+    user set is kept, and a process not started by a launcher is left alone."""
+    import os
+
+    from gpucfd.threads import POOLS, share_cores_among_ranks
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    env = {"MPI_LOCALNRANKS": "2", "OMP_NUM_THREADS": "7"}
+    share_cores_among_ranks(env)
+    assert env["OPENBLAS_NUM_THREADS"] == env["MKL_NUM_THREADS"] == str(max(1, cores // 2)) and env["OMP_NUM_THREADS"] == "7"
+    env = {"OMPI_COMM_WORLD_LOCAL_SIZE": str(4 * cores)}
+    share_cores_among_ranks(env)
+    assert all(env[v] == "1" for v in POOLS)
+    for alone in ({}, {"MPI_LOCALNRANKS": "1"}):
+        share_cores_among_ranks(alone)
+        assert not any(v in alone for v in POOLS)
+
+
+def test_importing_fem3d_sizes_the_pools_before_numpy_loads():
+    """`python -m fem3d.cavity` under a launcher: fem3d's first import sets the pool sizes
+    while NumPy (whose BLAS reads them when it loads) is not imported yet."""
+    import os
+    import subprocess
+
+    code = "import sys, os, fem3d; print(os.environ.get('OPENBLAS_NUM_THREADS'), 'numpy' in sys.modules)"
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "OMPI_COMM_WORLD_LOCAL_SIZE")}
+    out = subprocess.run([sys.executable, "-c", code], env={**env, "MPI_LOCALNRANKS": "64"}, capture_output=True, text=True)
+    assert out.stdout.split() == ["1", "False"], out.stderr
