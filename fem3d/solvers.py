@@ -6,11 +6,11 @@ suits its Krylov method, fem3d.nonlinear.forcing_term), ``rebuild_after`` (None 
 every linearisation needs its own preconditioner; else the nonlinear solver may keep the
 preconditioner of an earlier linearisation: after a Newton step that converged fast
 (fem3d.nonlinear.NonlinearOptions.keep_factor) and, when it is not 0, while the last
-solve took at most this many iterations), ``setup(system, state, rebuild)`` (after the system was assembled about an
-iterate: fem3d.navier_stokes.NavierStokesSystem, Linearisation; ``rebuild`` False keeps
-the preconditioner built before) and ``solve(rhs, x, rtol, max_iterations=None) ->
-fem3d.krylov.SolveInfo`` (x holds the initial guess). The nonlinear solver
-(fem3d.nonlinear) only sees this interface.
+solve took at most this many iterations), ``setup(system, state, rebuild)`` (after the
+system was assembled about an iterate: fem3d.navier_stokes.NavierStokesSystem,
+Linearisation; ``rebuild`` False keeps the preconditioner built before) and
+``solve(rhs, x, rtol, max_iterations=None) -> fem3d.krylov.SolveInfo`` (x holds the
+initial guess). The nonlinear solver (fem3d.nonlinear) only sees this interface.
 
 ``mg``     flexible GMRES on the row-scaled system, preconditioned by one V-cycle of
            monolithic geometric multigrid with element-Vanka smoothing (fem3d.multigrid);
