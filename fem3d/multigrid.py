@@ -20,8 +20,8 @@ One application is a V(1,1) cycle: ``smoothing_steps`` GMRES steps preconditione
 element Vanka smoother (fem3d.vanka) before and after the coarse correction; the coarsest
 level is solved by the inverse of its assembled matrix (dense, on the device, the same on
 every rank) when it has at most DIRECT_MAX unknowns, else by COARSE_STEPS smoothing steps.
-The pressure level of an enclosed flow is fixed on the coarsest level at one pressure
-unknown.
+The pressure level of an enclosed flow (no outflow boundary) is fixed on the coarsest
+level at one pressure unknown.
 
 Under MPI every level is partitioned in slabs of whole coarsest elements
 (fem3d.partition.slab_owners with ``align`` = 2**levels), so parents and their children
@@ -135,14 +135,14 @@ class Level:
 
 
 class CoarseSolve:
-    """The coarsest level solved exactly: its assembled matrix (gathered on every rank) with
-    the pressure level fixed at one pressure unknown (its row and column replaced by a
-    diagonal entry, so that a right-hand side with a component the singular matrix cannot
-    produce, such as round-off, does not come back amplified) is inverted as a dense
-    matrix on the device; a solve is one product."""
+    """The coarsest level solved exactly: its assembled matrix (gathered on every rank),
+    for an ``enclosed`` flow with the pressure level fixed at one pressure unknown (its row
+    and column replaced by a diagonal entry, so that a right-hand side with a component
+    the singular matrix cannot produce, such as round-off, does not come back amplified),
+    is inverted as a dense matrix on the device; a solve is one product."""
 
-    def __init__(self, level: Level):
-        self.level = level
+    def __init__(self, level: Level, enclosed: bool):
+        self.level, self.enclosed = level, enclosed
         dist = level.op.dist
         self.gdofs = level.op.backend.asarray(dist.gdofs)
         self.owned = level.op.backend.asarray(dist.owned)
@@ -162,11 +162,13 @@ class CoarseSolve:
             backend.scatter_add(dense, (gd[:, :, None] * n + gd[:, None, :]).ravel(), mats[:, :, :NL].astype(np.float64).ravel())
             is_p[gd[:, 81:].ravel()] = 1.0
         dense = dense.reshape(n, n)
-        self.pin = pin = int(xp.argmax(is_p))  # the first pressure unknown: the pressure level is fixed there
-        scale = float(xp.abs(xp.diagonal(dense)).max())
-        dense[pin, :] = 0.0
-        dense[:, pin] = 0.0
-        dense[pin, pin] = scale
+        self.pin = None
+        if self.enclosed:
+            self.pin = pin = int(xp.argmax(is_p))  # the first pressure unknown: the pressure level is fixed there
+            scale = float(xp.abs(xp.diagonal(dense)).max())
+            dense[pin, :] = 0.0
+            dense[:, pin] = 0.0
+            dense[pin, pin] = scale
         self.inverse = xp.linalg.inv(dense)
 
     def solve(self, b):
@@ -175,7 +177,8 @@ class CoarseSolve:
         full = xp.zeros(self.n_global, dtype=np.float64)
         full[self.gdofs[self.owned]] = b[self.owned]
         dist.allreduce(full)
-        full[self.pin] = 0.0
+        if self.pin is not None:
+            full[self.pin] = 0.0
         return (self.inverse @ full)[self.gdofs]
 
 
@@ -207,7 +210,7 @@ class Multigrid:
             fixed = self._children(fine, part.mesh, op)
             self.levels.append(Level(op, part.mesh, fixed, valence))
         coarsest = self.levels[-1]
-        self.direct = CoarseSolve(coarsest) if coarsest.op.dist.n_global <= DIRECT_MAX else None
+        self.direct = CoarseSolve(coarsest, system.problem.enclosed) if coarsest.op.dist.n_global <= DIRECT_MAX else None
 
     def _children(self, fine: Level, coarse_mesh, coarse_op):
         """Set the fine level's transfer (children, child_dofs) to the coarse level; returns

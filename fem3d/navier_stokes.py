@@ -1,13 +1,15 @@
 """The discrete steady incompressible Navier-Stokes equations on Q2-Q1 hexahedra.
 
-A :class:`FlowProblem` (mesh, Reynolds number, prescribed velocities, body force) becomes,
+A :class:`FlowProblem` (mesh, Reynolds number, prescribed velocity components, body force)
+becomes,
 on this rank's part of the mesh, a :class:`NavierStokesSystem`: the residual
 F(x) = A(x) x - b(x) of the SUPG-weighted equations (fem3d.assembly) with the Dirichlet
 rows F_k = x_k - g_k, and its linearisation about x kept as stored element matrices
 (fem3d.operators.ElementOperator): the Picard matrix A(x) (convection and upwind weights
 frozen at x, Kao & Sheu 2018) or the exact Jacobian J(x). Dirichlet rows are set inside
-the element matrices (the paper's Algorithm 1). The pressure of an enclosed flow is
-defined up to a constant: iterates are shifted to zero mean (integral of p = 0).
+the element matrices (the paper's Algorithm 1). The pressure of an enclosed flow (no
+outflow boundary) is defined up to a constant: its iterates are shifted to zero mean
+(integral of p = 0); an outflow boundary fixes the level itself.
 
 On several ranks each holds its part of the mesh (fem3d.partition): the same code, with
 a Distribution that completes interface sums and reduces dot products.
@@ -20,6 +22,7 @@ from typing import Callable
 import numpy as np
 
 from .assembly import ReferenceTables, apply_dirichlet_rows, dirichlet_rows, element_matrices_chunk
+from .boundary import Constraints, constraints_by_tag
 from gpucfd.backend import PhaseTimer
 from gpucfd.errors import InputError, check_range
 from .fields import nodal_velocity, pressure_weights
@@ -34,18 +37,24 @@ RE_MAX = 1e5  # largest Reynolds number accepted
 @dataclass
 class FlowProblem:
     """A steady flow to solve: prescribed velocity ``bc_values`` (n_b, 3) at the Q2 nodes
-    ``bc_nodes`` (n_b,), body force force(xp, x) -> (..., 3) at physical points (or None)."""
+    ``bc_nodes`` (n_b,), in the components where ``bc_mask`` (n_b, 3) is True (default:
+    all three); ``enclosed``: no outflow boundary, so the pressure level is free; body
+    force force(xp, x) -> (..., 3) at physical points (or None)."""
 
     mesh: HexMesh
     re: float
     bc_nodes: np.ndarray
     bc_values: np.ndarray
     force: Callable | None = None
+    bc_mask: np.ndarray | None = None
+    enclosed: bool = True
 
     def __post_init__(self):
         check_range("--re", self.re, low=0, high=RE_MAX, low_open=True)
         self.bc_nodes = np.asarray(self.bc_nodes, dtype=np.int64)
         self.bc_values = np.asarray(self.bc_values, dtype=np.float64).reshape(len(self.bc_nodes), 3)
+        mask = np.ones((len(self.bc_nodes), 3), dtype=bool) if self.bc_mask is None else self.bc_mask
+        self.bc_mask = np.asarray(mask, dtype=bool).reshape(len(self.bc_nodes), 3)
 
     @classmethod
     def with_boundary_velocity(cls, mesh: HexMesh, re: float, velocity: Callable, tags=None, force=None) -> "FlowProblem":
@@ -54,12 +63,26 @@ class FlowProblem:
         nodes = mesh.boundary_nodes(tags)
         return cls(mesh, re, nodes, velocity(mesh.points[nodes]), force)
 
+    @classmethod
+    def with_conditions(cls, mesh: HexMesh, re: float, conditions: dict, force=None) -> "FlowProblem":
+        """Boundary conditions by tag, {tag name: condition} (fem3d.boundary: Wall(),
+        Velocity(u, v, w), Outflow(), Slip(), or their case-file spellings); every
+        boundary face must carry a tag with a condition."""
+        return cls.with_constraints(mesh, re, constraints_by_tag(mesh, conditions), force)
+
+    @classmethod
+    def with_constraints(cls, mesh: HexMesh, re: float, c: Constraints, force=None) -> "FlowProblem":
+        """The flow with the prescribed components ``c`` (fem3d.boundary.Constraints)."""
+        return cls(mesh, re, c.nodes, c.values, force, c.mask, c.enclosed)
+
     def check_solvable(self) -> None:
         """InputError when the mesh has fewer free velocity unknowns than pressure unknowns
-        (less one for the pressure level): such a discrete problem has no solution (one
-        element of a cube, say)."""
-        free = 3 * (self.mesh.n_nodes - len(np.unique(self.bc_nodes)))
-        if free < self.mesh.n_pressure - 1:
+        (less one for the pressure level of an enclosed flow): such a discrete problem has
+        no solution (one element of a cube, say)."""
+        prescribed = np.zeros((self.mesh.n_nodes, 3), dtype=bool)
+        np.logical_or.at(prescribed, self.bc_nodes, self.bc_mask)
+        free = 3 * self.mesh.n_nodes - int(prescribed.sum())
+        if free < self.mesh.n_pressure - int(self.enclosed):
             raise InputError(f"the mesh is too coarse: {free} free velocity unknowns for {self.mesh.n_pressure} pressure "
                              "unknowns leave the equations without a solution; use more elements (for the cube, --n 2 or more)")
 
@@ -67,7 +90,8 @@ class FlowProblem:
         """The same flow on a part of the mesh: ``mesh``, whose Q2 node k is node
         ``nodes[k]`` (sorted) of this problem's mesh."""
         keep = np.isin(self.bc_nodes, nodes)
-        return FlowProblem(mesh, self.re, np.searchsorted(nodes, self.bc_nodes[keep]), self.bc_values[keep], self.force)
+        return FlowProblem(mesh, self.re, np.searchsorted(nodes, self.bc_nodes[keep]), self.bc_values[keep], self.force,
+                           self.bc_mask[keep], self.enclosed)
 
 
 @dataclass
@@ -114,8 +138,9 @@ class NavierStokesSystem:
             fixed = np.zeros(nd, dtype=bool)
             bc = np.zeros(nd)
             for d in range(3):
-                fixed[d * n + nodes] = True
-                bc[d * n + nodes] = values[:, d]
+                on = problem.bc_mask[:, d]
+                fixed[d * n + nodes[on]] = True
+                bc[d * n + nodes[on]] = values[on, d]
             self.fixed, self.bc_values = backend.asarray(fixed), backend.asarray(bc)
             # elements sharing each unknown (all ranks')
             self.valence = self.dist.sum_interface(backend.asarray(np.bincount(dofs.ravel(), minlength=nd).astype(np.float64)))
@@ -140,27 +165,10 @@ class NavierStokesSystem:
         """Residual F(x) and, into the element matrices, A(x) (``kind`` "picard") or J(x)
         ("newton"), Dirichlet rows applied. The residual's weights are the row norms of the
         Picard matrix A(x) (1 / sqrt(S_k) for a prescribed row), whichever matrix is stored."""
-        xp, mesh, op = self.xp, self.mesh, self.op
-        vel = nodal_velocity(xp, x, mesh.n_nodes)
-        residual = xp.zeros(mesh.n_dofs, dtype=np.float64)
-        load = xp.zeros(mesh.n_dofs, dtype=np.float64)
-        row_sq = xp.zeros(mesh.n_dofs, dtype=np.float64)
-        direct = op.mats.dtype == np.float64  # else computed in float64, then rounded into the storage
+        xp = self.xp
         with self.timer("element_matrices"):
-            for s in range(0, mesh.n_elements, self.chunk):
-                e = slice(s, min(s + self.chunk, mesh.n_elements))
-                dofs = op.dofs[e]
-                mats, b_e, r_e, sq_e = element_matrices_chunk(xp, self.geometry[e], vel[self.cells[e]], self.problem.re,
-                                                              self.tables, self.problem.force, x[dofs[:, 81:]],
-                                                              jacobian=kind == "newton", out=op.mats[e] if direct else None)
-                if not direct:
-                    op.mats[e] = mats
-                flat = dofs.ravel()
-                for total, part in ((residual, r_e), (load, b_e), (row_sq, sq_e)):
-                    self.backend.scatter_add(total, flat, part.ravel())  # CuPy's bincount reads its largest index back
-            apply_dirichlet_rows(op.mats, self.dirichlet)
-            for v in (residual, load, row_sq):
-                self.dist.sum_interface(v)
+            residual, load, row_sq = self._element_sums(x, kind == "newton", store=True)
+            apply_dirichlet_rows(self.op.mats, self.dirichlet)
             fixed = self.fixed  # copyto with a mask: no read-back of the mask's count, unlike boolean indexing
             xp.copyto(residual, x - self.bc_values, where=fixed)
             xp.copyto(load, self.bc_values, where=fixed)
@@ -170,7 +178,40 @@ class NavierStokesSystem:
             norm = self.dist.norm(scale * residual) / (b_norm if b_norm > 0 else 1.0)
         return Linearisation(kind, residual, scale, norm)
 
+    def equation_residual(self, x):
+        """F(x) (n,) of the discrete equations in every row, the prescribed ones too (where
+        a row's test function is the basis function of a prescribed unknown: the residual
+        whose sum over a body's rows is the force on it, fem3d.forces); complete on this
+        rank. The stored element matrices are left as they are."""
+        return self._element_sums(x, False, store=False)[0]
+
+    def _element_sums(self, x, jacobian: bool, store: bool):
+        """(residual, load, squared Picard row norms) (n,) summed over the elements and the
+        ranks, before the prescribed rows are set; with ``store`` the element matrices
+        (J(x) with ``jacobian``, else A(x)) are written into the operator."""
+        xp, mesh, op = self.xp, self.mesh, self.op
+        vel = nodal_velocity(xp, x, mesh.n_nodes)
+        sums = [xp.zeros(mesh.n_dofs, dtype=np.float64) for _ in range(3)]
+        direct = store and op.mats.dtype == np.float64  # else computed in float64, then rounded into the storage
+        for s in range(0, mesh.n_elements, self.chunk):
+            e = slice(s, min(s + self.chunk, mesh.n_elements))
+            dofs = op.dofs[e]
+            mats, b_e, r_e, sq_e = element_matrices_chunk(xp, self.geometry[e], vel[self.cells[e]], self.problem.re,
+                                                          self.tables, self.problem.force, x[dofs[:, 81:]],
+                                                          jacobian=jacobian, out=op.mats[e] if direct else None)
+            if store and not direct:
+                op.mats[e] = mats
+            flat = dofs.ravel()
+            for total, part in zip(sums, (r_e, b_e, sq_e)):
+                self.backend.scatter_add(total, flat, part.ravel())  # CuPy's bincount reads its largest index back
+        for v in sums:
+            self.dist.sum_interface(v)
+        return sums
+
     def normalise_pressure(self, x) -> None:
-        """Shift the pressure block of ``x`` to zero mean, in place."""
+        """Shift the pressure block of ``x`` to zero mean, in place (an enclosed flow's; an
+        outflow fixes the level of the others)."""
+        if not self.problem.enclosed:
+            return
         p = x[3 * self.mesh.n_nodes:]
         p -= self.dist.allreduce_scalar(float(self.p_weights @ p)) / self.volume

@@ -159,8 +159,10 @@ class MultigridSolver:
             self.mg.refresh()
         self.scale = state.scale
         self.op = _RowScaled(system.op, state.scale)
-        y = self._left_null_vector(system) / state.scale  # that of D A
-        self.left_null = y / system.dist.norm(y)
+        self.left_null = None
+        if system.problem.enclosed:
+            y = self._left_null_vector(system) / state.scale  # that of D A
+            self.left_null = y / system.dist.norm(y)
 
     @staticmethod
     def _left_null_vector(system):
@@ -183,7 +185,8 @@ class MultigridSolver:
             return SolveInfo(0, "breakdown", math.inf)
         y = self.left_null
         b = self.scale * rhs
-        b -= self.op.dist.dot(y, b) * y
+        if y is not None:
+            b -= self.op.dist.dot(y, b) * y
         fgmres = FGMRES(rtol, self.options.restart, max_iterations or self.options.max_iterations, self.progress)
         return fgmres.solve(self.op, b, x, _Unscaled(self.mg, self.scale))
 

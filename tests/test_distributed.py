@@ -14,7 +14,9 @@ import sys
 import numpy as np
 import pytest
 
+from fem3d.boundary import Outflow, Slip, Velocity, Wall
 from fem3d.comm import launched_ranks
+from fem3d.distributed import partitioned_system
 from gpucfd.errors import InputError
 from fem3d.exact import PaperFlow
 from fem3d.mesh import box_mesh
@@ -24,6 +26,7 @@ from fem3d.solvers import LinearOptions, make_linear_solver
 from fem3d.operators import ElementOperator
 from fem3d.partition import distribute, partition_elements
 from fem3d.problems import lid_driven_problem
+from fem3d.quantities import boundary_force, point_values
 from support import assembled, sample_mesh
 
 TIGHT = NonlinearOptions(tol=1e-11, forcing=1e-12)
@@ -182,8 +185,6 @@ def single_process_solve(problem, backend):
 
 
 def distributed_solve(problem, backend, comm):
-    from fem3d.distributed import partitioned_system
-
     part = distribute(problem.mesh, comm, backend)
     result = NonlinearSolver(partitioned_system(problem, part, backend), make_linear_solver(LINEAR), TIGHT).solve()
     return result, part.dist.gather(result.x)
@@ -261,8 +262,6 @@ def test_verification_errors_match_single_process(ranks):
 def test_mg_solver_matches_single_process(ranks):
     """The multigrid solver on ranks (levels partitioned in slabs of whole coarse elements)
     gives the single-process solution."""
-    from fem3d.distributed import partitioned_system
-
     backend, comm = ranks
     mesh = box_mesh(8, 4, 4, grading=1.0)
     problem = lid_driven_problem(mesh, 100.0, "y=1")
@@ -275,3 +274,29 @@ def test_mg_solver_matches_single_process(ranks):
         ref = NonlinearSolver(NavierStokesSystem(problem, backend), make_linear_solver(LinearOptions(solver="mg")), TIGHT).solve()
         assert ref.converged and len(ref.steps) == len(result.steps)
         assert relative(x, ref.x) < 1e-8
+
+
+@pytest.mark.mpi
+def test_channel_forces_and_point_values_match_single_process(ranks):
+    """Inflow, outflow, walls and slip planes: the developing flow of a uniform inflow, its
+    wall force by the residual and its point values, the same on every rank count."""
+    backend, comm = ranks
+    mesh = box_mesh(6, 2, 2, lengths=(3.0, 1.0, 0.5))
+    problem = FlowProblem.with_conditions(mesh, 30.0, {"x0": Velocity(1, 0, 0), "x1": Outflow(), "y0": Wall(), "y1": Wall(),
+                                                       "z0": Slip(), "z1": Slip()})
+    part = distribute(mesh, comm, backend)
+    system = partitioned_system(problem, part, backend)
+    result = NonlinearSolver(system, make_linear_solver(LINEAR), TIGHT).solve()
+    assert result.converged
+    force = boundary_force(system, result.x, ["y0"])
+    points = [[0.4, 0.3, 0.2], [2.6, 0.5, 0.25], [1.5, 0.5, 0.0]]
+    velocity, pressure = point_values(part.mesh, result.x, points, comm)
+    x = part.dist.gather(result.x)
+    if comm.rank == 0:
+        serial = NavierStokesSystem(problem, backend)
+        ref = NonlinearSolver(serial, make_linear_solver(LINEAR), TIGHT).solve()
+        assert relative(x, ref.x) < 1e-8
+        ref_force = boundary_force(serial, ref.x, ["y0"])
+        ref_velocity, ref_pressure = point_values(mesh, ref.x, points)
+        assert force[0] > 0 and relative(force, ref_force) < 1e-8
+        assert relative(velocity, ref_velocity) < 1e-8 and relative(pressure, ref_pressure) < 1e-8

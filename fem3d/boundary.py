@@ -1,0 +1,171 @@
+"""Boundary conditions by boundary tag, and the prescribed velocity components they give.
+
+Conditions (one per tag; every boundary face must get exactly one):
+
+``Wall()``            no slip: u = v = w = 0.
+``Velocity(u, v, w)`` prescribed velocity; each component a number or an expression in
+                      x, y, z (fem3d.expressions), e.g. the parabolic inflow profile.
+``Outflow()``         the natural ("do-nothing") condition of the discrete equations,
+                      nu du/dn - p n = 0 (the viscous term is nu grad u : grad v and the
+                      pressure term -p div v): nothing is prescribed; the pressure level
+                      is then fixed by the outflow.
+``Slip()``            symmetry plane: zero normal velocity, zero tangential viscous
+                      traction (natural); faces must lie in planes x, y or z = constant.
+
+Where faces of different conditions meet, a node takes the strongest: a wall's zero, then
+prescribed velocities (in the order given), then the slip planes' normal components (a
+node on two slip planes keeps both at zero); outflow prescribes nothing. A flow without
+outflow is enclosed: its pressure is defined up to a constant.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpucfd.errors import InputError
+from .expressions import Expression
+from .mesh import Q2_FACE_NODES
+
+PLANE_TOL = 1e-9  # a slip face lies in a plane when its nodes' spread is below this times the mesh size
+
+
+@dataclass(frozen=True)
+class Wall:
+    """No slip."""
+
+
+@dataclass(frozen=True)
+class Outflow:
+    """Do-nothing outflow."""
+
+
+@dataclass(frozen=True)
+class Slip:
+    """Zero normal velocity on an axis-aligned plane."""
+
+
+class Velocity:
+    """Prescribed velocity (u, v, w): numbers or expression texts in x, y, z."""
+
+    def __init__(self, u, v=0.0, w=0.0, where: str = "velocity"):
+        self.components = tuple(Expression(c, f"{where} {name}") for c, name in zip((u, v, w), "uvw"))
+
+    def values(self, points: np.ndarray) -> np.ndarray:
+        """(n, 3) velocity at host points (n, 3)."""
+        return np.stack([c(np, points) for c in self.components], axis=1)
+
+    def __repr__(self) -> str:
+        return f"Velocity({', '.join(c.text for c in self.components)})"
+
+
+CONDITIONS = ("wall", "velocity", "outflow", "slip")
+
+
+def condition_from_spec(name: str, spec):
+    """The condition of boundary ``name`` from a case-file value: "wall", "outflow",
+    "slip" or {velocity = [u, v, w]} (numbers or expression texts)."""
+    where = f'boundary "{name}"'
+    if isinstance(spec, (Wall, Outflow, Slip, Velocity)):
+        return spec
+    if isinstance(spec, str) and spec in ("wall", "outflow", "slip"):
+        return {"wall": Wall, "outflow": Outflow, "slip": Slip}[spec]()
+    if isinstance(spec, dict) and list(spec) == ["velocity"]:
+        value = spec["velocity"]
+        if not isinstance(value, (list, tuple)) or len(value) != 3:
+            raise InputError(f"{where}: velocity must be a list of 3 numbers or expressions [u, v, w] (got {value!r})")
+        return Velocity(*value, where=f"{where} velocity")
+    raise InputError(f"{where}: the condition must be one of \"wall\", \"outflow\", \"slip\" or {{velocity = [u, v, w]}} "
+                     f"(got {spec!r})")
+
+
+@dataclass
+class Constraints:
+    """Prescribed velocity components at the Q2 nodes of a mesh.
+
+    nodes (n_b,) sorted node ids with at least one prescribed component; values (n_b, 3)
+    the prescribed values (0 where not prescribed); mask (n_b, 3) bool, True where a
+    component is prescribed; enclosed: no outflow (the pressure level is free).
+    """
+
+    nodes: np.ndarray
+    values: np.ndarray
+    mask: np.ndarray
+    enclosed: bool
+
+
+def constraints_by_tag(mesh, conditions: dict) -> Constraints:
+    """The constraints of ``conditions`` {tag name: condition or case-file spec}: each
+    boundary face of ``mesh`` must carry a tag with exactly one condition."""
+    if not conditions:
+        raise InputError("boundary: no boundary conditions given (give one of wall, velocity, outflow, slip per tag)")
+    unknown = [t for t in conditions if t not in mesh.tag_names]
+    if unknown:
+        raise InputError(f"boundary: tag(s) {', '.join(map(repr, unknown))} not in the mesh (its tags: "
+                         f"{', '.join(sorted(mesh.tag_names)) or 'none'})")
+    untagged = np.flatnonzero(mesh.boundary_tags < 0)
+    if untagged.size:
+        raise InputError(f"boundary: {untagged.size} boundary face(s) carry no tag, the first at "
+                         f"{_face_centre(mesh, untagged[0])}; tag every boundary face in the mesh file")
+    named = {t: mesh.tag_names[t] for t in conditions}
+    missing = sorted({name for name, t in mesh.tag_names.items() if t not in named.values()
+                      and (mesh.boundary_tags == t).any()})
+    if missing:
+        raise InputError(f"boundary: faces tagged {', '.join(map(repr, missing))} have no condition "
+                         f"(give each one of {', '.join(CONDITIONS)})")
+    groups = [(name, mesh.boundary_tags == named[name], condition_from_spec(name, spec)) for name, spec in conditions.items()]
+    return constraints(mesh, groups)
+
+
+def constraints(mesh, groups: list) -> Constraints:
+    """The constraints of ``groups`` [(name, face mask over mesh.boundary_faces, condition)]
+    covering every boundary face once (checked by the caller), strongest first (module
+    docstring)."""
+    rank = {Wall: 0, Velocity: 1, Slip: 2, Outflow: 3}
+    faces = mesh.boundary_faces
+    value = np.zeros((mesh.n_nodes, 3))
+    mask = np.zeros((mesh.n_nodes, 3), dtype=bool)
+    for name, sel, condition in sorted(groups, key=lambda g: rank[type(g[2])]):
+        face_nodes = mesh.cells[faces[sel, 0][:, None], Q2_FACE_NODES[faces[sel, 1]]]  # (F, 9)
+        if isinstance(condition, Outflow):
+            continue
+        if isinstance(condition, Slip):
+            nodes, component = _slip_components(mesh, name, face_nodes)
+            free = ~mask[nodes, component]
+            mask[nodes[free], component[free]] = True
+            continue
+        nodes = np.unique(face_nodes)
+        free = nodes[~mask[nodes].any(axis=1)]
+        if isinstance(condition, Velocity):
+            v = condition.values(mesh.points[free])
+            bad = ~np.isfinite(v).all(axis=1)
+            if bad.any():
+                raise InputError(f'boundary "{name}": the velocity {condition!r} is not finite at '
+                                 f"{_point(mesh.points[free[bad][0]])}")
+            value[free] = v
+        mask[free] = True
+    nodes = np.flatnonzero(mask.any(axis=1))
+    enclosed = not any(isinstance(c, Outflow) and sel.any() for _, sel, c in groups)
+    return Constraints(nodes, value[nodes], mask[nodes], enclosed)
+
+
+def _slip_components(mesh, name: str, face_nodes: np.ndarray):
+    """(nodes, component) pairs: each slip face's nodes with the axis normal to its plane."""
+    xyz = mesh.points[face_nodes]  # (F, 9, 3)
+    spread = np.ptp(xyz, axis=1)  # (F, 3)
+    tol = PLANE_TOL * float(np.ptp(mesh.points, axis=0).max())
+    axis = np.argmin(spread, axis=1)
+    bad = spread[np.arange(len(axis)), axis] > tol
+    if bad.any():
+        raise InputError(f'boundary "{name}": slip needs faces in planes x, y or z = constant; the face at '
+                         f"{_point(xyz[bad][0].mean(axis=0))} is not")
+    return face_nodes.ravel(), np.repeat(axis, face_nodes.shape[1])
+
+
+def _face_centre(mesh, face: int) -> str:
+    e, f = mesh.boundary_faces[face]
+    return _point(mesh.points[mesh.cells[e, Q2_FACE_NODES[f]]].mean(axis=0))
+
+
+def _point(p) -> str:
+    return "(" + ", ".join(f"{v:.6g}" for v in p) + ")"
