@@ -1,0 +1,202 @@
+"""Coarse hex27 mesh of the DFG 3D cylinder benchmark (Schaefer & Turek 1996, case 3D-1Z).
+
+    PYTHONPATH=. python meshes/dfg3d/make_channel.py [--out meshes/dfg3d/channel_coarse.msh]
+        [--around 16] [--rings 2] [--upstream 2] [--downstream 8] [--nz 4] [--z-grading 0]
+
+Lengths in metres. Channel [0, 2.5] x [0, 0.41] x [0, 0.41]; cylinder of radius 0.05,
+axis along z through (x, y) = (0.5, 0.2). A quadrilateral layout of the (x, y) plane,
+extruded in z in ``nz`` layers (uniform, or tanh-graded toward z = 0 and 0.41 with
+``--z-grading``, see fem3d.mesh.graded_coordinates):
+
+    y = 0.41 +--------+-----------------+----------------------------------+
+             | up-    |   O-grid ring   |  downstream: x-cells grow        |
+             | stream |  (around x      |  geometrically from the ring's   |
+             | x k    |  rings), circle |  outer radial width,             |
+             | cells  |  -> box edges   |  downstream x k cells            |
+    y = 0    +--------+-----------------+----------------------------------+
+            x=0      0.3               0.7                                2.5
+
+The ring fills the box [0.3, 0.7] x [0, 0.41] around the cylinder: ``around`` cells
+(a multiple of 8) go round the circle, a quarter of them along each box edge, so the
+channel has k = around / 4 uniform cells in y; its diagonals run from the circle at
+45, 135, 225, 315 degrees to the box corners, and the stagnation points (0.45, 0.2) and
+(0.55, 0.2) (where the benchmark's pressure difference is taken) are vertices. Radial
+lines are straight; along each, the ``rings`` vertex levels sit at the fractions of the
+way from circle to box that a geometric radius sequence 0.05 -> 0.2 gives at 0 degrees,
+so ring cells grow outward with the radius. Every Q2 node of the cylinder surface lies
+on the exact circle, so the triquadratic geometry carries piecewise-quadratic arcs of
+2 phi = 360/around degrees (refinement keeps them): they enclose less than the circle by
+a fraction below phi^4 / 30 (4.9e-5 for around = 16) and are shorter by one below
+phi^4 / 60. Elsewhere, nodes blend linearly between circle and box edge, and block cells
+are rectangles with mid nodes at the midpoints. With even nz the mid-plane z = 0.205 is
+a vertex plane, so both pressure points (0.45, 0.2, 0.205), (0.55, 0.2, 0.205) are
+vertices. The defaults (committed channel_coarse.msh) give 16 x 2 + 4 x (2 + 8) = 72
+quadrilaterals in 4 layers: 288 hexahedra.
+
+Written as Gmsh 2.2 ASCII (meshio): hexahedron27 cells, quad9 boundary cells with
+``gmsh:physical`` tags inflow (1, x = 0), outflow (2, x = 2.5), walls (3, y = 0, 0.41
+and z = 0, 0.41) and cylinder (4), named in field_data.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+
+import meshio
+import numpy as np
+
+from fem3d.mesh import TENSOR27_TO_VTK, graded_coordinates
+
+LENGTH, HEIGHT = 2.5, 0.41          # channel length (x) and height = depth (y, z)
+CENTRE, RADIUS = (0.5, 0.2), 0.05   # cylinder axis (x, y) and radius
+HALF_WIDTH = 0.2                    # the ring's box is CENTRE[0] -+ HALF_WIDTH in x
+TAGS = {"inflow": 1, "outflow": 2, "walls": 3, "cylinder": 4}
+QUAD9 = [(0, 0), (2, 0), (2, 2), (0, 2), (1, 0), (2, 1), (1, 2), (0, 1), (1, 1)]  # VTK order of a face's (p, q)
+
+
+def _geometric_cells(length: float, first: float, n: int) -> np.ndarray:
+    """n+1 vertex coordinates on [0, length] whose cell sizes grow (or shrink) by a constant
+    ratio from ``first``; the ratio is found by bisection."""
+    lo, hi = 1e-3, 10.0
+    for _ in range(200):
+        q = 0.5 * (lo + hi)
+        total = first * n if q == 1.0 else first * (q**n - 1.0) / (q - 1.0)
+        lo, hi = (q, hi) if total < length else (lo, q)
+    x = np.concatenate([[0.0], np.cumsum(first * q ** np.arange(n))])
+    x[-1] = length
+    return x
+
+
+def _with_midpoints(vertices: np.ndarray) -> np.ndarray:
+    """Q2 node coordinates (2n+1) of cells with the given n+1 vertices: mid nodes at midpoints."""
+    out = np.empty(2 * len(vertices) - 1)
+    out[0::2] = vertices
+    out[1::2] = 0.5 * (vertices[:-1] + vertices[1:])
+    return out
+
+
+def layout_2d(around: int = 16, rings: int = 2, upstream: int = 2, downstream: int = 8):
+    """Q2 quadrilateral layout of the (x, y) plane.
+
+    Returns points (N, 2), cells (C, 3, 3) node ids indexed [b][a] (a along the
+    first local axis; counter-clockwise) and boundary edges: a list of
+    (cell, axis, side, tag) with axis 0|1 and side 0|2 the local index held fixed.
+    """
+    if around < 8 or around % 8:
+        raise ValueError(f"around must be a positive multiple of 8 (got {around})")
+    if min(rings, upstream, downstream) < 1:
+        raise ValueError("rings, upstream and downstream must be >= 1")
+    n2, k = 2 * around, around // 4                       # Q2 nodes round the ring; cells in y
+    x0, x1 = CENTRE[0] - HALF_WIDTH, CENTRE[0] + HALF_WIDTH
+    i = np.arange(n2)
+    theta = -0.75 * np.pi + i * np.pi / around            # node i = 0 at the lower-left corner, counter-clockwise
+    circle = np.stack([CENTRE[0] + RADIUS * np.cos(theta), CENTRE[1] + RADIUS * np.sin(theta)], axis=1)
+    side, t = i // (n2 // 4), (i % (n2 // 4)) / (n2 // 4)
+    corners = np.array([(x0, 0.0), (x1, 0.0), (x1, HEIGHT), (x0, HEIGHT)])  # box edge s runs from corner s to s + 1
+    box = (1 - t)[:, None] * corners[side] + t[:, None] * corners[(side + 1) % 4]
+    radii = RADIUS * (HALF_WIDTH / RADIUS) ** (np.arange(rings + 1) / rings)
+    g = _with_midpoints((radii - RADIUS) / (HALF_WIDTH - RADIUS))
+    ring_pts = (1 - g)[:, None, None] * circle + g[:, None, None] * box  # (2 rings + 1, n2, 2)
+    ring = np.arange(ring_pts.shape[0] * n2).reshape(-1, n2)
+    points = [ring_pts.reshape(-1, 2)]
+    count = ring.size
+
+    ys = _with_midpoints(np.linspace(0.0, HEIGHT, k + 1))
+    jy = np.arange(2 * k + 1)
+
+    def block(xs, shared_col, shared_ids):
+        nonlocal count
+        ids = np.empty((2 * k + 1, len(xs)), dtype=np.int64)
+        new_cols = np.delete(np.arange(len(xs)), shared_col)
+        ids[:, new_cols] = count + np.arange(len(jy) * len(new_cols)).reshape(len(jy), -1)
+        ids[:, shared_col] = shared_ids
+        X, Y = np.meshgrid(xs[new_cols], ys)
+        points.append(np.stack([X.ravel(), Y.ravel()], axis=1))
+        count += X.size
+        return ids
+
+    up = block(_with_midpoints(np.linspace(0.0, x0, upstream + 1)), -1, ring[-1, (n2 - jy) % n2])
+    first = HALF_WIDTH - radii[-2]                         # the ring's outer radial width at 0 degrees
+    down = block(x1 + _with_midpoints(_geometric_cells(LENGTH - x1, first, downstream)), 0, ring[-1, n2 // 4 + jy])
+
+    cells, edges = [], []
+    for er in range(rings):
+        for ei in range(around):
+            cols = (2 * ei + np.arange(3)) % n2
+            cells.append(ring[2 * er:2 * er + 3][:, cols].T)   # [b = around][a = radial]
+            if er == 0:
+                edges.append((len(cells) - 1, 0, 0, TAGS["cylinder"]))
+            if er == rings - 1 and (2 * ei) // (n2 // 4) in (0, 2):
+                edges.append((len(cells) - 1, 0, 2, TAGS["walls"]))
+    for ids, inlet in ((up, True), (down, False)):
+        nx = (ids.shape[1] - 1) // 2
+        for ey in range(k):
+            for ex in range(nx):
+                cells.append(ids[2 * ey:2 * ey + 3, 2 * ex:2 * ex + 3])
+                c = len(cells) - 1
+                if inlet and ex == 0:
+                    edges.append((c, 0, 0, TAGS["inflow"]))
+                if not inlet and ex == nx - 1:
+                    edges.append((c, 0, 2, TAGS["outflow"]))
+                if ey in (0, k - 1):
+                    edges.append((c, 1, 0 if ey == 0 else 2, TAGS["walls"]))
+    return np.concatenate(points), np.array(cells), edges
+
+
+def channel(around: int = 16, rings: int = 2, upstream: int = 2, downstream: int = 8, nz: int = 4,
+            z_grading: float = 0.0) -> meshio.Mesh:
+    """The hex27 channel mesh: the (x, y) layout of :func:`layout_2d` extruded in ``nz`` layers."""
+    if nz < 1:
+        raise ValueError(f"nz must be >= 1 (got {nz})")
+    pts2, cells2, edges = layout_2d(around, rings, upstream, downstream)
+    zs = _with_midpoints(graded_coordinates(nz, HEIGHT, z_grading))
+    n2 = len(pts2)
+    points = np.concatenate([np.column_stack([pts2, np.full(n2, z)]) for z in zs])
+    # hexes[e, c, b, a]: local (a, b) from the 2D cell, c along z, so a row-major ravel is tensor order
+    hexes = np.array([[cell + n2 * (2 * ez + c) for c in range(3)] for ez in range(nz) for cell in cells2])
+    quads, tags = [], []
+
+    def face(h, axis, s):
+        """(3, 3) node ids [q][p] of the face of hexes[h] with local index ``axis`` (0 = a, 1 = b, 2 = c) = s."""
+        return (hexes[h][:, :, s], hexes[h][:, s, :], hexes[h][s])[axis]
+
+    for ez in range(nz):
+        base = ez * len(cells2)
+        for c, axis, s, tag in edges:
+            quads.append(face(base + c, axis, s))
+            tags.append(tag)
+        for c in range(len(cells2)):
+            for s in [0] * (ez == 0) + [2] * (ez == nz - 1):
+                quads.append(face(base + c, 2, s))
+                tags.append(TAGS["walls"])
+    quad9 = np.array([[f[q, p] for p, q in QUAD9] for f in quads])
+    hex27 = hexes.reshape(len(hexes), 27)[:, TENSOR27_TO_VTK]
+    zeros = np.zeros(len(hex27), dtype=int)
+    return meshio.Mesh(
+        points,
+        [("quad9", quad9), ("hexahedron27", hex27)],
+        cell_data={"gmsh:physical": [np.array(tags), zeros], "gmsh:geometrical": [np.array(tags), zeros]},
+        field_data={name: np.array([tag, 2]) for name, tag in TAGS.items()},
+    )
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "channel_coarse.msh"))
+    ap.add_argument("--around", type=int, default=16, help="cells round the cylinder (multiple of 8)")
+    ap.add_argument("--rings", type=int, default=2, help="radial cell layers of the O-grid ring")
+    ap.add_argument("--upstream", type=int, default=2, help="cells in x upstream of the ring")
+    ap.add_argument("--downstream", type=int, default=8, help="cells in x downstream of the ring")
+    ap.add_argument("--nz", type=int, default=4, help="cell layers in z")
+    ap.add_argument("--z-grading", type=float, default=0.0, help="tanh grading toward z = 0 and 0.41 (0: uniform)")
+    args = ap.parse_args(argv)
+    try:
+        mesh = channel(args.around, args.rings, args.upstream, args.downstream, args.nz, args.z_grading)
+    except ValueError as exc:
+        ap.error(str(exc))
+    meshio.write(args.out, mesh, file_format="gmsh22", binary=False)
+    print(f"wrote {args.out}: {len(mesh.cells[1].data)} hexahedra, {len(mesh.points)} points")
+
+
+if __name__ == "__main__":
+    main()
