@@ -109,7 +109,8 @@ def write_pictures(run: CavityRun, warn, stop=lambda: False) -> list[str]:
     written."""
     pictures = {
         "profiles.png": lambda: (plots.profiles_png, {"profiles": run.profiles, "references": run.references, "re": run.re}),
-        "slice.png": lambda: (plots.slice_png, {"plane": mid_plane(run.mesh, run.x), "re": run.re}),
+        "slice.png": lambda: (plots.slice_png, {"plane": mid_plane(run.mesh, run.x),
+                                                "title": f"3D lid-driven cavity, Re {run.re:g}"}),
     }
     written = []
     for name, job in pictures.items():

@@ -74,12 +74,13 @@ def l2_errors(backend, mesh, x, velocity, pressure, n_gauss: int = 4, chunk: int
     return dict(zip("uvwp", np.sqrt(total(sq)).tolist()))
 
 
-def locate(mesh, points: np.ndarray, candidates: int = 8, tol: float = 1e-8):
+def locate(mesh, points: np.ndarray, candidates: int = 27, tol: float = 1e-8):
     """Element and reference coordinates of physical points (host arrays).
 
     points (P, 3). For each point the ``candidates`` elements with the nearest centres
-    are tried; the geometry map is inverted by Newton's method and the first element
-    whose reference coordinates lie in [-1 - tol, 1 + tol]^3 is taken.
+    are tried, nearest first, each only for the points not yet found: the geometry map
+    is inverted by Newton's method and the first element whose reference coordinates
+    lie in [-1 - tol, 1 + tol]^3 is taken.
     Returns elem (P,) int (-1 where the point is outside the mesh) and xi (P, 3).
     """
     from scipy.spatial import cKDTree
@@ -91,24 +92,27 @@ def locate(mesh, points: np.ndarray, candidates: int = 8, tol: float = 1e-8):
     k = min(candidates, mesh.n_elements)
     _, cand = cKDTree(mesh.geometry.mean(axis=1)).query(points, k=k)
     cand = cand.reshape(len(points), k)
-    X = mesh.geometry[cand.ravel()]  # (P*k, g, 3)
-    target = np.repeat(points, k, axis=0)
-    xi = np.zeros_like(target)
-    for _ in range(30):
-        G, dG = geo.values(xi), geo.gradients(xi)  # (m, g), (m, g, 3)
-        r = target - einsum(np, "mg,mgi->mi", G, X)
-        J = einsum(np, "mgi,mgk->mik", X, dG)
-        step = np.linalg.solve(J, r[..., None])[..., 0]
-        xi += step
-        np.clip(xi, -2.0, 2.0, out=xi)
-        if np.abs(step).max() < 1e-13:
+    elem = np.full(len(points), -1, dtype=np.int64)
+    xi_found = np.zeros((len(points), 3))
+    for j in range(k):
+        todo = np.flatnonzero(elem < 0)
+        if todo.size == 0:
             break
-    inside = (np.abs(xi) <= 1 + tol).all(axis=1).reshape(len(points), k)
-    first = np.argmax(inside, axis=1)
-    found = inside[np.arange(len(points)), first]
-    elem = np.where(found, cand[np.arange(len(points)), first], -1)
-    xi = xi.reshape(len(points), k, 3)[np.arange(len(points)), first]
-    return elem, np.clip(xi, -1.0, 1.0)
+        X = mesh.geometry[cand[todo, j]]  # (m, g, 3)
+        xi = np.zeros((todo.size, 3))
+        for _ in range(30):
+            G, dG = geo.values(xi), geo.gradients(xi)  # (m, g), (m, g, 3)
+            r = points[todo] - einsum(np, "mg,mgi->mi", G, X)
+            J = einsum(np, "mgi,mgk->mik", X, dG)
+            step = np.linalg.solve(J, r[..., None])[..., 0]
+            xi += step
+            np.clip(xi, -2.0, 2.0, out=xi)
+            if np.abs(step).max() < 1e-13:
+                break
+        inside = (np.abs(xi) <= 1 + tol).all(axis=1)
+        elem[todo[inside]] = cand[todo[inside], j]
+        xi_found[todo[inside]] = xi[inside]
+    return elem, np.clip(xi_found, -1.0, 1.0)
 
 
 def evaluate(mesh, x: np.ndarray, elem: np.ndarray, xi: np.ndarray):
@@ -175,16 +179,17 @@ def centre_line(mesh, x: np.ndarray, axis: int, points: int, extra_coords=()) ->
     return {"coords": coords, "points": pts, "velocity": velocity, "pressure": pressure}
 
 
-def mid_plane(mesh, x: np.ndarray, samples: int = 121) -> dict:
-    """Velocity of the host vector ``x`` on a uniform ``samples`` x ``samples`` grid over
-    the bounding box of the mesh in the plane z = its centre.
+def mid_plane(mesh, x: np.ndarray, samples=121) -> dict:
+    """Velocity of the host vector ``x`` on a uniform grid of ``samples`` points per side
+    (or (m, k) along x and y) over the bounding box of the mesh in the plane z = its centre.
 
-    Returns x (samples,), y (samples,), z (float) and velocity (samples, samples, 3) with
-    velocity[j, i] at (x[i], y[j], z); NaN at points outside the mesh.
+    Returns x (m,), y (k,), z (float) and velocity (k, m, 3) with velocity[j, i] at
+    (x[i], y[j], z); NaN at points outside the mesh.
     """
+    m, k = (samples, samples) if np.ndim(samples) == 0 else samples
     lo, hi = mesh.points.min(axis=0), mesh.points.max(axis=0)
-    xs, ys, z = np.linspace(lo[0], hi[0], samples), np.linspace(lo[1], hi[1], samples), 0.5 * (lo[2] + hi[2])
+    xs, ys, z = np.linspace(lo[0], hi[0], m), np.linspace(lo[1], hi[1], k), 0.5 * (lo[2] + hi[2])
     gx, gy = np.meshgrid(xs, ys)
     pts = np.stack([gx.ravel(), gy.ravel(), np.full(gx.size, z)], axis=1)
     velocity, _ = evaluate(mesh, x, *locate(mesh, pts))
-    return {"x": xs, "y": ys, "z": float(z), "velocity": velocity.reshape(samples, samples, 3)}
+    return {"x": xs, "y": ys, "z": float(z), "velocity": velocity.reshape(k, m, 3)}

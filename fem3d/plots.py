@@ -35,7 +35,7 @@ def profiles_png(path: str, profiles: dict, references: list, re: float) -> None
     plt.close(fig)
 
 
-def slice_png(path: str, plane: dict, re: float) -> None:
+def slice_png(path: str, plane: dict, title: str) -> None:
     """In-plane speed on the spanwise mid-plane with streamlines of the in-plane velocity.
 
     plane: x (m,) and y (k,) uniform coordinates, z, and velocity (k, m, 3), NaN outside
@@ -45,7 +45,9 @@ def slice_png(path: str, plane: dict, re: float) -> None:
     plt = pyplot()
     u, v = (np.ma.masked_invalid(plane["velocity"][..., c]) for c in (0, 1))
     speed = np.ma.sqrt(u**2 + v**2)
-    fig, ax = plt.subplots(figsize=(7.5, 6.5))
+    aspect = (plane["x"][-1] - plane["x"][0]) / (plane["y"][-1] - plane["y"][0])
+    width = min(12.0, max(7.5, 5.5 * aspect))  # 7.5 x 6.5 inches for a square plane, wider for a channel
+    fig, ax = plt.subplots(figsize=(width, max(3.0, min(6.5, width / aspect + 1.2))))
     image = ax.pcolormesh(plane["x"], plane["y"], speed, shading="gouraud", cmap="viridis")
     ax.streamplot(plane["x"], plane["y"], u, v, color="white", linewidth=0.8, density=1.6, arrowsize=0.8)
     fig.colorbar(image, ax=ax, label="in-plane speed")
@@ -54,7 +56,7 @@ def slice_png(path: str, plane: dict, re: float) -> None:
     ax.set_ylim(plane["y"][0], plane["y"][-1])
     ax.set_xlabel("x")
     ax.set_ylabel("y")
-    ax.set_title(f"3D lid-driven cavity, Re {re:g}: mid-plane z = {plane['z']:g}")
+    ax.set_title(f"{title}: mid-plane z = {plane['z']:g}")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

@@ -1,0 +1,148 @@
+"""Run a flow described in a case file: ``python -m fem3d.run case.toml``.
+
+Reads the case (fem3d.case), solves it (fem3d.flow) on one process or every rank of an
+MPI job, reports the forces, coefficients, point pressures and pressure differences it
+asks for, and writes to the output folder, results first and each atomically:
+solution.npy, flow.vtu (flow.pvtu joining one piece per rank under MPI; hexahedron27
+cells with velocity, pressure, speed and vorticity), summary.json (the run, its
+convergence and the quantities); then the picture slice.png (speed on the mid-plane
+z = centre, drawn in a child process: a failure is a warning). Exit code 0 when
+converged, 3 when not (results still written and marked), 2 for bad input, 130/143
+after Ctrl-C/SIGTERM (results of the last iterate written).
+"""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+
+from .case import read_case
+from .cli import add_solver_arguments, linear_options, nonlinear_options
+from .comm import agreed_errors
+from .distributed import add_parallel_arguments, start
+from gpucfd.errors import ArgumentParser, ConvergenceError, run_cli
+from .fields import mid_plane
+from .flow import Flow
+from .interrupt import agreed, graceful_stop, requested
+from .memory import check_fits
+from .mesh import read_mesh
+from . import plots
+from .picture_process import PictureError, draw_in_child
+
+CASE_OPTIONS = {"solver": "--solver", "tol": "--tol", "max_steps": "--max-steps"}  # case-file keys the command line overrides
+
+
+def parse(argv):
+    ap = ArgumentParser(prog="python -m fem3d.run", description="Solve the steady flow described in a TOML case file.",
+                        allow_abbrev=False)
+    ap.add_argument("case", help="the case file (TOML; see fem3d.case)")
+    ap.add_argument("--out", help="output folder (default: the case file's [output] dir)")
+    ap.add_argument("--no-plots", action="store_true", help="skip slice.png")
+    ap.add_argument("--no-vtu", action="store_true", help="skip the VTU/PVTU solution files")
+    ap.add_argument("--quiet", action="store_true", help="no progress lines")
+    add_solver_arguments(ap, tol=1e-8, max_steps=200, newton=1.0)  # tol, max-steps and solver: the case file's unless given
+    add_parallel_arguments(ap)
+    return ap.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = parse(argv)
+    backend, comm = start(args, argv)
+    root = comm.rank == 0
+    say = (lambda s: print(s, flush=True)) if root and not args.quiet else (lambda s: None)
+    with graceful_stop():
+        with agreed_errors(comm):
+            case = read_case(args.case)
+            given = {a.split("=")[0] for a in argv}
+            for key, flag in CASE_OPTIONS.items():
+                if flag not in given:
+                    setattr(args, key, getattr(case, key))
+            nonlinear, linear = nonlinear_options(args), linear_options(args)
+            mesh = read_mesh(case.mesh_file, case.tag_field)
+            check_fits(backend, linear.matrix_dtype, linear.solver, mesh.n_elements, comm.size,
+                       lambda e: f"a mesh of {e:,} elements fits at most")
+            flow = Flow(mesh, case.boundaries, nu=case.nu, re=case.re)
+            out = args.out or os.path.join(os.path.dirname(os.path.abspath(args.case)), case.out)
+        say(f"{os.path.basename(args.case)}: nu {1 / flow.re:g}, {mesh.n_elements} elements, {mesh.n_dofs} unknowns, "
+            f"{backend.describe()}" + (f" on {comm.size} ranks ({comm.name})" if comm.size > 1 else ""))
+        result = flow.solve(device=args.device, comm=args.comm, nonlinear=nonlinear, linear=linear,
+                            continuation=case.continuation, log=say)
+        result.quantities = quantities(result, case)
+        files = result.write(out, vtu=not args.no_vtu, extra={"case": os.path.abspath(args.case),
+                                                              "command": " ".join(["python -m fem3d.run", *argv])})
+        for line in report_lines(result):
+            say(line)
+        if root and case.pictures and not args.no_plots and not requested():
+            picture(result, out, files, os.path.splitext(os.path.basename(args.case))[0])
+        if root:
+            say(f"wrote {out}/: {', '.join(files)}")
+        signum = agreed(comm)
+    if signum:
+        if root:
+            print(f"fem3d.run: interrupted by {signal.Signals(signum).name}; the last iterate and its results are in {out}",
+                  file=sys.stderr, flush=True)
+        return 128 + signum
+    if not result.converged:
+        raise ConvergenceError(f"results in {out} are marked as not converged (residual {result.residual:.2e})", result.reason)
+    return 0
+
+
+def quantities(result, case) -> dict:
+    """The forces (and coefficients), point values and pressure differences the case asks
+    for (collective)."""
+    out = {"forces": {}, "points": {}, "differences": {}}
+    for tag, scales in case.forces.items():
+        force = result.force(tag)
+        entry = {"force": force.tolist()}
+        if scales:
+            entry.update(scales, coefficients=(2.0 * force / (scales["reference_velocity"] ** 2 * scales["area"])).tolist())
+        out["forces"][tag] = entry
+    if case.points:
+        names = list(case.points)
+        velocity, pressure = result.velocity([case.points[n] for n in names]), result.pressure([case.points[n] for n in names])
+        for name, v, p in zip(names, velocity, pressure):
+            out["points"][name] = {"at": case.points[name], "velocity": v.tolist(), "pressure": float(p)}
+        for name, (a, b) in case.differences.items():
+            out["differences"][name] = out["points"][a]["pressure"] - out["points"][b]["pressure"]
+    return out
+
+
+def report_lines(result) -> list[str]:
+    """Progress lines of the quantities and the run's totals."""
+    q, steps = result.quantities, result.steps
+    lines = []
+    for tag, f in q["forces"].items():
+        line = f"force on {tag}: ({', '.join(f'{v:.6g}' for v in f['force'])})"
+        if "coefficients" in f:
+            line += f"  coefficients ({', '.join(f'{v:.6g}' for v in f['coefficients'])})"
+        lines.append(line)
+    lines += [f"p({name}) = {v['pressure']:.6g}" for name, v in q["points"].items()]
+    lines += [f"{name} = {v:.6g}" for name, v in q["differences"].items()]
+    its = sum(s["linear_iterations"] for s in steps)
+    seconds = sum(result.times_s.get(k, 0.0) for k in ("data_preparation", "element_matrices", "linear_setup", "solve"))
+    lines.append(f"{'converged' if result.converged else 'NOT converged (' + result.reason + ')'}: {len(steps)} nonlinear "
+                 f"steps, {its} linear iterations, residual {result.residual:.2e}, {seconds:.1f} s")
+    return lines
+
+
+def picture(result, out: str, files: list, name: str) -> None:
+    """slice.png, the mid-plane speed of the case ``name``, in a child process; a failure
+    is a warning."""
+    mesh = result.flow.mesh
+    lo, hi = mesh.points.min(axis=0), mesh.points.max(axis=0)
+    wide = (hi[0] - lo[0]) / max(hi[1] - lo[1], 1e-300)
+    samples = (int(min(480, 120 * max(wide, 1.0))), int(min(480, 120 / min(wide, 1.0))))
+    try:
+        draw_in_child(plots.slice_png, os.path.join(out, "slice.png"), plane=mid_plane(mesh, result.x, samples),
+                      title=f"{name}, nu {1 / result.flow.re:g}")
+    except Exception as exc:  # a picture is never worth the run: its results are already on disk
+        reason = exc if isinstance(exc, PictureError) else f"{type(exc).__name__}: {exc}"
+        print(f"fem3d.run: warning: slice.png not written ({reason})", file=sys.stderr, flush=True)
+    else:
+        files.append("slice.png")
+
+
+if __name__ == "__main__":
+    raise SystemExit(run_cli(main, prog="fem3d.run"))

@@ -1,0 +1,104 @@
+"""The Python API (fem3d.Flow), the case file (fem3d.case) and ``python -m fem3d.run``."""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import fem3d
+from gpucfd.errors import InputError
+from fem3d.case import read_case
+from fem3d.cavity import main as cavity_main
+from fem3d.nonlinear import NonlinearOptions
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DFG_CASE = os.path.join(ROOT, "meshes", "dfg3d", "case.toml")
+C_D, DELTA_P = 6.18533, 0.17102  # DFG 3D-1Z (Braack & Richter 2006)
+
+
+def test_the_cavity_through_the_api_equals_the_cavity_command_bit_for_bit(tmp_path):
+    assert cavity_main(["--n", "4", "--re", "100", "--device", "cpu", "--no-plots", "--no-vtu", "--quiet",
+                        "--out", str(tmp_path)]) == 0
+    walls = {tag: fem3d.Wall() for tag in ("x0", "x1", "y0", "z0", "z1")}
+    flow = fem3d.Flow(fem3d.box_mesh(4), {"y1": fem3d.Velocity(1, 0, 0), **walls}, re=100.0)
+    result = flow.solve(device="cpu", nonlinear=NonlinearOptions(tol=1e-6, max_steps=200, newton=1.0))
+    assert result.converged
+    assert np.array_equal(result.x, np.load(tmp_path / "solution.npy"))
+    assert abs(result.pressure([[0.5, 0.5, 0.5]])[0]) < 1.0 and result.force("y1")[0] < 0  # the fluid holds the lid back
+
+
+def test_the_dfg_case_on_its_coarse_mesh(tmp_path):
+    """The committed DFG 3D-1Z case run as a user types it: c_D within 5 % of the
+    reference already on the 288-element file mesh, the lift small, the pressure
+    difference of the right sign and size; results and summary written."""
+    p = subprocess.run([sys.executable, "-m", "fem3d.run", DFG_CASE, "--device", "cpu", "--no-plots", "--quiet",
+                        "--out", str(tmp_path)], capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    cyl = summary["quantities"]["forces"]["cylinder"]
+    c_d, c_l, c_z = cyl["coefficients"]
+    assert abs(c_d - C_D) < 0.05 * C_D and abs(c_l) < 0.1 and abs(c_z) < 1e-8
+    assert abs(summary["quantities"]["differences"]["delta_p"] - DELTA_P) < 0.3 * DELTA_P
+    assert summary["converged"] and summary["nu"] == 1e-3 and summary["files"] == ["solution.npy", "flow.vtu", "summary.json"]
+    assert sorted(os.listdir(tmp_path)) == ["flow.vtu", "solution.npy", "summary.json"]
+
+
+def case_file(tmp_path, text):
+    path = tmp_path / "case.toml"
+    path.write_text(text)
+    return str(path)
+
+
+GOOD = f"""
+[mesh]
+file = "{os.path.join(ROOT, 'meshes', 'dfg3d', 'channel_coarse.msh')}"
+[fluid]
+nu = 1e-3
+[boundary]
+inflow = {{ velocity = ["y*(0.41-y)", 0, 0] }}
+walls = "wall"
+cylinder = "wall"
+outflow = "outflow"
+"""
+
+
+@pytest.mark.parametrize("edit, message", [
+    (("[fluid]", "[fluids]"), r"unknown section \[fluids\]"),
+    (("nu = 1e-3", "nu = 1e-3\nrho = 1"), r"unknown key\(s\) rho in \[fluid\]"),
+    (("nu = 1e-3", "nu = -1"), r"\[fluid\] nu must be >= 1e-05"),
+    (("nu = 1e-3", "re = 20\nnu = 1e-3"), "nu or re"),
+    (('"y*(0.41-y)"', '"__import__(\'os\')"'), 'boundary "inflow" velocity u: the call'),
+    (('walls = "wall"', 'walls = "symmetry"'), 'boundary "walls": the condition must be'),
+    (('outflow = "outflow"', ''), "faces tagged 'outflow' have no condition"),
+    (('outflow = "outflow"', 'outflow = "outflow"\nlid = "wall"'), "'lid' not in the mesh"),
+    (("nu = 1e-3", "nu = 1e-3\n[report]\npoints = { a = [1, 2] }"), r"points.a must be \[x, y, z\]"),
+    (("nu = 1e-3", "nu = 1e-3\n[report]\ndifferences = { d = ['a', 'b'] }"), "must name two points"),
+    (("[mesh]", "[mesh]\ntag_field = 3"), "tag_field"),
+    (("nu = 1e-3", "nu = 1e-3\n[solver]\ntol = 2"), r"\[solver\] tol must be"),
+    (("nu = 1e-3", "nu = 1e-3 =="), "not a TOML file"),
+])
+def test_bad_case_files_are_one_line_input_errors(tmp_path, edit, message):
+    path = case_file(tmp_path, GOOD.replace(*edit))
+    with pytest.raises(InputError, match=message) as err:
+        case = read_case(path)
+        fem3d.Flow(fem3d.read_mesh(case.mesh_file, case.tag_field), case.boundaries, nu=case.nu, re=case.re)
+    assert "\n" not in str(err.value)
+
+
+def test_the_run_command_exits_2_with_one_line_and_writes_nothing(tmp_path):
+    path = case_file(tmp_path, GOOD.replace("0.41-y", "0.41-q"))
+    out = tmp_path / "out"
+    p = subprocess.run([sys.executable, "-m", "fem3d.run", path, "--device", "cpu", "--out", str(out)],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "the name 'q' is not allowed" in p.stderr
+    assert not out.exists()
+
+
+def test_flow_needs_one_of_nu_and_re():
+    mesh = fem3d.box_mesh(2)
+    walls = {tag: fem3d.Wall() for tag in mesh.tag_names}
+    for kwargs in ({}, {"nu": 0.1, "re": 10.0}):
+        with pytest.raises(InputError, match="nu or the Reynolds number"):
+            fem3d.Flow(mesh, walls, **kwargs)
