@@ -421,7 +421,9 @@ def _boundary_tags(m, tag_field: str | None, merge: np.ndarray) -> tuple[dict, d
             if block.type in ("quad", "quad9"):
                 quads = np.sort(merge[np.asarray(block.data)[:, :4]], axis=1)
                 for quad, tag in zip(quads.tolist(), np.asarray(data).ravel().tolist()):
-                    face_tags[tuple(quad)] = int(tag)
+                    if face_tags.setdefault(tuple(quad), int(tag)) != int(tag):
+                        raise InputError(f"the boundary face at {_centre(m.points, quad)} carries two tags, "
+                                         f"{face_tags[tuple(quad)]} and {int(tag)}; give each face one")
     for name, val in (m.field_data or {}).items():
         if np.asarray(val).size >= 2 and int(np.asarray(val).ravel()[1]) == 2:
             names[name] = int(np.asarray(val).ravel()[0])
@@ -429,6 +431,11 @@ def _boundary_tags(m, tag_field: str | None, merge: np.ndarray) -> tuple[dict, d
         if t not in names.values():
             names[f"tag{t}"] = t
     return face_tags, names
+
+
+def _centre(points, vertices) -> str:
+    """"(x, y, z)": the mean of ``points`` at ``vertices``, for messages."""
+    return "(" + ", ".join(f"{v:.6g}" for v in np.asarray(points, dtype=float)[list(vertices)].mean(axis=0)) + ")"
 
 
 def describe(mesh: HexMesh) -> str:

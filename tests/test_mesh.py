@@ -240,3 +240,16 @@ def test_unknown_tag_field_lists_the_integer_fields(capsys):
     assert run_cli(main, [path, "--tag-field", "nope"], prog="fem3d.mesh") == 2
     assert capsys.readouterr().err == (f"fem3d.mesh: error: --mesh {path}: --tag-field 'nope' is not integer cell data "
                                        "of the file (integer cell data: gmsh:geometrical, gmsh:physical)\n")
+
+
+def test_a_face_with_two_tags_is_named(tmp_path):
+    """A boundary quad listed twice with different tags: an input error naming the face."""
+    cube = np.array([[0, 0, 0], [1, 0, 0], [1, 1, 0], [0, 1, 0], [0, 0, 1], [1, 0, 1], [1, 1, 1], [0, 1, 1]], dtype=float)
+    quads = np.array([[0, 1, 2, 3], [4, 5, 6, 7], [0, 1, 5, 4], [3, 2, 6, 7], [0, 3, 7, 4], [1, 2, 6, 5], [4, 5, 6, 7]])
+    path = tmp_path / "twice.msh"
+    meshio.write(str(path), meshio.Mesh(cube, [("hexahedron", np.arange(8)[None]), ("quad", quads)],
+                                        cell_data={"gmsh:physical": [np.array([1]), np.array([1, 2, 1, 1, 1, 1, 3])],
+                                                   "gmsh:geometrical": [np.array([1]), np.ones(7, dtype=int)]}),
+                 file_format="gmsh22", binary=False)
+    with pytest.raises(InputError, match=r"the boundary face at \(0.5, 0.5, 1\) carries two tags, 2 and 3"):
+        read_mesh(str(path))
