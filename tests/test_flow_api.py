@@ -1,6 +1,7 @@
 """The Python API (fem3d.Flow), the case file (fem3d.case) and ``python -m fem3d.run``."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -11,6 +12,7 @@ import fem3d
 from gpucfd.errors import InputError
 from fem3d.case import read_case
 from fem3d.cavity import main as cavity_main
+from fem3d.comm import launched_ranks
 from fem3d.nonlinear import NonlinearOptions
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -43,6 +45,24 @@ def test_the_dfg_case_on_its_coarse_mesh(tmp_path):
     assert abs(summary["quantities"]["differences"]["delta_p"] - DELTA_P) < 0.3 * DELTA_P
     assert summary["converged"] and summary["nu"] == 1e-3 and summary["files"] == ["solution.npy", "flow.vtu", "summary.json"]
     assert sorted(os.listdir(tmp_path)) == ["flow.vtu", "solution.npy", "summary.json"]
+
+
+MPIEXEC = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or shutil.which("mpiexec")
+
+
+@pytest.mark.skipif(MPIEXEC is None or launched_ranks() > 1, reason="needs mpiexec (and not already under it)")
+def test_the_dfg_case_on_two_ranks_gives_the_serial_quantities(tmp_path):
+    quantities = []
+    for launch in ([], [MPIEXEC, "-n", "2"]):
+        out = tmp_path / str(len(launch))
+        p = subprocess.run([*launch, sys.executable, "-m", "fem3d.run", DFG_CASE, "--device", "cpu", "--no-plots", "--no-vtu",
+                            "--quiet", "--out", str(out)], capture_output=True, text=True, timeout=600)
+        assert p.returncode == 0, p.stderr
+        quantities.append(json.loads((out / "summary.json").read_text())["quantities"])
+    serial, parallel = quantities
+    for a, b in ((serial["forces"]["cylinder"]["force"], parallel["forces"]["cylinder"]["force"]),
+                 ([serial["differences"]["delta_p"]], [parallel["differences"]["delta_p"]])):
+        assert np.linalg.norm(np.subtract(a, b)) <= 1e-8 * np.linalg.norm(a), (a, b)  # the force vector, Δp
 
 
 def case_file(tmp_path, text):
