@@ -32,7 +32,8 @@ def add_solver_arguments(ap, tol: float, max_steps: int | None = None, newton: f
     g.add_argument("--solver", default=lin.solver,
                    help=f"{', '.join(SOLVERS)}: mg is FGMRES with monolithic geometric multigrid (boxes whose sides halve), paper the "
                         f"normal-equations Jacobi CG of Kao & Sheu; auto takes mg where the mesh allows it, else paper. mg is 1.3-9.7x "
-                        f"faster on 20^3-40^3 at Re 100-1000 (benchmarks/results/bench_solvers_gpu_all.md) (default {lin.solver})")
+                        f"faster on 20^3-40^3 at Re 100-1000 (benchmarks/results/bench_solvers_mg_vs_paper_h100.md) "
+                        f"(default {lin.solver})")
     g.add_argument("--max-linear", type=int, default=lin.max_iterations,
                    help=f"Krylov iteration limit per linear solve (default {lin.max_iterations})")
     g.add_argument("--check-every", type=int, default=lin.check_every,

@@ -42,13 +42,13 @@ from .partition import distribute_owned, slab_owners
 from .vanka import Vanka
 
 STORAGE = np.float32  # the levels' matrices and smoothers: as many iterations as float64, each in half the time at 8^3, Re 400
-# on the CPU; at 40^3, Re 1000 on the H100 the solve takes 3-10 % less (benchmarks/results/bench_solvers_gpu_n40_ab.md)
+# on the CPU; at 40^3, Re 1000 on the H100 the solve takes 3-10 % less (the A/B runs of commit 8380826)
 MIN_COARSE = 2  # fewest elements per side of the coarsest box
 DIRECT_MAX = 12_000  # most unknowns of a coarsest level solved directly (dense inverse)
 COARSE_STEPS = 20  # smoothing steps that stand in for a coarsest level too large for LU
 SMOOTHING_STEPS = 5  # GMRES steps of each smoothing: with 3 the cycle diverged (error factor 1.07) on graded
 # boxes of 20^3 elements and more at Re <= 100 (FGMRES needed 241 iterations per step at 40^3, Re 100); with 5 it
-# contracts by 0.27 there, and at 40^3 it is also the fastest at Re 400 and 1000 (benchmarks/results/bench_solvers_gpu_mg_n40_s*.md)
+# contracts by 0.27 there, and at 40^3 it is also the fastest at Re 400 and 1000 (benchmarks/results/bench_solvers_smoothing*_h100.md)
 
 
 def halvings(grid, parts: int = 1) -> int:

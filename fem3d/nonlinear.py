@@ -45,7 +45,8 @@ REUSE_LIMIT = 4  # a solve with a kept preconditioner stops after this many time
 # it (at least this many times the solver's rebuild_after)
 KEEP_FACTOR = 10.0  # keep the preconditioner after a Newton step that cut the residual by this factor or more. The
 # same FGMRES iterations with set-ups saved: 15 at 8^3, Re 400 (CPU, 4 set-ups in 6 steps), 47 at 12^3, Re 1000 (CPU, 10
-# in 12), 76-77 at 40^3, Re 1000 (H100, 13 in 14; benchmarks/results/bench_solvers_gpu_keep_ab.md)
+# in 12), 76-77 at 40^3, Re 1000 (H100, 13 in 14; benchmarks/results/bench_solvers_h100.md; against a set-up
+# every step: commit 1116cf3)
 
 
 def forcing_term(previous_eta: float, norm: float, previous_norm: float, largest: float, tol: float) -> float:

@@ -5,7 +5,7 @@ ones (fem3d.references: Wong & Baker 2002 at Re 100, 400, 1000; Albensoeder & Ku
 2005 at Re 1000) on cubes of N^3 elements graded toward the walls (grading 1), converged
 to the default tolerance: benchmarks/results/cavity_validation_h100.md (Re 100 and 400
 at 24, Re 1000 at 40), cavity_validation_resolution_*_h100.md (the other sizes) and
-cavity_flagship_h100.md (Re 1000 at 24). Between the tabulated N and Re the deviation is interpolated
+cavity_flagship_h100.json (Re 1000 at 24). Between the tabulated N and Re the deviation is interpolated
 linearly in log N and log Re; beyond the largest Re it is extrapolated with the mesh
 scaled by sqrt(Re) (the wall layers thin like Re^-1/2). Near 0.002 the deviation stops
 falling with N: that is the accuracy of the published profiles themselves.
@@ -56,7 +56,7 @@ def resolving_size(re: float) -> int:
 
 
 # Seconds of a whole run per element and per unit of work(Re) with the default solver (auto: mg on
-# these boxes), by device kind (one process): fitted to benchmarks/results/bench_solvers_gpu_all.md (an
+# these boxes), by device kind (one process): fitted to benchmarks/results/bench_solvers_mg_vs_paper_h100.md (an
 # H100: 3.3e-5 to 4.3e-5 at 40^3, up to 1.1e-4 at 20^3 where fixed costs weigh) and to wall times with
 # 2 CPU cores (Re 1000 on 2 ranks: 10 s on 8^3, 62 s on 12^3, while each rank's BLAS ran a thread per core). Since
 # gpucfd.threads, 12^3 takes 14 s, but the CPU figure stays: it keeps --n auto from 20^3 (mg's dense coarsest inverse,

@@ -7,9 +7,9 @@ check=False: no device-to-host read), the time of one isolated call (Python over
 included), the effective bandwidth over the minimal bytes
 (read a, b, c, d, write x: 5 M N itemsize), that bandwidth as a fraction of a measured
 device-to-device copy, and the relative residual ||Ax - d|| / ||d||. Systems are random,
-strictly diagonally dominant. Writes tridiag_bench.json and tridiag_bench.md to --out.
+strictly diagonally dominant. Writes tridiag_bench<tag>.json and tridiag_bench<tag>.md to --out.
 
-  python scripts/bench_tridiag.py --out benchmarks/results          # full run (GPU)
+  python scripts/bench_tridiag.py --tag _h100                        # full run (GPU)
   python scripts/bench_tridiag.py --square 1024 --sweep-systems --cpu-max 0   # smaller
 """
 from __future__ import annotations
@@ -30,7 +30,7 @@ from gpucfd.backend import DTYPES, cupy_module, get_backend
 from gpucfd.errors import ArgumentParser, InputError, check_range, run_cli
 from gpucfd.graphs import capture
 from gpucfd.output import ensure_writable_dir
-from script_options import check_names
+from script_options import check_names, check_tag
 from tridiag.kernels import hybrid, pcr
 from tridiag.cases.memory import check_fits
 
@@ -283,7 +283,8 @@ def markdown(meta, rows):
 
 def main(argv=None):
     p = ArgumentParser(prog="scripts/bench_tridiag.py", description=__doc__.splitlines()[0])
-    p.add_argument("--out", default="benchmarks/results", help="folder for tridiag_bench.json/.md")
+    p.add_argument("--out", default="benchmarks/results", help="folder for tridiag_bench<tag>.json/.md")
+    p.add_argument("--tag", default="", help="suffix of the result file names, e.g. _h100")
     p.add_argument("--square", type=int, nargs="*", default=list(SQUARE), help="M = N sizes")
     p.add_argument("--dtypes", nargs="*", default=["float64", "float32"])
     p.add_argument("--sweep-systems", type=int, nargs="*", default=list(SWEEP_SYSTEMS))
@@ -297,6 +298,7 @@ def main(argv=None):
     check_names("--dtypes", args.dtypes, tuple(DTYPES))
     check_range("--repeat", args.repeat, 1, 1000, integer=True)
     check_range("--cpu-max", args.cpu_max, 0, integer=True)
+    check_tag(args.tag)
     if cupy_module() is None:
         raise InputError("this benchmark needs a CUDA GPU (CuPy with a device): it times the CUDA kernels against "
                          "cuSPARSE; python -m tridiag.cases.heat and tests/test_tridiag.py run the solvers on the CPU")
@@ -337,8 +339,8 @@ def main(argv=None):
                 peer="cuSPARSE" if "cusparse" in peers else ("JAX" if "jax" in peers else "none"))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "tridiag_bench.json").write_text(json.dumps(dict(meta=meta, results=rows), indent=1))
-    (out / "tridiag_bench.md").write_text(markdown(meta, rows))
+    (out / f"tridiag_bench{args.tag}.json").write_text(json.dumps(dict(meta=meta, results=rows), indent=1))
+    (out / f"tridiag_bench{args.tag}.md").write_text(markdown(meta, rows))
     print("\nsummary (device ms per solve: graph replay where captured) of the M = N cases: best hybrid, then the six fastest")
     for dt in args.dtypes:
         for s in args.square:
