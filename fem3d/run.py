@@ -64,7 +64,7 @@ def main(argv=None) -> int:
             check_fits(backend, linear.matrix_dtype, linear.solver, mesh.n_elements, comm.size,
                        lambda e: f"a mesh of {e:,} elements fits at most")
             flow = Flow(mesh, case.boundaries, nu=case.nu, re=case.re)
-            out = args.out or os.path.join(os.path.dirname(os.path.abspath(args.case)), case.out)
+            out = args.out or _shown(os.path.join(os.path.dirname(os.path.abspath(args.case)), case.out))
         say(f"{os.path.basename(args.case)}: nu {1 / flow.re:g}, {mesh.n_elements} elements, {mesh.n_dofs} unknowns, "
             f"{backend.describe()}" + (f" on {comm.size} ranks ({comm.name})" if comm.size > 1 else ""))
         result = flow.solve(device=args.device, comm=args.comm, nonlinear=nonlinear, linear=linear,
@@ -87,6 +87,12 @@ def main(argv=None) -> int:
     if not result.converged:
         raise ConvergenceError(f"results in {out} are marked as not converged (residual {result.residual:.2e})", result.reason)
     return 0
+
+
+def _shown(path: str) -> str:
+    """``path`` relative to the working folder when it lies inside it."""
+    rel = os.path.relpath(path)
+    return path if rel.startswith("..") else rel
 
 
 def quantities(result, case) -> dict:
