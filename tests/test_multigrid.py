@@ -14,6 +14,7 @@ from fem3d.multigrid import Multigrid, alignment, child_prolongations, halvings
 from fem3d.navier_stokes import FlowProblem, NavierStokesSystem
 from fem3d.nonlinear import NonlinearOptions, NonlinearSolver
 from fem3d.problems import lid_driven_problem
+from fem3d.refine import refine
 from fem3d.solvers import LinearOptions, make_linear_solver
 from support import assembled, sample_mesh
 
@@ -122,27 +123,27 @@ def test_vanka_blocks_and_application_match_the_assembled_matrix(backend):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_vanka_blocks_kernel_matches_the_numpy_reference(dtype):
-    """fem3d.kernels.vanka: the CUDA kernel equals the NumPy reference on a 6x4x2 box, for
-    a chunk that starts and ends inside the element range."""
+@pytest.mark.parametrize("name", ["box", "refined annulus"])
+def test_vanka_blocks_kernel_matches_the_numpy_reference(dtype, name):
+    """fem3d.kernels.vanka: the CUDA kernel equals the NumPy reference on a 6x4x2 box and on
+    the refined hex27 annulus (neighbours meeting in several orientations), for a chunk
+    that starts and ends inside the element range."""
     from gpucfd.backend import cupy_module
     from fem3d.kernels import vanka as kernels
-    from fem3d.vanka import element_neighbours, shared_table
+    from fem3d.vanka import element_neighbours
 
     if cupy_module() is None:
         pytest.skip("no CUDA GPU")
     cp = cupy_module()
-    mesh = box_mesh(6, 4, 2)
-    nbr = element_neighbours(mesh)
-    ia, ja, starts = shared_table()
+    mesh = box_mesh(6, 4, 2) if name == "box" else refine(sample_mesh("annulus"))
+    table = element_neighbours(mesh)
     A = np.random.default_rng(3).standard_normal((mesh.n_elements, 89, 89)).astype(dtype)
     first, last = 5, mesh.n_elements - 3
     ref = np.full((last - first, 89, 89), np.nan)
-    kernels.blocks_numpy(A, nbr, ia, ja, starts, ref, first, last)
+    kernels.blocks_numpy(A, *table, ref, first, last)
     got = cp.full(ref.shape, cp.nan)
-    kernels.blocks_cuda(*(cp.asarray(a) for a in (A, nbr, ia, ja, starts)), got, first, last)
+    kernels.blocks_cuda(cp.asarray(A), *(cp.asarray(a) for a in table), got, first, last)
     assert np.abs(got.get() - ref).max() <= 1e-12 * np.abs(ref).max()
-    assert (nbr >= 0).sum() == 2 * (5 * 4 * 2 + 6 * 3 * 2 + 6 * 4 * 1) + 4 * (5 * 3 * 2 + 5 * 4 * 1 + 6 * 3 * 1) + 8 * 5 * 3 * 1
 
 
 def random_blocks(dtype):
@@ -251,10 +252,11 @@ def test_solver_choice_and_bad_options():
     assert auto.for_mesh(box_mesh(4), 1).solver == "mg" and auto.for_mesh(box_mesh(8, 4, 4), 3).solver == "mg"
     assert auto.for_mesh(box_mesh(5), 1).solver == "paper" and auto.for_mesh(box_mesh(4), 3).solver == "paper"
     assert auto.for_mesh(sample_mesh("distorted"), 1).solver == "paper"
+    assert auto.for_mesh(refine(sample_mesh("distorted")), 3).solver == "mg" and auto.for_mesh(refine(box_mesh(5)), 1).solver == "mg"
     assert LinearOptions(solver="paper").for_mesh(box_mesh(4), 1).solver == "paper"
-    with pytest.raises(InputError, match="--solver mg needs a box"):
+    with pytest.raises(InputError, match="--solver mg needs a refined mesh .* or a box"):
         LinearOptions(solver="mg").for_mesh(box_mesh(5), 1)
-    with pytest.raises(InputError, match="--solver mg needs a box"):
+    with pytest.raises(InputError, match="--solver mg needs a refined mesh .* got a mesh read from a file"):
         LinearOptions(solver="mg").for_mesh(sample_mesh("distorted"), 1)
     with pytest.raises(InputError, match="--solver must be one of auto, mg, paper"):
         LinearOptions(solver="amg")
