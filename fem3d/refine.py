@@ -39,14 +39,16 @@ def child_maps(element) -> np.ndarray:
 
 def refine(mesh: HexMesh, times: int = 1) -> HexMesh:
     """``mesh`` refined uniformly ``times`` times (0 <= times <= REFINE_MAX); the result's
-    ``coarser`` chain leads back to ``mesh``. InputError naming --refine for a bad count or
-    a child the check of fem3d.geometry.check_elements rejects (inverted or degenerate)."""
+    ``coarser`` chain leads back to ``mesh``, its element_ids are 8 k + c for child c of
+    element k. InputError naming --refine for a bad count or a child that
+    fem3d.geometry.check_elements rejects (inverted or degenerate)."""
     check_range("--refine", times, low=0, high=REFINE_MAX, integer=True)
     for level in range(int(times)):
         try:
             mesh = _refine_once(mesh)
         except InputError as exc:
-            raise InputError(f"--refine {times}: refinement {level + 1}: {exc}") from None
+            raise InputError(f"--refine {times}: refinement {level + 1} (its element 8 k + c is child c of element k "
+                             f"before it): {exc}") from None
     return mesh
 
 

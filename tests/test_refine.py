@@ -1,5 +1,4 @@
 """Uniform nested refinement (fem3d.refine): geometry, tags, nestedness, partition, bad input."""
-import meshio
 import numpy as np
 import pytest
 
@@ -7,11 +6,11 @@ from gpucfd.backend import get_backend
 from gpucfd.errors import InputError
 from fem3d.element import FACES, Q1, Q2, gauss_legendre
 from fem3d.fields import evaluate, locate, pressure_weights
-from fem3d.mesh import TENSOR27_TO_VTK, box_mesh, read_mesh
+from fem3d.mesh import box_mesh, read_mesh
 from fem3d.multigrid import child_prolongations
 from fem3d.partition import partition_elements
 from fem3d.refine import refine
-from support import sample_mesh
+from support import curved_hex27, sample_mesh
 
 CPU = get_backend("cpu")
 
@@ -114,16 +113,7 @@ def test_bad_refinement_counts(times, message):
         refine(box_mesh(1), times)
 
 
-def curved_hex27(path):
-    """A one-element hex27 file valid at its 27 nodes (fem3d.geometry.check_elements) whose
-    mid-edge node 1 is pulled so far that a child of it is inverted."""
-    X = (Q2.nodes + 1) / 2
-    X[1] += (-0.2, -0.4, 0.7)
-    meshio.write(str(path), meshio.Mesh(X[TENSOR27_TO_VTK], [("hexahedron27", np.arange(27)[None])]))
-    return str(path)
-
-
 def test_child_that_would_be_inverted_is_an_input_error(tmp_path):
-    mesh = read_mesh(curved_hex27(tmp_path / "curved.vtu"))
-    with pytest.raises(InputError, match=r"^--refine 2: refinement 1: element \d+ is inverted or degenerate"):
+    mesh = read_mesh(curved_hex27(str(tmp_path / "curved.vtu")))
+    with pytest.raises(InputError, match=r"^--refine 2: refinement 1 \(its element 8 k \+ c is child c of element k before it\): element 0 is inverted or degenerate"):
         refine(mesh, 2)
