@@ -40,6 +40,7 @@ from .nonlinear import NonlinearSolver, continuation_steps, solve_continuation
 from gpucfd.output import ensure_writable_dir, save_npy
 from .partition import distribute
 from .problems import lid_driven_problem, read_initial
+from .refine import REFINE_MAX, refine
 from .solvers import make_linear_solver
 
 
@@ -49,12 +50,15 @@ def build_mesh(args, fits, kind: str, ranks: int, warn):
     ``--n auto`` the size comes from the Reynolds number and the device (``kind`` "cpu" or
     "gpu", ``ranks`` of them; fem3d.resolution); ``warn(line)`` says before the run when
     that mesh is not expected to resolve the flow."""
+    times = check_range("--refine", args.refine, low=0, high=REFINE_MAX, integer=True)
     if args.mesh:
         if args.n != "auto" or args.nx or args.ny or args.nz or args.grading is not None:
             raise InputError("--mesh cannot be combined with --n, --nx/--ny/--nz or --grading")
         mesh = read_mesh(args.mesh, args.tag_field)
-        fits(mesh.n_elements, lambda e: f"a mesh of {e:,} elements fits at most")
-        return mesh, {"file": args.mesh}
+        fits(mesh.n_elements * 8 ** times, lambda e: largest_refinement(mesh.n_elements, e))
+        return refine(mesh, times), {"file": args.mesh, "refine": times}
+    if times:
+        raise InputError("--refine needs --mesh (a box is refined by --n)")
     if args.n == "auto":
         n = resolution.automatic_size(args.re, kind, ranks)
         grading = resolution.GRADING if args.grading is None else args.grading
@@ -81,6 +85,14 @@ def build_mesh(args, fits, kind: str, ranks: int, warn):
     return box_mesh(*sizes, grading=grading), {"box": sizes, "grading": grading, "automatic": args.n == "auto"}
 
 
+def largest_refinement(elements: int, fitting: int) -> str:
+    """The hint of a memory error for a mesh of ``elements`` elements of which ``fitting``
+    fit: the largest --refine that fits."""
+    if fitting < elements:
+        return f"not even the file's mesh ({elements:,} elements) fits, at most {fitting:,} elements do"
+    return f"--refine {int(math.log(fitting / elements, 8) + 1e-9)} fits at most"
+
+
 def parse(argv):
     ap = ArgumentParser(prog="python -m fem3d.cavity", description=__doc__.split("\n\n")[0].split(": ")[0] + ".",
                         epilog="The mesh is chosen from the Reynolds number and the device (--n auto): fine enough for "
@@ -96,6 +108,8 @@ def parse(argv):
     ap.add_argument("--grading", type=float, default=None,
                     help="clustering of elements toward the walls, 0 uniform (default 1 with --n auto, else 0; 1 to 2 is typical)")
     ap.add_argument("--mesh", help="hexahedral mesh file read with meshio instead of the unit cube")
+    ap.add_argument("--refine", type=int, default=0, help=f"refine --mesh uniformly this many times, 0 to {REFINE_MAX}: each "
+                    "element into 8 placed by its own map (nested levels for --solver mg; default 0)")
     ap.add_argument("--tag-field", help="integer cell data holding the boundary tags of --mesh (default gmsh:physical, boundary or tag)")
     ap.add_argument("--lid", default="y=1", help="the lid: a boundary tag name or a plane such as y=1 (default y=1)")
     ap.add_argument("--continuation", default="auto",

@@ -1,14 +1,18 @@
-"""Monolithic geometric multigrid for the linearised Q2-Q1 equations on structured boxes.
+"""Monolithic geometric multigrid for the linearised Q2-Q1 equations on nested hexahedral meshes.
 
-Levels are the mesh's box (nx, ny, nz) and its halvings (every other vertex): each level's
-Q2 velocity and Q1 pressure spaces lie in the finer level's. The prolongation P from a
-level to the next finer one interpolates each coarse (parent) element's velocity and
-pressure at the nodes of its 8 children in reference coordinates: one 89 x 89 matrix P_c
-per child position c, the same for every parent. Coarse operators are Galerkin,
-A_coarse = P^T A P, and stay element-local because the spaces are nested: a parent's
-matrix is the sum over its children of P_c^T A_child P_c. Prescribed (Dirichlet) unknowns
-are left out of P on both levels; on the coarse level they keep the paper's rows
-(diagonal 1/S_k), so corrections never move them.
+Levels are a chain of meshes, each refining the next coarser one: each element is one of
+the 8 children of a parent element (HexMesh.parent, child_position), placed by the
+parent's map, so each level's Q2 velocity and Q1 pressure spaces lie in the finer
+level's. The chain is a mesh's refinement history (fem3d.refine: HexMesh.coarser, down to
+the mesh read from a file), continued on a structured box by its halvings (every other
+vertex; the parents and positions then come from the element indices). The prolongation P
+from a level to the next finer one interpolates each parent's velocity and pressure at
+the nodes of its children in reference coordinates: one 89 x 89 matrix P_c per child
+position c, the same for every parent. Coarse operators are Galerkin, A_coarse = P^T A P,
+and stay element-local because the spaces are nested: a parent's matrix is the sum over
+its children of P_c^T A_child P_c. Prescribed (Dirichlet) unknowns are left out of P on
+both levels; on the coarse level they keep the paper's rows (diagonal 1/S_k), so
+corrections never move them.
 
 The cycle works on matrices stored in float32 (STORAGE) with float64 vectors: the finest
 level holds a float32 copy of the system's matrices (refreshed at every linearisation,
@@ -18,15 +22,15 @@ half the bytes; the Krylov method around it keeps the float64 operator.
 
 One application is a V(1,1) cycle: ``smoothing_steps`` GMRES steps preconditioned by the
 element Vanka smoother (fem3d.vanka) before and after the coarse correction; the coarsest
-level is solved by the inverse of its assembled matrix (dense, on the device, the same on
-every rank) when it has at most DIRECT_MAX unknowns, else by COARSE_STEPS smoothing steps.
-The pressure level of an enclosed flow (no outflow boundary) is fixed on the coarsest
-level at one pressure unknown.
+level is solved by a sparse LU factorisation of its assembled matrix (SciPy's SuperLU on
+the host, the same on every rank) when it has at most DIRECT_MAX unknowns, else by
+COARSE_STEPS smoothing steps. The pressure level of an enclosed flow (no outflow boundary)
+is fixed on the coarsest level at one pressure unknown.
 
-Under MPI every level is partitioned in slabs of whole coarsest elements
-(fem3d.partition.slab_owners with ``align`` = 2**levels), so parents and their children
-live on one rank; each level has its own Distribution and completes its interface sums
-like the fine operator.
+Under MPI every level is partitioned by the partition of the chain's coarsest mesh
+(fem3d.partition.partition_elements: children follow their parents; a box is cut in slabs
+of whole coarsest elements), so parents and their children live on one rank; each level
+has its own Distribution and completes its interface sums like the fine operator.
 """
 from __future__ import annotations
 
@@ -38,13 +42,16 @@ from .kernels.ebe import NL
 from .krylov import gmres_steps
 from .mesh import box_mesh
 from .operators import ElementOperator
-from .partition import distribute_owned, slab_owners
+from .partition import distribute_owned, partition_elements
 from .vanka import Vanka
 
 STORAGE = np.float32  # the levels' matrices and smoothers: as many iterations as float64, each in half the time at 8^3, Re 400
 # on the CPU; at 40^3, Re 1000 on the H100 the solve takes 3-10 % less (the A/B runs of commit 8380826)
 MIN_COARSE = 2  # fewest elements per side of the coarsest box
-DIRECT_MAX = 12_000  # most unknowns of a coarsest level solved directly (dense inverse)
+DIRECT_MAX = 20_000  # most unknowns of a coarsest level solved directly: SuperLU's set-up takes 0.5 s at 6,934 unknowns
+# (the 6^3 distorted cube), 1.9 s at 15,468 (a 8^3 box) and 8.7 s at 29,114 (10^3) on one core of the 2-core CPU
+PERMC_SPEC = "MMD_AT_PLUS_A"  # SuperLU's column ordering: fill and set-up time 0.6x and 0.4x COLAMD's at 15,468 unknowns
+# (0.3x at 29,114); MMD_ATA 1.4x COLAMD's; the natural order 30x at 6,934
 COARSE_STEPS = 20  # smoothing steps that stand in for a coarsest level too large for LU
 SMOOTHING_STEPS = 5  # GMRES steps of each smoothing: with 3 the cycle diverged (error factor 1.07) on graded
 # boxes of 20^3 elements and more at Re <= 100 (FGMRES needed 241 iterations per step at 40^3, Re 100); with 5 it
@@ -64,15 +71,46 @@ def halvings(grid, parts: int = 1) -> int:
     return k
 
 
+def chain(mesh) -> list:
+    """``mesh`` and the meshes it refines (fem3d.refine), finest first."""
+    meshes = [mesh]
+    while meshes[-1].coarser is not None:
+        meshes.append(meshes[-1].coarser)
+    return meshes
+
+
+def coarse_levels(mesh, parts: int = 1) -> int:
+    """Levels below ``mesh`` in the multigrid hierarchy on ``parts`` ranks: the meshes it
+    refines and then the halvings of the box at the end of that chain."""
+    meshes = chain(mesh)
+    return len(meshes) - 1 + halvings(meshes[-1].grid, parts)
+
+
 def alignment(mesh, parts: int) -> int:
-    """Element layers per partition unit that keep the hierarchy's parents and children on
-    one rank (1 for one rank or a mesh that is not a box)."""
-    return 2 ** halvings(mesh.grid, parts) if parts > 1 else 1
+    """Element layers per partition unit of the box that ``mesh`` is or refines that keep
+    the hierarchy's parents and children on one rank (1 for one rank or a chain that does
+    not end in a box)."""
+    return 2 ** halvings(chain(mesh)[-1].grid, parts) if parts > 1 else 1
+
+
+def coarser(mesh):
+    """(coarse, parent, position) of ``mesh`` (a whole mesh or one rank's part): the next
+    coarser whole mesh, the element of it that is each element's parent (E,) and the
+    element's child position (E,): from the refinement (fem3d.refine), else the box halved."""
+    if mesh.coarser is not None:
+        return mesh.coarser, mesh.parent, mesh.child_position
+    nx, ny, nz = mesh.grid
+    coarse = box_mesh(nx // 2, ny // 2, nz // 2)
+    index = np.empty(coarse.n_elements, dtype=np.int64)
+    index[coarse.element_ids] = np.arange(coarse.n_elements)
+    ids = mesh.element_ids
+    i, j, k = ids % nx, (ids // nx) % ny, ids // (nx * ny)
+    return coarse, index[i // 2 + (nx // 2) * (j // 2 + (ny // 2) * (k // 2))], i % 2 + 2 * (j % 2) + 4 * (k % 2)
 
 
 def child_prolongations() -> np.ndarray:
     """(8, NL, NL): P_c maps a parent's local unknowns to those of its child at position
-    c = i + 2 j + 4 k (i, j, k in {0, 1} along x, y, z): values of the parent's Q2 velocity
+    c = i + 2 j + 4 k (i, j, k in {0, 1} along the parent's xi, eta, zeta): values of the parent's Q2 velocity
     (each component) and Q1 pressure at the child's nodes."""
     out = np.zeros((8, NL, NL))
     for c in range(8):
@@ -135,11 +173,12 @@ class Level:
 
 
 class CoarseSolve:
-    """The coarsest level solved exactly: its assembled matrix (gathered on every rank),
-    for an ``enclosed`` flow with the pressure level fixed at one pressure unknown (its row
-    and column replaced by a diagonal entry, so that a right-hand side with a component
-    the singular matrix cannot produce, such as round-off, does not come back amplified),
-    is inverted as a dense matrix on the device; a solve is one product."""
+    """The coarsest level solved exactly: its assembled matrix (gathered on every rank, float64
+    on the host), for an ``enclosed`` flow with the pressure level fixed at one pressure
+    unknown (its row and column replaced by a diagonal entry, so that a right-hand side with
+    a component the singular matrix cannot produce, such as round-off, does not come back
+    amplified), is factorised by SuperLU (PERMC_SPEC ordering); a solve moves the
+    right-hand side to the host and the solution back."""
 
     def __init__(self, level: Level, enclosed: bool):
         self.level, self.enclosed = level, enclosed
@@ -149,43 +188,43 @@ class CoarseSolve:
         self.n_global = dist.n_global
 
     def setup(self) -> None:
-        op, dist, xp = self.level.op, self.level.op.dist, self.level.xp
-        backend, n = op.backend, self.n_global
-        if dist.is_serial:
-            pieces = [(op.mats, self.gdofs[op.dofs.astype(np.int64)])]
-        else:
-            mine = (backend.to_numpy(op.mats), dist.gdofs[backend.to_numpy(op.dofs)])
-            pieces = [(backend.asarray(m), backend.asarray(g)) for m, g in dist.comm.allgather(mine)]
-        dense = xp.zeros(n * n, dtype=np.float64)
-        is_p = xp.zeros(n, dtype=np.float64)
-        for mats, gd in pieces:
-            backend.scatter_add(dense, (gd[:, :, None] * n + gd[:, None, :]).ravel(), mats[:, :, :NL].astype(np.float64).ravel())
-            is_p[gd[:, 81:].ravel()] = 1.0
-        dense = dense.reshape(n, n)
+        import scipy.sparse as sp
+        from scipy.sparse.linalg import splu
+
+        op, dist = self.level.op, self.level.op.dist
+        mine = (op.backend.to_numpy(op.mats)[:, :, :NL], dist.gdofs[op.backend.to_numpy(op.dofs)])
+        pieces = [mine] if dist.is_serial else dist.comm.allgather(mine)
+        mats = np.concatenate([m for m, _ in pieces]).astype(np.float64)
+        gd = np.concatenate([g for _, g in pieces])
+        rows = np.broadcast_to(gd[:, :, None], mats.shape).ravel()
+        cols = np.broadcast_to(gd[:, None, :], mats.shape).ravel()
+        n = self.n_global
         self.pin = None
+        keep = np.ones(rows.shape, dtype=bool)
         if self.enclosed:
-            self.pin = pin = int(xp.argmax(is_p))  # the first pressure unknown: the pressure level is fixed there
-            scale = float(xp.abs(xp.diagonal(dense)).max())
-            dense[pin, :] = 0.0
-            dense[:, pin] = 0.0
-            dense[pin, pin] = scale
-        self.inverse = xp.linalg.inv(dense)
+            self.pin = pin = int(gd[:, 81:].min())  # the first pressure unknown: the pressure level is fixed there
+            keep = (rows != pin) & (cols != pin)
+        matrix = sp.csc_matrix((mats.ravel()[keep], (rows[keep], cols[keep])), shape=(n, n))
+        if self.pin is not None:
+            matrix += sp.csc_matrix(([abs(matrix.diagonal()).max()], ([self.pin], [self.pin])), shape=(n, n))
+        self.lu = splu(matrix, permc_spec=PERMC_SPEC)
 
     def solve(self, b):
         level = self.level
-        xp, dist = level.xp, level.op.dist
+        xp, dist, backend = level.xp, level.op.dist, level.op.backend
         full = xp.zeros(self.n_global, dtype=np.float64)
         full[self.gdofs[self.owned]] = b[self.owned]
         dist.allreduce(full)
+        host = backend.to_numpy(full)
         if self.pin is not None:
-            full[self.pin] = 0.0
-        return (self.inverse @ full)[self.gdofs]
+            host[self.pin] = 0.0
+        return backend.asarray(self.lu.solve(host))[self.gdofs]
 
 
 class Multigrid:
-    """The V(1,1)-cycle preconditioner of a NavierStokesSystem on a structured box
-    (``levels`` >= 1 halvings; fem3d.multigrid.halvings). ``setup()`` after an assembly
-    (the finest matrices, Galerkin coarse matrices, smoothers, coarse inverse; False when
+    """The V(1,1)-cycle preconditioner of a NavierStokesSystem on a mesh with ``levels`` >= 1
+    coarser levels (fem3d.multigrid.coarse_levels). ``setup()`` after an assembly (the
+    finest matrices, Galerkin coarse matrices, smoothers, coarse factorisation; False when
     a Vanka block is singular on some rank), or ``refresh()`` to keep all but the finest
     matrices; ``apply(r, out)``: out = one cycle applied to r."""
 
@@ -197,38 +236,29 @@ class Multigrid:
         self.system_op = system.op
         fine = ElementOperator(backend, backend.to_numpy(system.op.dofs), mesh.colour_offsets, system.op.n, dist, STORAGE)
         self.levels = [Level(fine, mesh, system.fixed, system.valence)]
-        grid, align = tuple(mesh.grid), 2 ** levels if comm.size > 1 else 1
-        for k in range(1, levels + 1):
-            grid = tuple(g // 2 for g in grid)
-            whole = box_mesh(*grid)
-            part = distribute_owned(whole, slab_owners(grid, comm.size, max(1, align // 2 ** k))[whole.element_ids],
-                                    comm, backend)
-            fine = self.levels[-1]
+        for _ in range(levels):
+            whole, parent, position = coarser(self.levels[-1].mesh)
+            part = distribute_owned(whole, partition_elements(whole, comm.size, alignment(whole, comm.size)), comm, backend)
+            local = np.full(whole.n_elements, -1, dtype=np.int64)
+            local[part.elements] = np.arange(len(part.elements))
             dofs = part.mesh.dofs()
             op = ElementOperator(backend, dofs, part.mesh.colour_offsets, part.mesh.n_dofs, part.dist, STORAGE)
             valence = part.dist.sum_interface(backend.asarray(np.bincount(dofs.ravel(), minlength=part.mesh.n_dofs).astype(np.float64)))
-            fixed = self._children(fine, part.mesh, op)
+            fixed = self._children(self.levels[-1], part.mesh, local[parent], position)
             self.levels.append(Level(op, part.mesh, fixed, valence))
         coarsest = self.levels[-1]
         self.direct = CoarseSolve(coarsest, system.problem.enclosed) if coarsest.op.dist.n_global <= DIRECT_MAX else None
 
-    def _children(self, fine: Level, coarse_mesh, coarse_op):
-        """Set the fine level's transfer (children, child_dofs) to the coarse level; returns
-        the coarse level's prescribed unknowns (where its nodes coincide with prescribed
-        fine nodes)."""
-        backend = coarse_op.backend
-        nx, ny, _ = fine.mesh.grid
-        cx, cy, cz = coarse_mesh.grid
-        ids = fine.mesh.element_ids
-        i, j, k = ids % nx, (ids // nx) % ny, ids // (nx * ny)
-        local = np.full(cx * cy * cz, -1, dtype=np.int64)
-        local[coarse_mesh.element_ids] = np.arange(coarse_mesh.n_elements)
-        parent = local[i // 2 + cx * (j // 2 + cy * (k // 2))]
+    def _children(self, fine: Level, coarse_mesh, parent, position):
+        """Set the fine level's transfer (children, child_dofs) to the coarse level whose local
+        element ``parent`` (E_fine,) is each fine element's parent, the element being its
+        child at ``position`` (E_fine,); returns the coarse level's prescribed unknowns (where
+        its nodes coincide with prescribed fine nodes)."""
+        backend = fine.op.backend
         if (parent < 0).any():
             raise ValueError("multigrid: a parent element lives on another rank (partition not aligned)")
-        position = i % 2 + 2 * (j % 2) + 4 * (k % 2)
         children = np.full((8, coarse_mesh.n_elements), -1, dtype=np.int64)
-        children[position, parent] = np.arange(len(ids))
+        children[position, parent] = np.arange(len(parent))
         if (children < 0).any():
             raise ValueError("multigrid: a child element lives on another rank (partition not aligned)")
         fine_fixed = backend.to_numpy(fine.fixed)

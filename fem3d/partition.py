@@ -47,13 +47,16 @@ def slab_owners(grid, parts: int, align: int = 1) -> np.ndarray:
 def partition_elements(mesh: HexMesh, parts: int, align: int = 1) -> np.ndarray:
     """(E,) rank of each element.
 
-    Structured boxes are cut into slabs of whole element layers across their longest
-    axis (fem3d.partition.slab_owners; ``align`` layers per unit); other meshes by
-    recursive coordinate bisection of the element centres (sizes differ by at most one
-    element).
+    A refined mesh (fem3d.refine) takes the partition of the mesh it refines: children
+    stay on their parent's rank. Structured boxes are cut into slabs of whole element
+    layers across their longest axis (fem3d.partition.slab_owners; ``align`` layers per
+    unit); other meshes by recursive coordinate bisection of the element centres (sizes
+    differ by at most one element).
     """
     if parts == 1:
         return np.zeros(mesh.n_elements, dtype=np.int64)
+    if mesh.coarser is not None:
+        return partition_elements(mesh.coarser, parts, align)[mesh.parent]
     if mesh.grid is not None:
         return slab_owners(mesh.grid, parts, align)[mesh.element_ids]
     if parts > mesh.n_elements:
@@ -82,7 +85,8 @@ def submesh(mesh: HexMesh, elements: np.ndarray):
 
     Returns (local HexMesh, nodes, pressure): the global Q2 node and pressure node of
     each local one. Elements keep their colour order; boundary faces are the global
-    mesh's (interfaces between ranks are not boundary).
+    mesh's (interfaces between ranks are not boundary); a refined mesh's parents stay
+    elements of the whole coarser mesh.
     """
     cells = mesh.cells[elements]
     nodes = np.unique(cells)
@@ -105,6 +109,9 @@ def submesh(mesh: HexMesh, elements: np.ndarray):
         boundary_tags=mesh.boundary_tags[keep],
         tag_names=dict(mesh.tag_names),
         grid=mesh.grid,
+        coarser=mesh.coarser,
+        parent=None if mesh.parent is None else mesh.parent[elements],
+        child_position=None if mesh.child_position is None else mesh.child_position[elements],
     )
     return local, nodes, pressure
 

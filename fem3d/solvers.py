@@ -14,7 +14,8 @@ initial guess). The nonlinear solver (fem3d.nonlinear) only sees this interface.
 
 ``mg``     flexible GMRES on the row-scaled system, preconditioned by one V-cycle of
            monolithic geometric multigrid with element-Vanka smoothing (fem3d.multigrid);
-           needs a structured box whose sides can be halved at least once.
+           needs a refined mesh (fem3d.refine) or a structured box whose sides can be
+           halved at least once.
 ``paper``  Kao & Sheu 2018: rows equilibrated to unit norm inside the element matrices,
            then Jacobi-preconditioned CG on the normal equations (Chronopoulos-Gear).
 ``auto``   mg where the mesh allows it, else paper (:meth:`LinearOptions.for_mesh`).
@@ -32,7 +33,7 @@ from .assembly import row_norms_squared, scale_rows
 from gpucfd.errors import InputError, check_range
 from .kernels.ebe import matrix_storage
 from .krylov import FGMRES, NormalEquationsCG, NormalJacobi, SolveInfo
-from .multigrid import SMOOTHING_STEPS, Multigrid, alignment, halvings
+from .multigrid import SMOOTHING_STEPS, Multigrid, alignment, coarse_levels
 
 SOLVERS = ("auto", "mg", "paper")
 REBUILD_AFTER = 0  # mg: iterations of a linear solve up to which its preconditioner serves the next step too. 3 took
@@ -69,14 +70,15 @@ class LinearOptions:
         matrix_storage(self.matrix_dtype)
 
     def for_mesh(self, mesh, ranks: int) -> "LinearOptions":
-        """These options with ``auto`` resolved for ``mesh`` on ``ranks`` ranks: mg on a box
-        that can be halved (fem3d.multigrid.halvings), else paper; InputError for mg on a
-        mesh that cannot."""
-        can = halvings(mesh.grid, ranks) > 0
+        """These options with ``auto`` resolved for ``mesh`` on ``ranks`` ranks: mg on a refined
+        mesh or a box that can be halved (fem3d.multigrid.coarse_levels), else paper;
+        InputError for mg on a mesh that has no coarser level."""
+        can = coarse_levels(mesh, ranks) > 0
         if self.solver == "mg" and not can:
             what = "a mesh read from a file" if mesh.grid is None else f"a {'x'.join(map(str, mesh.grid))} box on {ranks} rank(s)"
-            raise InputError(f"--solver mg needs a box whose sides are even with at least 4 elements (and, under MPI, "
-                             f"two element layers per rank along the longest side); got {what}: use --solver paper")
+            raise InputError(f"--solver mg needs a refined mesh (--refine 1 or more) or a box whose sides are even with at "
+                             f"least 4 elements (and, under MPI, two element layers per rank along the longest side); got "
+                             f"{what}: use --solver paper or --refine")
         return replace(self, solver="mg" if can else "paper") if self.solver == "auto" else self
 
     def alignment(self, mesh, ranks: int) -> int:
@@ -149,9 +151,9 @@ class MultigridSolver:
 
     def setup(self, system, state, rebuild: bool = True) -> None:
         if self.system is not system:
-            levels = halvings(system.mesh.grid, system.dist.comm.size)
+            levels = coarse_levels(system.mesh, system.dist.comm.size)
             if levels == 0:
-                raise InputError("--solver mg needs a structured box whose sides can be halved; use --solver paper")
+                raise InputError("--solver mg needs a refined mesh or a structured box whose sides can be halved; use --solver paper")
             self.mg, self.system, self.ready = Multigrid(system, levels, self.options.smoothing_steps), system, False
         if rebuild or not self.ready:
             self.ready = self.mg.setup()

@@ -1,4 +1,4 @@
-"""Element Vanka smoothing for the saddle-point systems on Q2-Q1 boxes.
+"""Element Vanka smoothing for the saddle-point systems on Q2-Q1 hexahedral meshes.
 
 For every element e, the block B_e = R_e A R_e^T of the ASSEMBLED matrix A restricted to
 the element's 89 unknowns (27 u, 27 v, 27 w, 8 p; velocity and pressure solved together)
@@ -13,86 +13,67 @@ inverted and stored in the precision of the level's matrices (float32 in
 fem3d.multigrid): a smoother needs no more, and it halves the bytes each application
 reads (on the GPU also a third of the inversion time).
 
-B_e needs the contributions of the element's neighbours: on a structured box the unknowns
-that element e shares with its neighbour at offset o in {-1, 0, 1}^3 sit at the same
-local positions for every e, so B_e is A_e plus 26 gathers from the neighbours
-(fem3d.kernels.vanka: NumPy reference and CUDA kernel). Entries whose row and column are
-shared with another rank get that rank's partial sums
+B_e needs the contributions of the element's neighbours (the elements sharing a node with
+it): from neighbour f, the entries of A_f whose row and column are both unknowns e shares
+with f. Which local positions of e and f those are depends on how the two meet; the
+distinct ways ("patterns": the shared positions ia of e and ja of f) are few, 26 on a
+structured box, so each element lists its neighbours and their patterns, and
+fem3d.kernels.vanka (NumPy reference and CUDA kernel) gathers B_e from them. Entries whose
+row and column are shared with another rank get that rank's partial sums
 (fem3d.operators.ElementOperator.peer_entries).
 """
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 
-from .element import Q1, Q2
 from .kernels import vanka as vanka_kernels
 from .kernels.ebe import NL
-from .kernels.vanka import OFFSETS
 from .operators import ElementOperator
 
 CHUNK = {"gpu": 8192, "cpu": 128}  # elements per batch of blocks (bounds the temporaries; on the CPU, temporaries
 # of a few MB stay in the heap, while fresh pages of larger ones cost more than the arithmetic)
 
 
-def shared_positions(offset) -> tuple[np.ndarray, np.ndarray]:
-    """Local positions (ia, ja) of the unknowns an element shares with its neighbour at
-    grid offset (dx, dy, dz): unknown ia[k] of the element is unknown ja[k] of the neighbour."""
-    offset = np.asarray(offset)
+def element_neighbours(mesh) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(nbr, pattern, ia, ja, starts) of the elements of ``mesh`` (this rank's part), host
+    arrays: nbr (E, K) int32 the neighbours of each element (elements sharing a node with
+    it; -1 pads to the largest count K), pattern (E, K) int32 the pattern of each, and the
+    patterns' shared positions ia, ja (int32) concatenated, pattern p at
+    ia[starts[p]:starts[p + 1]] (local unknowns of the element, increasing) and the same
+    slice of ja (the same unknowns as local unknowns of the neighbour)."""
+    n_elem = mesh.n_elements
+    pcells = mesh.pressure_cells
+    flat = pcells.ravel()
+    order = np.argsort(flat, kind="stable")
+    elem = order // pcells.shape[1]  # incidences sorted by pressure node (vertex)
+    first = np.flatnonzero(np.diff(flat[order], prepend=-1))
+    size = np.diff(np.append(first, len(flat)))
+    each = np.repeat(size, size)  # group size of each incidence
+    start = np.repeat(first, size)
+    ends = np.cumsum(each)
+    partner = np.repeat(start, each) + np.arange(ends[-1]) - np.repeat(ends - each, each)
+    key = np.repeat(elem, each) * n_elem + elem[partner]
+    key = np.unique(key[np.repeat(elem, each) != elem[partner]])
+    e, f = key // n_elem, key % n_elem  # pairs sorted by element
+    same = pcells[e, :, None] == pcells[f, None, :]
+    vertex_map = np.where(same.any(axis=2), same.argmax(axis=2), -1)  # (pairs, 8) vertex of f at each of e's, or -1
+    # the vertex map decides the pattern: the shared Q2 nodes are those of the shared vertices, edges and faces
+    codes = ((vertex_map + 1) << (4 * np.arange(8))).sum(axis=1)
+    _, firsts, pattern_of = np.unique(codes, return_index=True, return_inverse=True)
     ia, ja = [], []
-    for element, first, step in ((Q2, 0, 27), (Q1, 81, 8)):
-        ijk = element.node_indices
-        last = element.degree
-        other = ijk - last * offset
-        ok = np.all((other >= 0) & (other <= last), axis=1)
-        m = last + 1
-        mine = np.flatnonzero(ok)
-        theirs = other[ok, 0] + m * other[ok, 1] + m * m * other[ok, 2]
-        for comp in range(3 if element is Q2 else 1):
-            ia.append(first + comp * step + mine)
-            ja.append(first + comp * step + theirs)
-    return np.concatenate(ia), np.concatenate(ja)
-
-
-def offsets() -> list:
-    """The grid offsets (dx, dy, dz) in {-1, 0, 1}^3 other than (0, 0, 0), in kernel order."""
-    return [o for o in itertools.product((-1, 0, 1), repeat=3) if o != (0, 0, 0)]
-
-
-def shared_table() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(ia, ja, starts): :func:`shared_positions` of every offset concatenated, offset o
-    at ia[starts[o]:starts[o + 1]] (fem3d.kernels.vanka), int32."""
-    pairs = [shared_positions(o) for o in offsets()]
-    starts = np.cumsum([0] + [len(ia) for ia, _ in pairs])
-    return (np.concatenate([ia for ia, _ in pairs]).astype(np.int32), np.concatenate([ja for _, ja in pairs]).astype(np.int32),
-            starts.astype(np.int32))
-
-
-def element_neighbours(mesh) -> np.ndarray:
-    """(E, OFFSETS) int32 host array: the local neighbour of each local element at each
-    grid offset (:func:`offsets`) on this rank's part of the box ``mesh.grid``, -1 where
-    there is none. Checked against the unknown numbering of the mesh."""
-    nx, ny, nz = mesh.grid
-    ids = mesh.element_ids
-    local = np.full(nx * ny * nz, -1, dtype=np.int64)
-    local[ids] = np.arange(len(ids))
-    i, j, k = ids % nx, (ids // nx) % ny, ids // (nx * ny)
-    dofs = mesh.dofs()
-    ia, ja, starts = shared_table()
-    out = np.full((len(ids), OFFSETS), -1, dtype=np.int32)
-    for o, (dx, dy, dz) in enumerate(offsets()):
-        a, b, c = i + dx, j + dy, k + dz
-        inside = (a >= 0) & (a < nx) & (b >= 0) & (b < ny) & (c >= 0) & (c < nz)
-        elems = np.flatnonzero(inside)
-        nbr = local[(a + nx * (b + ny * c))[elems]]
-        elems, nbr = elems[nbr >= 0], nbr[nbr >= 0]
-        mine, theirs = ia[starts[o]:starts[o + 1]], ja[starts[o]:starts[o + 1]]
-        node = (mine < 27) | (mine >= 81)  # u and p positions: v and w follow u in every numbering of fem3d.mesh
-        if not np.array_equal(dofs[elems[:, None], mine[node]], dofs[nbr[:, None], theirs[node]]):
-            raise ValueError("the mesh's unknowns are not numbered as a structured box")
-        out[elems, o] = nbr
-    return out
+    for a, b in zip(e[firsts], f[firsts]):
+        q2a, q2b = np.nonzero(mesh.cells[a][:, None] == mesh.cells[b][None, :])
+        q1a, q1b = np.nonzero(pcells[a][:, None] == pcells[b][None, :])
+        ia.append(np.concatenate([q2a, q2a + 27, q2a + 54, q1a + 81]))
+        ja.append(np.concatenate([q2b, q2b + 27, q2b + 54, q1b + 81]))
+    counts = np.bincount(e, minlength=n_elem)
+    slot = np.arange(len(e)) - np.repeat(np.cumsum(counts) - counts, counts)
+    nbr = np.full((n_elem, counts.max(initial=0)), -1, dtype=np.int32)
+    pattern = np.zeros(nbr.shape, dtype=np.int32)
+    nbr[e, slot], pattern[e, slot] = f, pattern_of
+    starts = np.cumsum([0] + [len(a) for a in ia]).astype(np.int32)
+    as_int32 = lambda parts: np.concatenate(parts).astype(np.int32) if parts else np.zeros(0, np.int32)  # noqa: E731
+    return nbr, pattern, as_int32(ia), as_int32(ja), starts
 
 
 class Vanka:
@@ -104,8 +85,7 @@ class Vanka:
     def __init__(self, op: ElementOperator, mesh, valence):
         self.op = op
         xp, backend = op.xp, op.backend
-        self.neighbours = backend.asarray(element_neighbours(mesh))
-        self.ia, self.ja, self.starts = (backend.asarray(a) for a in shared_table())
+        self.table = tuple(backend.asarray(a) for a in element_neighbours(mesh))  # nbr, pattern, ia, ja, starts
         self._blocks, self._invert = vanka_kernels.for_backend(backend), vanka_kernels.inverse_for_backend(backend)
         self.weights = 1.0 / valence
         self.inverses = ElementOperator(backend, backend.to_numpy(op.dofs), op.colour_offsets, op.n, op.dist, op.mats.dtype)
@@ -115,7 +95,7 @@ class Vanka:
         """(last - first, NL, NL) float64 assembled blocks of elements first:last;
         ``peers``: ElementOperator.peer_entries()."""
         out = self.xp.empty((last - first, NL, NL), dtype=np.float64)
-        self._blocks(self.op.mats, self.neighbours, self.ia, self.ja, self.starts, out, first, last)
+        self._blocks(self.op.mats, *self.table, out, first, last)
         flat_out = out.reshape(-1)
         lo, hi = first * NL * NL, last * NL * NL
         for pos, values in peers:

@@ -18,6 +18,7 @@ from fem3d import cavity, verify
 from gpucfd.backend import cupy_module
 from gpucfd.errors import run_cli
 from fem3d.mesh import box_mesh
+from support import curved_hex27
 from tridiag.cases import cavity2d, cylinder, heat
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -30,7 +31,7 @@ def make_files(folder: str) -> dict:
     """Broken input files in ``folder``: meshes and restart files; returns their paths by name."""
     os.makedirs(folder, exist_ok=True)
     paths = {name: os.path.join(folder, name) for name in
-             ("empty.msh", "garbage.msh", "tets.vtu", "inverted.vtu", "nan.vtu", "restart.txt", "short.npy")}
+             ("empty.msh", "garbage.msh", "tets.vtu", "inverted.vtu", "nan.vtu", "restart.txt", "short.npy", "curved27.vtu")}
     open(paths["empty.msh"], "w").close()
     with open(paths["garbage.msh"], "wb") as fh:
         fh.write(bytes(range(256)) * 8)
@@ -46,6 +47,7 @@ def make_files(folder: str) -> dict:
     with open(paths["restart.txt"], "w") as fh:
         fh.write("0.1 0.2 0.3\n")
     np.save(paths["short.npy"], np.zeros(7))
+    curved_hex27(paths["curved27.vtu"])
     return paths
 
 
@@ -72,6 +74,11 @@ def cases(folder: str, ranks: int, f: dict) -> list:
         (["--mesh", f["nan.vtu"]], "--mesh"),
         (["--mesh", folder], "is a directory"),
         (["--mesh", SAMPLE, "--lid", "nope"], "boundary tag 'nope' not in the mesh"),
+        (["--mesh", SAMPLE, "--lid", "lid", "--refine", "11"], "--refine must be >= 0 and <= 10 (got 11)"),
+        (["--mesh", SAMPLE, "--lid", "lid", "--refine", "-1"], "--refine must be >= 0 and <= 10 (got -1)"),
+        (["--mesh", SAMPLE, "--lid", "lid", "--refine", "9"], "fits at most"),
+        (["--mesh", f["curved27.vtu"], "--refine", "1"], "--refine 1: refinement 1 (its element 8 k + c is child c of element k before it): element 0 is inverted"),
+        (["--n", "4", "--refine", "1"], "--refine needs --mesh"),
         (["--mesh", SAMPLE, "--lid", "z=7"], "--lid z=7: no boundary face of the mesh is on the lid"),
         (["--n", "2", "--initial", f["restart.txt"]], "--initial"),
         (["--n", "2", "--initial", f["short.npy"]], "--initial"),

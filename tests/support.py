@@ -1,9 +1,12 @@
 """Helpers shared by the tests: small meshes and assembled operators."""
+import itertools
 import os
 
+import meshio
 import numpy as np
 
-from fem3d.mesh import box_mesh, read_mesh
+from fem3d.element import Q2
+from fem3d.mesh import TENSOR27_TO_VTK, VTK_HEX8_TO_TENSOR, box_mesh, mesh_from_hex8, read_mesh
 from fem3d.navier_stokes import FlowProblem, NavierStokesSystem
 
 MESHES = os.path.join(os.path.dirname(__file__), "..", "meshes")
@@ -14,6 +17,38 @@ def sample_mesh(name: str):
     if name == "box":
         return box_mesh(3, 2, 2, lengths=(1.0, 0.7, 1.3), grading=0.8)
     return read_mesh(os.path.join(MESHES, {"distorted": "distorted_cube_hex8.msh", "annulus": "annulus_hex27.msh"}[name]))
+
+
+def twisted_mesh(n: int = 2, seed: int = 0):
+    """Hex8 mesh of the unit cube, n^3 elements with the interior vertices moved and each
+    element's vertices listed in a random rotation of its reference cube, so that
+    neighbours meet in many relative orientations (unlike the sample files)."""
+    box = box_mesh(n)
+    rng = np.random.default_rng(seed)
+    verts = box.points[box.pressure_nodes].copy()
+    interior = np.all((verts > 0) & (verts < 1), axis=1)
+    verts[interior] += rng.uniform(-0.15, 0.15, (interior.sum(), 3)) / n
+    corner = np.array([[a, b, c] for c in (0, 1) for b in (0, 1) for a in (0, 1)])  # tensor order
+    rotations = []
+    for perm in itertools.permutations(range(3)):
+        for flip in itertools.product((0, 1), repeat=3):
+            sign = np.linalg.det(np.eye(3)[list(perm)]) * (-1) ** sum(flip)
+            if sign > 0:
+                w = corner[:, list(perm)] ^ np.array(flip)
+                rotations.append(w[:, 0] + 2 * w[:, 1] + 4 * w[:, 2])
+    rotations = np.array(rotations)  # (24, 8): local vertex t of the rotated element is vertex rotations[r, t]
+    tensor = np.take_along_axis(box.pressure_cells, rotations[rng.integers(0, 24, box.n_elements)], axis=1)
+    return mesh_from_hex8(verts, tensor[:, np.argsort(VTK_HEX8_TO_TENSOR)])
+
+
+def curved_hex27(path: str) -> str:
+    """Write a one-element hex27 mesh to ``path``: valid at its 27 nodes (what
+    fem3d.geometry.check_elements checks) but with its mid-edge node 1 pulled so far that
+    a child of it (fem3d.refine) is inverted."""
+    X = (Q2.nodes + 1) / 2
+    X[1] += (-0.2, -0.4, 0.7)
+    meshio.write(path, meshio.Mesh(X[TENSOR27_TO_VTK], [("hexahedron27", np.arange(27)[None])]))
+    return path
 
 
 def assembled(mesh, backend, re=40.0, seed=0, kind="picard"):

@@ -149,6 +149,29 @@ def test_mesh_file_with_tagged_lid(tmp_path):
     assert summary["converged"] and summary["mesh"]["file"].endswith("distorted_cube_hex8.msh") and summary["mesh"]["elements"] == 216
 
 
+def test_refined_mesh_file_is_solved_by_multigrid(tmp_path):
+    """--refine 1 of the distorted cube: auto takes mg (levels: the refined mesh and the file's),
+    which converges at Re 100 in at most 4 FGMRES iterations per step."""
+    p = run("--mesh", os.path.join(MESHES, "distorted_cube_hex8.msh"), "--lid", "lid", "--refine", "1", "--device", "cpu",
+            "--out", str(tmp_path), "--no-plots", "--no-vtu", "--quiet")
+    assert p.returncode == 0, p.stderr
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["converged"] and summary["mesh"]["elements"] == 8 * 216 and summary["mesh"]["refine"] == 1
+    assert summary["options"]["linear"]["solver"] == "mg"
+    assert summary["linear_iterations"] <= 4 * summary["nonlinear_steps"], summary["linear_iterations"]
+
+
+def test_memory_estimate_names_the_largest_refinement_that_fits(tmp_path, capsys, monkeypatch):
+    """2 GiB free on the CPU, mg: (245e3 + 4e3) bytes per element and 0.05 GB (fem3d.memory) fit 8,423
+    elements: the 216 of the distorted cube refined once (1,728), not twice (13,824)."""
+    monkeypatch.setattr("gpucfd.backend.host_free_bytes", lambda: 2**31)
+    code = run_cli(cavity.main, ["--mesh", os.path.join(MESHES, "distorted_cube_hex8.msh"), "--lid", "lid", "--refine", "2",
+                                 "--device", "cpu", "--out", str(tmp_path / "out")], prog="fem3d.cavity")
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and err.rstrip().endswith("--refine 1 fits at most"), err
+    assert "13,824 elements need about 3.25 GiB of host memory" in err and not (tmp_path / "out").exists()
+
+
 def test_not_converged_still_writes_marked_results(tmp_path):
     p = run("--n", "2", "--max-steps", "2", "--device", "cpu", "--out", str(tmp_path), "--no-plots")
     assert p.returncode == 3 and "not converged (max_steps)" in p.stderr

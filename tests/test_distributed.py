@@ -27,6 +27,7 @@ from fem3d.operators import ElementOperator
 from fem3d.partition import distribute, partition_elements
 from fem3d.problems import lid_driven_problem
 from fem3d.quantities import boundary_force, point_values
+from fem3d.refine import refine
 from support import assembled, sample_mesh
 
 TIGHT = NonlinearOptions(tol=1e-11, forcing=1e-12)
@@ -259,12 +260,14 @@ def test_verification_errors_match_single_process(ranks):
 
 
 @pytest.mark.mpi
-def test_mg_solver_matches_single_process(ranks):
-    """The multigrid solver on ranks (levels partitioned in slabs of whole coarse elements)
-    gives the single-process solution."""
+@pytest.mark.parametrize("name", ["box", "refined annulus"])
+def test_mg_solver_matches_single_process(ranks, name):
+    """The multigrid solver on ranks gives the single-process solution: on a box (levels
+    partitioned in slabs of whole coarse elements) and on the hex27 annulus refined once
+    (its elements bisected, the children on their parent's rank), end plates sliding."""
     backend, comm = ranks
-    mesh = box_mesh(8, 4, 4, grading=1.0)
-    problem = lid_driven_problem(mesh, 100.0, "y=1")
+    mesh = box_mesh(8, 4, 4, grading=1.0) if name == "box" else refine(sample_mesh("annulus"))
+    problem = lid_driven_problem(mesh, 100.0, "y=1" if name == "box" else "ends")
     linear = LinearOptions(solver="mg").for_mesh(mesh, comm.size)
     part = distribute(mesh, comm, backend, linear.alignment(mesh, comm.size))
     result = NonlinearSolver(partitioned_system(problem, part, backend), make_linear_solver(linear), TIGHT).solve()

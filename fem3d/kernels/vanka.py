@@ -1,14 +1,14 @@
-"""Vanka blocks B_e = R_e A R_e^T of an element-by-element matrix on a structured box
-(fem3d.vanka): element e's matrix plus, from each neighbour, the entries whose row and
-column are both unknowns the two share.
+"""Vanka blocks B_e = R_e A R_e^T of an element-by-element matrix (fem3d.vanka): element
+e's matrix plus, from each neighbour, the entries whose row and column are both unknowns
+the two share.
 
-A       (E, NL, LD) element matrices, float64 or float32
-nbr     (E, OFFSETS) int32 neighbour of each element at each grid offset, -1 where none
-ia, ja  int32 shared positions of all offsets concatenated; offset o holds
-        ia[starts[o]:starts[o + 1]] (local unknowns of e) and the same slice of ja (the
-        same unknowns as local unknowns of the neighbour)
-starts  (OFFSETS + 1,) int32 (host sequence for NumPy, device array for CUDA)
-out     (last - first, NL, NL) float64 blocks of elements first <= e < last, overwritten
+A        (E, NL, LD) element matrices, float64 or float32
+nbr      (E, K) int32 neighbours of each element, -1 where none
+pattern  (E, K) int32 how each neighbour meets the element: pattern p holds the shared
+         positions ia[starts[p]:starts[p + 1]] (local unknowns of e, distinct) and the
+         same slice of ja (the same unknowns as local unknowns of the neighbour)
+starts   (P + 1,) int32 (host array for NumPy, device array for CUDA)
+out      (last - first, NL, NL) float64 blocks of elements first <= e < last, overwritten
 """
 from __future__ import annotations
 
@@ -18,28 +18,41 @@ from scipy.linalg import lapack
 from gpucfd.backend import cuda_module
 from .ebe import NL, matrix_options
 
-OFFSETS = 26  # grid offsets (dx, dy, dz) in {-1, 0, 1}^3 other than (0, 0, 0)
 
 
-def blocks_numpy(A, nbr, ia, ja, starts, out, first: int, last: int):
-    """NumPy reference: one gather-add per offset."""
+def _ragged(starts, lengths):
+    """Concatenated ranges starts[k] .. starts[k] + lengths[k] - 1 (int64)."""
+    ends = np.cumsum(lengths)
+    return np.repeat(starts - ends + lengths, lengths) + np.arange(ends[-1] if len(ends) else 0)
+
+
+def blocks_numpy(A, nbr, pattern, ia, ja, starts, out, first: int, last: int):
+    """NumPy reference: the shared entries of every neighbour of the elements gathered at
+    once (each pattern's m x m entry offsets tabulated first) and summed into the blocks by
+    one bincount."""
     out[...] = A[first:last, :, :NL]
-    flat_out, flat_a, ld = out.reshape(-1), A.reshape(-1), A.shape[2]
-    for o in range(OFFSETS):
-        a, b = ia[starts[o]:starts[o + 1]], ja[starts[o]:starts[o + 1]]
-        e = np.flatnonzero(nbr[first:last, o] >= 0)
-        if e.size == 0 or a.size == 0:
-            continue
-        to = (e[:, None] * NL * NL + (a[:, None] * NL + a[None, :]).ravel()[None, :]).ravel()
-        frm = (nbr[first + e, o].astype(np.int64)[:, None] * NL * ld + (b[:, None] * ld + b[None, :]).ravel()[None, :]).ravel()
-        flat_out[to] += flat_a[frm]
+    e, slot = np.nonzero(nbr[first:last] >= 0)
+    if e.size == 0:
+        return
+    ld = A.shape[2]
+    m = np.diff(starts).astype(np.int64)
+    sq = m * m
+    q = _ragged(np.zeros_like(sq), sq)  # entry q of pattern p's m x m block: row q // m, column q % m
+    row, col = np.repeat(starts[:-1], sq) + q // np.repeat(m, sq), np.repeat(starts[:-1], sq) + q % np.repeat(m, sq)
+    to_table, from_table = ia[row] * NL + ia[col], ja[row] * ld + ja[col]
+    f, p = nbr[first:last][e, slot].astype(np.int64), pattern[first:last][e, slot]
+    idx = _ragged(np.cumsum(sq)[p] - sq[p], sq[p])
+    to = np.repeat(e * NL * NL, sq[p]) + to_table[idx]
+    frm = np.repeat(f * NL * ld, sq[p]) + from_table[idx]
+    out.reshape(-1)[:] += np.bincount(to, weights=A.reshape(-1)[frm], minlength=out.size)
 
 
-def blocks_cuda(A, nbr, ia, ja, starts, out, first: int, last: int):
+def blocks_cuda(A, nbr, pattern, ia, ja, starts, out, first: int, last: int):
     """CuPy: one launch of vanka_blocks (vanka.cu), one thread block per element."""
     kernel = cuda_module("fem3d.kernels", "vanka.cu", matrix_options(A)).get_function("vanka_blocks")
     if last > first:
-        kernel((last - first,), (256,), (A, nbr, ia, ja, starts, out, np.int32(first), np.int32(last)))
+        kernel((last - first,), (256,), (A, nbr, pattern, ia, ja, starts, out, np.int32(first), np.int32(last),
+                                         np.int32(nbr.shape[1])))
 
 
 def for_backend(backend):

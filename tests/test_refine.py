@@ -1,0 +1,119 @@
+"""Uniform nested refinement (fem3d.refine): geometry, tags, nestedness, partition, bad input."""
+import numpy as np
+import pytest
+
+from gpucfd.backend import get_backend
+from gpucfd.errors import InputError
+from fem3d.element import FACES, Q1, Q2, gauss_legendre
+from fem3d.fields import evaluate, locate, pressure_weights
+from fem3d.mesh import box_mesh, read_mesh
+from fem3d.multigrid import child_prolongations
+from fem3d.partition import partition_elements
+from fem3d.refine import refine
+from support import curved_hex27, sample_mesh
+
+CPU = get_backend("cpu")
+
+
+def map_points(mesh):
+    """Physical position of each element's 27 Q2 nodes through its geometry map."""
+    geo = Q1 if mesh.geometry.shape[1] == 8 else Q2
+    return np.einsum("tg,egd->etd", geo.values(Q2.nodes), mesh.geometry)
+
+
+def tag_areas(mesh) -> dict:
+    """Area of the boundary faces of each tag: 10 x 10 Gauss points on each face's map (the
+    curved faces' area element is no polynomial: 4 x 4 points differ by 5e-10 between the
+    annulus and its refinement)."""
+    geo = Q1 if mesh.geometry.shape[1] == 8 else Q2
+    s, w = gauss_legendre(10)
+    out = {}
+    for name, tag in mesh.tag_names.items():
+        area = 0.0
+        for e, f in mesh.boundary_faces[mesh.boundary_tags == tag]:
+            axis, side = FACES[f]
+            others = [d for d in range(3) if d != axis]
+            xi = np.zeros((len(s) ** 2, 3))
+            xi[:, axis] = 2 * side - 1
+            xi[:, others[0]], xi[:, others[1]] = np.repeat(s, len(s)), np.tile(s, len(s))
+            dx = np.einsum("qgk,gd->qdk", geo.gradients(xi), mesh.geometry[e])
+            normal = np.cross(dx[:, :, others[0]], dx[:, :, others[1]])
+            area += float(np.linalg.norm(normal, axis=1) @ np.outer(w, w).ravel())
+        out[name] = area
+    return out
+
+
+@pytest.mark.parametrize("name", ["distorted", "annulus"])
+def test_refinement_keeps_volume_boundary_and_geometry(name):
+    """Twice refined: 64 times the elements, the same volume and tag areas (to round-off: the
+    children's maps are the parent's), nodes on the maps, a race-free colouring; the
+    annulus keeps its curved (triquadratic) boundary."""
+    coarse = sample_mesh(name)
+    fine = refine(coarse, 2)
+    assert fine.n_elements == 64 * coarse.n_elements and fine.coarser.coarser is coarse
+    assert fine.geometry.shape[1] == coarse.geometry.shape[1] and fine.grid is None
+    v0, v2 = (pressure_weights(CPU, m).sum() for m in (coarse, fine))
+    assert abs(v2 - v0) <= 1e-12 * v0
+    if name == "annulus":
+        assert abs(v0 - np.pi * 0.75 * 0.5) < 2e-4 * v0  # triquadratic arcs approximate the exact annulus
+        r = np.hypot(*fine.points[fine.boundary_nodes(["outer"])][:, :2].T)
+        assert np.abs(r - 1.0).max() < 2e-3 and np.abs(r - 1.0).max() > 1e-6  # on the parents' arcs, not the circle
+    a0, a2 = tag_areas(coarse), tag_areas(fine)
+    assert a0.keys() == a2.keys() and all(abs(a2[k] - a0[k]) <= 1e-12 * a0[k] for k in a0), (a0, a2)
+    assert (fine.boundary_tags >= 0).all() and len(fine.boundary_faces) == 16 * len(coarse.boundary_faces)
+    assert np.allclose(fine.points[fine.cells], map_points(fine), rtol=0, atol=1e-14)
+    assert fine.colour_is_race_free() and fine.n_colours <= 20
+    assert np.array_equal(np.sort(fine.element_ids), np.arange(fine.n_elements))
+
+
+def test_refined_box_is_a_valid_general_mesh():
+    box = box_mesh(3, 2, 1, lengths=(3.0, 2.0, 1.0), grading=0.5)
+    fine = refine(box, 1)
+    assert (fine.n_elements, fine.n_pressure, fine.n_nodes) == (48, 7 * 5 * 3, 13 * 9 * 5)
+    assert fine.grid is None and fine.colour_is_race_free()
+    assert np.allclose(np.sort(fine.points[fine.pressure_nodes], axis=0), np.sort(box.points, axis=0))
+    assert {k: int((fine.boundary_tags == t).sum()) for k, t in fine.tag_names.items()} == \
+        {k: 4 * int((box.boundary_tags == t).sum()) for k, t in box.tag_names.items()}
+    assert refine(box, 0) is box
+
+
+@pytest.mark.parametrize("name", ["distorted", "annulus"])
+def test_prolongation_of_a_coarse_field_is_exact(name):
+    """A random coarse Q2 velocity and Q1 pressure, prolonged child by child with P_c
+    (fem3d.multigrid.child_prolongations), give every copy of a fine unknown the same value,
+    and that value is the coarse field at the fine node's physical position."""
+    coarse = sample_mesh(name)
+    fine = refine(coarse)
+    xc = np.random.default_rng(7).standard_normal(coarse.n_dofs)
+    local = np.einsum("eij,ej->ei", child_prolongations()[fine.child_position], xc[coarse.dofs()[fine.parent]])
+    xf = np.full(fine.n_dofs, np.nan)
+    xf[fine.dofs()] = local
+    assert np.abs(xf[fine.dofs()] - local).max() < 1e-12
+    n = fine.n_nodes
+    u, _ = evaluate(coarse, xc, *locate(coarse, fine.points))
+    _, p = evaluate(coarse, xc, *locate(coarse, fine.points[fine.pressure_nodes]))
+    assert np.abs(np.stack([xf[:n], xf[n:2 * n], xf[2 * n:3 * n]], axis=1) - u).max() < 1e-12
+    assert np.abs(xf[3 * n:] - p).max() < 1e-12
+
+
+def test_children_stay_on_their_parents_rank():
+    coarse = sample_mesh("distorted")
+    fine = refine(coarse, 2)
+    for parts in (2, 3):
+        owner = partition_elements(fine, parts)
+        assert np.array_equal(owner, partition_elements(fine.coarser, parts)[fine.parent])
+        assert np.array_equal(owner, partition_elements(coarse, parts)[fine.coarser.parent[fine.parent]])
+        assert np.bincount(owner).min() >= 64 * (coarse.n_elements // parts)
+
+
+@pytest.mark.parametrize("times, message", [(-1, "must be >= 0 and <= 10"), (11, "must be >= 0 and <= 10"),
+                                            (1.5, "must be an integer")])
+def test_bad_refinement_counts(times, message):
+    with pytest.raises(InputError, match=f"^--refine {message}"):
+        refine(box_mesh(1), times)
+
+
+def test_child_that_would_be_inverted_is_an_input_error(tmp_path):
+    mesh = read_mesh(curved_hex27(str(tmp_path / "curved.vtu")))
+    with pytest.raises(InputError, match=r"^--refine 2: refinement 1 \(its element 8 k \+ c is child c of element k before it\): element 0 is inverted or degenerate"):
+        refine(mesh, 2)
