@@ -4,6 +4,7 @@
     [mesh]
     file = "channel_coarse.msh"      # meshio file; relative paths from the case file's folder
     tag_field = "gmsh:physical"      # optional: integer cell data holding the boundary tags
+    refine = 1                       # optional: uniform refinements (nested: the multigrid levels)
     [fluid]
     nu = 1e-3                        # or re = 1000 (= 1/nu; density 1)
     [boundary]                       # one condition per boundary tag
@@ -33,10 +34,11 @@ from dataclasses import dataclass, field
 
 from gpucfd.errors import InputError, check_range
 from .boundary import condition_from_spec
+from .refine import REFINE_MAX
 from .solvers import SOLVERS
 
 SECTIONS = {
-    "mesh": {"file", "tag_field"},
+    "mesh": {"file", "tag_field", "refine"},
     "fluid": {"nu", "re"},
     "boundary": None,  # any tag name
     "solver": {"solver", "tol", "max_steps", "continuation"},
@@ -55,6 +57,7 @@ class Case:
     nu: float | None
     re: float | None
     boundaries: dict
+    refine: int = 0
     solver: str = "auto"
     tol: float = 1e-8
     max_steps: int = 200
@@ -114,6 +117,8 @@ def _case(path: str, data: dict) -> Case:
     boundaries = {tag: condition_from_spec(tag, spec) for tag, spec in data["boundary"].items()}
     case = Case(path=path, mesh_file=os.path.join(os.path.dirname(os.path.abspath(path)), mesh["file"]),
                 tag_field=mesh.get("tag_field"), nu=fluid.get("nu"), re=fluid.get("re"), boundaries=boundaries)
+    if "refine" in mesh:
+        case.refine = int(_number("[mesh] refine", mesh["refine"], low=0, high=REFINE_MAX, integer=True))
     if "solver" in solver:
         if solver["solver"] not in SOLVERS:
             raise InputError(f"[solver] solver must be one of {', '.join(SOLVERS)} (got {solver['solver']!r})")

@@ -21,7 +21,8 @@ from .case import read_case
 from .cli import add_solver_arguments, linear_options, nonlinear_options
 from .comm import agreed_errors
 from .distributed import add_parallel_arguments, start
-from gpucfd.errors import ArgumentParser, ConvergenceError, run_cli
+from gpucfd.errors import ArgumentParser, ConvergenceError, check_range, run_cli
+from .cavity import largest_refinement
 from .fields import mid_plane
 from .flow import Flow
 from .interrupt import agreed, graceful_stop, requested
@@ -29,6 +30,7 @@ from .memory import check_fits
 from .mesh import read_mesh
 from . import plots
 from .picture_process import PictureError, draw_in_child
+from .refine import REFINE_MAX, refine
 
 CASE_OPTIONS = {"solver": "--solver", "tol": "--tol", "max_steps": "--max-steps"}  # case-file keys the command line overrides
 
@@ -38,6 +40,8 @@ def parse(argv):
                         allow_abbrev=False)
     ap.add_argument("case", help="the case file (TOML; see fem3d.case)")
     ap.add_argument("--out", help="output folder (default: the case file's [output] dir)")
+    ap.add_argument("--refine", type=int, default=None, help=f"refine the case's mesh uniformly this many times, 0 to "
+                    f"{REFINE_MAX} (default: the case file's [mesh] refine, else 0)")
     ap.add_argument("--no-plots", action="store_true", help="skip slice.png")
     ap.add_argument("--no-vtu", action="store_true", help="skip the VTU/PVTU solution files")
     ap.add_argument("--quiet", action="store_true", help="no progress lines")
@@ -60,9 +64,12 @@ def main(argv=None) -> int:
                 if flag not in given:
                     setattr(args, key, getattr(case, key))
             nonlinear, linear = nonlinear_options(args), linear_options(args)
+            times = check_range("--refine", case.refine if args.refine is None else args.refine, low=0, high=REFINE_MAX,
+                                integer=True)
             mesh = read_mesh(case.mesh_file, case.tag_field)
-            check_fits(backend, linear.matrix_dtype, linear.solver, mesh.n_elements, comm.size,
-                       lambda e: f"a mesh of {e:,} elements fits at most")
+            check_fits(backend, linear.matrix_dtype, linear.solver, mesh.n_elements * 8 ** times, comm.size,
+                       lambda e: largest_refinement(mesh.n_elements, e))
+            mesh = refine(mesh, times)
             flow = Flow(mesh, case.boundaries, nu=case.nu, re=case.re)
             out = args.out or _shown(os.path.join(os.path.dirname(os.path.abspath(args.case)), case.out))
         say(f"{os.path.basename(args.case)}: nu {1 / flow.re:g}, {mesh.n_elements} elements, {mesh.n_dofs} unknowns, "
@@ -70,7 +77,7 @@ def main(argv=None) -> int:
         result = flow.solve(device=args.device, comm=args.comm, nonlinear=nonlinear, linear=linear,
                             continuation=case.continuation, log=say)
         result.quantities = quantities(result, case)
-        files = result.write(out, vtu=not args.no_vtu, extra={"case": os.path.abspath(args.case),
+        files = result.write(out, vtu=not args.no_vtu, extra={"case": os.path.abspath(args.case), "refine": times,
                                                               "command": " ".join(["python -m fem3d.run", *argv])})
         for line in report_lines(result):
             say(line)

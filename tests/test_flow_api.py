@@ -1,6 +1,7 @@
 """The Python API (fem3d.Flow), the case file (fem3d.case) and ``python -m fem3d.run``."""
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -122,3 +123,12 @@ def test_flow_needs_one_of_nu_and_re():
     for kwargs in ({}, {"nu": 0.1, "re": 10.0}):
         with pytest.raises(InputError, match="nu or the Reynolds number"):
             fem3d.Flow(mesh, walls, **kwargs)
+
+
+@pytest.mark.parametrize("args, message", [(["--refine", "-1"], "--refine must be >= 0 and <= 10"),
+                                           (["--refine", "9"], "--refine [0-9] fits at most")])
+def test_bad_refinements_are_one_line_exit_2(tmp_path, args, message):
+    p = subprocess.run([sys.executable, "-m", "fem3d.run", DFG_CASE, "--device", "cpu", "--out", str(tmp_path / "o"), *args],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and re.search(message, p.stderr), p.stderr
+    assert not (tmp_path / "o").exists()
