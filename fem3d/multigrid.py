@@ -22,9 +22,9 @@ half the bytes; the Krylov method around it keeps the float64 operator.
 
 One application is a V(1,1) cycle: ``smoothing_steps`` GMRES steps preconditioned by the
 element Vanka smoother (fem3d.vanka) before and after the coarse correction; the coarsest
-level is solved by a sparse LU factorisation of its assembled matrix (SciPy's SuperLU on
-the host, the same on every rank) when it has at most DIRECT_MAX unknowns, else by
-COARSE_STEPS smoothing steps. The pressure level of an enclosed flow is fixed on the
+level is solved exactly when it has at most DIRECT_MAX unknowns (its assembled matrix, the
+same on every rank: SciPy's SuperLU on the host; on a GPU up to DENSE_MAX unknowns, its
+dense inverse on the device), else by COARSE_STEPS smoothing steps. The pressure level of an enclosed flow is fixed on the
 coarsest level at one pressure unknown.
 
 Under MPI every level is partitioned by the partition of the chain's coarsest mesh
@@ -52,6 +52,10 @@ DIRECT_MAX = 20_000  # most unknowns of a coarsest level solved directly: SuperL
 # (the 6^3 distorted cube), 1.9 s at 15,468 (a 8^3 box) and 8.7 s at 29,114 (10^3) on one core of the 2-core CPU
 PERMC_SPEC = "MMD_AT_PLUS_A"  # SuperLU's column ordering: fill and set-up time 0.6x and 0.4x COLAMD's at 15,468 unknowns
 # (0.3x at 29,114); MMD_ATA 1.4x COLAMD's; the natural order 30x at 6,934
+DENSE_MAX = 12_000  # most unknowns of a coarsest level inverted as a dense matrix on a GPU: on the H100 (its host's
+# SuperLU beside it) inversion and product took 0.21 s and 0.06 ms at 4,209 unknowns (a 40^3 box's coarsest), against
+# 0.29 s and 2.9 ms (solve and copies) by SuperLU; 0.48 s and 0.14 ms against 0.87 s and 8.9 ms at 6,934. On the CPU the
+# dense inverse took 14.2 s at 6,934 unknowns
 COARSE_STEPS = 20  # smoothing steps that stand in for a coarsest level too large for LU
 SMOOTHING_STEPS = 5  # GMRES steps of each smoothing: with 3 the cycle diverged (error factor 1.07) on graded
 # boxes of 20^3 elements and more at Re <= 100 (FGMRES needed 241 iterations per step at 40^3, Re 100); with 5 it
@@ -173,12 +177,13 @@ class Level:
 
 
 class CoarseSolve:
-    """The coarsest level solved exactly: its assembled matrix (gathered on every rank, float64
-    on the host) with the pressure level fixed at one pressure unknown (its row and column
-    replaced by a diagonal entry, so that a right-hand side with a component the singular
-    matrix cannot produce, such as round-off, does not come back amplified) is factorised
-    by SuperLU (PERMC_SPEC ordering); a solve moves the right-hand side to the host and
-    the solution back."""
+    """The coarsest level solved exactly: its assembled matrix (gathered on every rank, float64)
+    with the pressure level fixed at one pressure unknown (its row and column replaced by
+    a diagonal entry, so that a right-hand side with a component the singular matrix
+    cannot produce, such as round-off, does not come back amplified) is factorised by
+    SuperLU on the host (PERMC_SPEC ordering; a solve on a GPU moves the right-hand side to
+    the host and back) or, on a GPU and up to DENSE_MAX unknowns, inverted as a dense
+    matrix on the device (a solve is one product)."""
 
     def __init__(self, level: Level):
         self.level = level
@@ -186,6 +191,7 @@ class CoarseSolve:
         self.gdofs = level.op.backend.asarray(dist.gdofs)
         self.owned = level.op.backend.asarray(dist.owned)
         self.n_global = dist.n_global
+        self.dense = level.op.backend.is_gpu and self.n_global <= DENSE_MAX
 
     def setup(self) -> None:
         import scipy.sparse as sp
@@ -203,7 +209,10 @@ class CoarseSolve:
         n = self.n_global
         matrix = sp.csc_matrix((mats.ravel()[keep], (rows[keep], cols[keep])), shape=(n, n))
         matrix += sp.csc_matrix(([abs(matrix.diagonal()).max()], ([pin], [pin])), shape=(n, n))
-        self.lu = splu(matrix, permc_spec=PERMC_SPEC)
+        if self.dense:
+            self.inverse = self.level.xp.linalg.inv(op.backend.asarray(matrix.toarray()))
+        else:
+            self.lu = splu(matrix, permc_spec=PERMC_SPEC)
 
     def solve(self, b):
         level = self.level
@@ -211,9 +220,10 @@ class CoarseSolve:
         full = xp.zeros(self.n_global, dtype=np.float64)
         full[self.gdofs[self.owned]] = b[self.owned]
         dist.allreduce(full)
-        host = backend.to_numpy(full)
-        host[self.pin] = 0.0
-        return backend.asarray(self.lu.solve(host))[self.gdofs]
+        full[self.pin] = 0.0
+        if self.dense:
+            return (self.inverse @ full)[self.gdofs]
+        return backend.asarray(self.lu.solve(backend.to_numpy(full)))[self.gdofs]
 
 
 class Multigrid:
