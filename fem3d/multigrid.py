@@ -24,8 +24,8 @@ One application is a V(1,1) cycle: ``smoothing_steps`` GMRES steps preconditione
 element Vanka smoother (fem3d.vanka) before and after the coarse correction; the coarsest
 level is solved exactly when it has at most DIRECT_MAX unknowns (its assembled matrix, the
 same on every rank: SciPy's SuperLU on the host; on a GPU up to DENSE_MAX unknowns, its
-dense inverse on the device), else by COARSE_STEPS smoothing steps. The pressure level of an enclosed flow is fixed on the
-coarsest level at one pressure unknown.
+dense inverse on the device), else by COARSE_STEPS smoothing steps. The pressure level of
+an enclosed flow is fixed on the coarsest level at one pressure unknown.
 
 Under MPI every level is partitioned by the partition of the chain's coarsest mesh
 (fem3d.partition.partition_elements: children follow their parents; a box is cut in slabs
@@ -114,8 +114,8 @@ def coarser(mesh):
 
 def child_prolongations() -> np.ndarray:
     """(8, NL, NL): P_c maps a parent's local unknowns to those of its child at position
-    c = i + 2 j + 4 k (i, j, k in {0, 1} along the parent's xi, eta, zeta): values of the parent's Q2 velocity
-    (each component) and Q1 pressure at the child's nodes."""
+    c = i + 2 j + 4 k (i, j, k in {0, 1} along the parent's xi, eta, zeta): values of the
+    parent's Q2 velocity (each component) and Q1 pressure at the child's nodes."""
     out = np.zeros((8, NL, NL))
     for c in range(8):
         shift = 2 * np.array([c % 2, (c // 2) % 2, c // 4]) - 1
