@@ -134,6 +134,12 @@ class HexMesh:
         """(n_nodes,) number of elements containing each Q2 node."""
         return np.bincount(self.cells.ravel(), minlength=self.n_nodes)
 
+    def refined(self, times: int = 1) -> "HexMesh":
+        """This mesh refined uniformly ``times`` times, nested (fem3d.refine.refine)."""
+        from .refine import refine
+
+        return refine(self, times)
+
     def colour_is_race_free(self) -> bool:
         """True when no two elements of one colour share a Q2 node."""
         for c in range(self.n_colours):

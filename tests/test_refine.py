@@ -49,7 +49,7 @@ def test_refinement_keeps_volume_boundary_and_geometry(name):
     children's maps are the parent's), nodes on the maps, a race-free colouring; the
     annulus keeps its curved (triquadratic) boundary."""
     coarse = sample_mesh(name)
-    fine = refine(coarse, 2)
+    fine = coarse.refined(2)
     assert fine.n_elements == 64 * coarse.n_elements and fine.coarser.coarser is coarse
     assert fine.geometry.shape[1] == coarse.geometry.shape[1] and fine.grid is None
     v0, v2 = (pressure_weights(CPU, m).sum() for m in (coarse, fine))
