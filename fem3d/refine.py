@@ -12,6 +12,11 @@ children keep the parent's kind of geometry: a child's map is the parent's map r
 to the sub-cube, so the volume, the curved boundaries of hex27 input and every coarse Q2-Q1
 field are reproduced exactly on the fine mesh (the levels are nested: multigrid's
 fem3d.multigrid.child_prolongations are exact). Boundary faces keep their parent face's tag.
+
+Multigrid then solves file meshes as it solves boxes: the lid-driven distorted cube refined
+twice (368,572 unknowns, Re 400, CPU) took 6 Newton steps and 14 FGMRES iterations, a
+graded 24^3 box of the same size 6 and 19; the annulus refined twice with its end plates
+sliding (116,160 unknowns) 6 and 15, a graded 16^3 box 6 and 16.
 """
 from __future__ import annotations
 
