@@ -134,6 +134,12 @@ class HexMesh:
         """(n_nodes,) number of elements containing each Q2 node."""
         return np.bincount(self.cells.ravel(), minlength=self.n_nodes)
 
+    def refined(self, times: int = 1) -> "HexMesh":
+        """This mesh refined uniformly ``times`` times, nested (fem3d.refine.refine)."""
+        from .refine import refine
+
+        return refine(self, times)
+
     def colour_is_race_free(self) -> bool:
         """True when no two elements of one colour share a Q2 node."""
         for c in range(self.n_colours):
@@ -250,39 +256,26 @@ def box_mesh(nx: int, ny: int | None = None, nz: int | None = None, lengths=(1.0
                    grid=(int(nx), int(ny), int(nz)))
 
 
-def greedy_colouring(vertex_cells: np.ndarray, seed: int = 0) -> np.ndarray:
-    """(E,) int64 colours such that no two elements sharing a vertex get the same colour.
+def greedy_colouring(vertex_cells: np.ndarray) -> np.ndarray:
+    """Colour elements so that no two elements sharing a vertex get the same colour.
 
-    ``vertex_cells`` (E, k) vertex ids per element. Parallel greedy colouring (Jones and
-    Plassmann), vectorised: elements get distinct random priorities (``seed``: the same on
-    every rank); in each round every uncoloured element whose priority is the largest
-    among the uncoloured elements at each of its vertices takes the smallest colour that
-    no element at its vertices has. Rounds grow slowly with the mesh (a few tens for 1e5
-    elements), each a few array passes over the E k incidences.
+    ``vertex_cells`` (E, k) vertex ids per element. Elements are visited in order
+    and take the smallest colour unused by their already-coloured neighbours.
     """
-    n_elem, k = vertex_cells.shape
-    _, vertex = np.unique(vertex_cells, return_inverse=True)
-    vertex = vertex.reshape(n_elem, k)
-    order = np.argsort(vertex.ravel(), kind="stable")
-    elem_of = order // k  # incidences sorted by vertex
-    starts = np.flatnonzero(np.diff(vertex.ravel()[order], prepend=-1))
-    valence = np.diff(np.append(starts, len(order))).max()
-    words = -(-(k * (valence - 1) + 1) // 64)  # colours <= neighbours + 1
-    used = np.zeros((len(starts), words), dtype=np.uint64)  # bit c of a vertex: colour c is at the vertex
-    priority = np.random.default_rng(seed).permutation(n_elem)
+    n_elem = vertex_cells.shape[0]
+    flat = vertex_cells.ravel()
+    order = np.argsort(flat, kind="stable")
+    elem_of = (order // vertex_cells.shape[1])
+    starts = np.searchsorted(flat[order], np.arange(flat.max() + 2))
     colours = np.full(n_elem, -1, dtype=np.int64)
-    left = np.arange(n_elem)
-    while left.size:
-        open_priority = np.where(colours < 0, priority, -1)
-        top = np.maximum.reduceat(open_priority[elem_of], starts)
-        win = left[np.all(top[vertex[left]] == priority[left, None], axis=1)]
-        free = ~np.bitwise_or.reduce(used[vertex[win]], axis=1)  # (n_win, words)
-        word = np.argmax(free != 0, axis=1)
-        bits = free[np.arange(len(win)), word]
-        lowest = bits & (~bits + np.uint64(1))
-        colours[win] = 64 * word + np.log2(lowest.astype(np.float64)).astype(np.int64)
-        used[vertex[win], word[:, None]] |= lowest[:, None]  # winners share no vertex: no index repeats
-        left = left[colours[left] < 0]
+    for e in range(n_elem):
+        used = set()
+        for v in vertex_cells[e]:
+            used.update(colours[elem_of[starts[v]:starts[v + 1]]].tolist())
+        c = 0
+        while c in used:
+            c += 1
+        colours[e] = c
     return colours
 
 

@@ -105,7 +105,7 @@ def check_faces(keys: np.ndarray, inverse: np.ndarray, counts: np.ndarray, verti
     crowded = np.flatnonzero(per_face > 2)
     if crowded.size:
         owners = np.flatnonzero(inverse == inverse[crowded[0]]) // 6
-        raise InputError(f"a face is shared by {len(owners)} elements ({', '.join(str(i) for i in sorted(int(element_ids[e]) for e in owners))}); "
+        raise InputError(f"a face is shared by {len(owners)} elements ({', '.join(str(int(element_ids[e])) for e in owners)}); "
                          "a face may belong to two elements at most")
     boundary = np.flatnonzero(per_face == 1)
     corners = vertices[keys[boundary]]  # (F, 4, 3)

@@ -22,10 +22,11 @@ half the bytes; the Krylov method around it keeps the float64 operator.
 
 One application is a V(1,1) cycle: ``smoothing_steps`` GMRES steps preconditioned by the
 element Vanka smoother (fem3d.vanka) before and after the coarse correction; the coarsest
-level is solved by a sparse LU factorisation of its assembled matrix (SciPy's SuperLU on
-the host, the same on every rank) when it has at most DIRECT_MAX unknowns, else by
-COARSE_STEPS smoothing steps. The pressure level of an enclosed flow (no outflow boundary)
-is fixed on the coarsest level at one pressure unknown.
+level is solved exactly when it has at most DIRECT_MAX unknowns (its assembled matrix, the
+same on every rank: SciPy's SuperLU on the host; on a GPU up to DENSE_MAX unknowns, its
+dense inverse on the device), else by COARSE_STEPS smoothing steps. The pressure level of
+an enclosed flow (no outflow boundary) is fixed on the coarsest level at one pressure
+unknown.
 
 Under MPI every level is partitioned by the partition of the chain's coarsest mesh
 (fem3d.partition.partition_elements: children follow their parents; a box is cut in slabs
@@ -48,13 +49,18 @@ from .vanka import Vanka
 STORAGE = np.float32  # the levels' matrices and smoothers: as many iterations as float64, each in half the time at 8^3, Re 400
 # on the CPU; at 40^3, Re 1000 on the H100 the solve takes 3-10 % less (the A/B runs of commit 8380826)
 MIN_COARSE = 2  # fewest elements per side of the coarsest box
-DIRECT_MAX = 20_000  # most unknowns of a coarsest level solved directly: SuperLU's set-up takes 0.5 s at 6,934 unknowns
-# (the 6^3 distorted cube), 1.9 s at 15,468 (a 8^3 box) and 8.7 s at 29,114 (10^3) on one core of the 2-core CPU
+DIRECT_MAX = 20_000  # most unknowns of a coarsest level solved directly: SuperLU's set-up took 0.5 s at 6,934 unknowns
+# (the 6^3 distorted cube), 1.9 s at 15,468 (a 8^3 box) and 8.7 s at 29,114 (10^3) on one core of the 2-core CPU with
+# the default pivot threshold (an upper bound: see PIVOT_THRESHOLD)
 PERMC_SPEC = "MMD_AT_PLUS_A"  # SuperLU's column ordering: fill and set-up time 0.6x and 0.4x COLAMD's at 15,468 unknowns
 # (0.3x at 29,114); MMD_ATA 1.4x COLAMD's; the natural order 30x at 6,934
 PIVOT_THRESHOLD = 0.1  # SuperLU pivots when a diagonal entry is below this fraction of its column's largest: the
 # default 1.0 pivots the saddle-point rows far from the fill-reducing order (DFG coarse level, 9,670 unknowns: 18.6 s and
 # 36 M entries in L + U against 0.29 s and 3.8 M, the same residual 1e-14)
+DENSE_MAX = 12_000  # most unknowns of a coarsest level inverted as a dense matrix on a GPU: on the H100 (its host's
+# SuperLU beside it) inversion and product took 0.21 s and 0.06 ms at 4,209 unknowns (a 40^3 box's coarsest), against
+# 0.29 s and 2.9 ms (solve and copies) by SuperLU; 0.48 s and 0.14 ms against 0.87 s and 8.9 ms at 6,934. On the CPU the
+# dense inverse took 14.2 s at 6,934 unknowns
 COARSE_STEPS = 20  # smoothing steps that stand in for a coarsest level too large for LU
 SMOOTHING_STEPS = 5  # GMRES steps of each smoothing: with 3 the cycle diverged (error factor 1.07) on graded
 # boxes of 20^3 elements and more at Re <= 100 (FGMRES needed 241 iterations per step at 40^3, Re 100); with 5 it
@@ -113,8 +119,8 @@ def coarser(mesh):
 
 def child_prolongations() -> np.ndarray:
     """(8, NL, NL): P_c maps a parent's local unknowns to those of its child at position
-    c = i + 2 j + 4 k (i, j, k in {0, 1} along the parent's xi, eta, zeta): values of the parent's Q2 velocity
-    (each component) and Q1 pressure at the child's nodes."""
+    c = i + 2 j + 4 k (i, j, k in {0, 1} along the parent's xi, eta, zeta): values of the
+    parent's Q2 velocity (each component) and Q1 pressure at the child's nodes."""
     out = np.zeros((8, NL, NL))
     for c in range(8):
         shift = 2 * np.array([c % 2, (c // 2) % 2, c // 4]) - 1
@@ -176,12 +182,13 @@ class Level:
 
 
 class CoarseSolve:
-    """The coarsest level solved exactly: its assembled matrix (gathered on every rank, float64
-    on the host), for an ``enclosed`` flow with the pressure level fixed at one pressure
-    unknown (its row and column replaced by a diagonal entry, so that a right-hand side with
-    a component the singular matrix cannot produce, such as round-off, does not come back
-    amplified), is factorised by SuperLU (PERMC_SPEC ordering, PIVOT_THRESHOLD); a solve moves the
-    right-hand side to the host and the solution back."""
+    """The coarsest level solved exactly: its assembled matrix (gathered on every rank, float64),
+    for an ``enclosed`` flow with the pressure level fixed at one pressure unknown (its row
+    and column replaced by a diagonal entry, so that a right-hand side with a component the
+    singular matrix cannot produce, such as round-off, does not come back amplified), is
+    factorised by SuperLU on the host (PERMC_SPEC ordering, PIVOT_THRESHOLD; a solve on a
+    GPU moves the right-hand side to the host and back) or, on a GPU and up to DENSE_MAX
+    unknowns, inverted as a dense matrix on the device (a solve is one product)."""
 
     def __init__(self, level: Level, enclosed: bool):
         self.level, self.enclosed = level, enclosed
@@ -189,6 +196,7 @@ class CoarseSolve:
         self.gdofs = level.op.backend.asarray(dist.gdofs)
         self.owned = level.op.backend.asarray(dist.owned)
         self.n_global = dist.n_global
+        self.dense = level.op.backend.is_gpu and self.n_global <= DENSE_MAX
 
     def setup(self) -> None:
         import scipy.sparse as sp
@@ -210,7 +218,10 @@ class CoarseSolve:
         matrix = sp.csc_matrix((mats.ravel()[keep], (rows[keep], cols[keep])), shape=(n, n))
         if self.pin is not None:
             matrix += sp.csc_matrix(([abs(matrix.diagonal()).max()], ([self.pin], [self.pin])), shape=(n, n))
-        self.lu = splu(matrix, permc_spec=PERMC_SPEC, diag_pivot_thresh=PIVOT_THRESHOLD)
+        if self.dense:
+            self.inverse = self.level.xp.linalg.inv(op.backend.asarray(matrix.toarray()))
+        else:
+            self.lu = splu(matrix, permc_spec=PERMC_SPEC, diag_pivot_thresh=PIVOT_THRESHOLD)
 
     def solve(self, b):
         level = self.level
@@ -218,10 +229,11 @@ class CoarseSolve:
         full = xp.zeros(self.n_global, dtype=np.float64)
         full[self.gdofs[self.owned]] = b[self.owned]
         dist.allreduce(full)
-        host = backend.to_numpy(full)
         if self.pin is not None:
-            host[self.pin] = 0.0
-        return backend.asarray(self.lu.solve(host))[self.gdofs]
+            full[self.pin] = 0.0
+        if self.dense:
+            return (self.inverse @ full)[self.gdofs]
+        return backend.asarray(self.lu.solve(backend.to_numpy(full)))[self.gdofs]
 
 
 class Multigrid:

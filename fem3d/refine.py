@@ -12,6 +12,11 @@ children keep the parent's kind of geometry: a child's map is the parent's map r
 to the sub-cube, so the volume, the curved boundaries of hex27 input and every coarse Q2-Q1
 field are reproduced exactly on the fine mesh (the levels are nested: multigrid's
 fem3d.multigrid.child_prolongations are exact). Boundary faces keep their parent face's tag.
+
+Multigrid then solves file meshes as it solves boxes: the lid-driven distorted cube refined
+twice (368,572 unknowns, Re 400, CPU) took 6 Newton steps and 14 FGMRES iterations, a
+graded 24^3 box of the same size 6 and 19; the annulus refined twice with its end plates
+sliding (116,160 unknowns) 6 and 15, a graded 16^3 box 6 and 16.
 """
 from __future__ import annotations
 
@@ -31,10 +36,10 @@ SUBFACES = np.array([[p + 3 * q, p + 1 + 3 * q, p + 3 * q + 3, p + 4 + 3 * q] fo
 # the 2 x 2 quarters of a face's 3 x 3 Q2 nodes (Q2_FACE_NODES order): the vertices of the children's faces
 
 
-def child_maps(element) -> np.ndarray:
-    """(8, n, element.n_nodes): values of ``element``'s shape functions at the nodes of each
-    child, mapped into the parent's reference cube."""
-    return np.stack([element.values((element.nodes + s) / 2) for s in SHIFTS])
+def child_maps(element, at) -> np.ndarray:
+    """(8, at.n_nodes, element.n_nodes): values of ``element``'s shape functions at the nodes
+    of the Lagrange element ``at`` placed in each child (in the parent's reference cube)."""
+    return np.stack([element.values((at.nodes + s) / 2) for s in SHIFTS])
 
 
 def refine(mesh: HexMesh, times: int = 1) -> HexMesh:
@@ -57,10 +62,9 @@ def _refine_once(mesh: HexMesh) -> HexMesh:
     vertex_cells = mesh.cells[:, CHILD_VERTICES].reshape(-1, 8)  # child 8 e + c
     cells, n_nodes = _q2_numbering(vertex_cells, mesh.n_nodes)
     geo = geometry_element(mesh.geometry.shape[1])
-    geometry = np.einsum("cgh,ehd->ecgd", child_maps(geo), mesh.geometry).reshape(-1, geo.n_nodes, 3)
-    at_nodes = np.stack([geo.values((Q2.nodes + s) / 2) for s in SHIFTS])  # (8, 27, n_geo)
+    geometry = np.einsum("cgh,ehd->ecgd", child_maps(geo, geo), mesh.geometry).reshape(-1, geo.n_nodes, 3)
     points = np.empty((n_nodes, 3))
-    points[cells.ravel()] = np.einsum("ctg,egd->ectd", at_nodes, mesh.geometry).reshape(-1, 3)
+    points[cells.ravel()] = np.einsum("ctg,egd->ectd", child_maps(geo, Q2), mesh.geometry).reshape(-1, 3)
     parent = np.repeat(np.arange(n_parents), 8)
     position = np.tile(np.arange(8), n_parents)
     element_ids = 8 * mesh.element_ids[parent] + position

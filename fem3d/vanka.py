@@ -43,22 +43,26 @@ def element_neighbours(mesh) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nda
     slice of ja (the same unknowns as local unknowns of the neighbour)."""
     n_elem = mesh.n_elements
     pcells = mesh.pressure_cells
+    k = pcells.shape[1]
     flat = pcells.ravel()
-    order = np.argsort(flat, kind="stable")
-    elem = order // pcells.shape[1]  # incidences sorted by pressure node (vertex)
+    order = np.argsort(flat, kind="stable")  # incidences (element * k + local vertex) grouped by vertex
+    elem, local = order // k, order % k
     first = np.flatnonzero(np.diff(flat[order], prepend=-1))
     size = np.diff(np.append(first, len(flat)))
-    each = np.repeat(size, size)  # group size of each incidence
-    start = np.repeat(first, size)
+    each = np.repeat(size, size)  # group size at each incidence
     ends = np.cumsum(each)
-    partner = np.repeat(start, each) + np.arange(ends[-1]) - np.repeat(ends - each, each)
-    key = np.repeat(elem, each) * n_elem + elem[partner]
-    key = np.unique(key[np.repeat(elem, each) != elem[partner]])
-    e, f = key // n_elem, key % n_elem  # pairs sorted by element
-    same = pcells[e, :, None] == pcells[f, None, :]
-    vertex_map = np.where(same.any(axis=2), same.argmax(axis=2), -1)  # (pairs, 8) vertex of f at each of e's, or -1
-    # the vertex map decides the pattern: the shared Q2 nodes are those of the shared vertices, edges and faces
-    codes = ((vertex_map + 1) << (4 * np.arange(8))).sum(axis=1)
+    mine = np.repeat(np.arange(len(flat)), each)  # every ordered pair (mine, theirs) of incidences at one vertex
+    theirs = np.repeat(np.repeat(first, size), each) + np.arange(ends[-1]) - np.repeat(ends - each, each)
+    keep = elem[mine] != elem[theirs]
+    mine, theirs = mine[keep], theirs[keep]
+    key = elem[mine] * n_elem + elem[theirs]
+    by_pair = np.argsort(key, kind="stable")
+    key, mine, theirs = key[by_pair], mine[by_pair], theirs[by_pair]
+    new = np.diff(key, prepend=-1) != 0
+    e, f = elem[mine[new]], elem[theirs[new]]  # element pairs sharing a vertex, sorted by element
+    # the pattern follows from which vertex of f each shared vertex of e is (the shared Q2 nodes are those of the
+    # shared vertices, edges and faces): code sum_l (vertex of f at e's vertex l, plus 1) 16^l, exact in float64
+    codes = np.bincount(np.cumsum(new) - 1, weights=(local[theirs] + 1) * (16.0 ** np.arange(k))[local[mine]]).astype(np.int64)
     _, firsts, pattern_of = np.unique(codes, return_index=True, return_inverse=True)
     ia, ja = [], []
     for a, b in zip(e[firsts], f[firsts]):

@@ -19,7 +19,6 @@ from gpucfd.backend import cuda_module
 from .ebe import NL, matrix_options
 
 
-
 def _ragged(starts, lengths):
     """Concatenated ranges starts[k] .. starts[k] + lengths[k] - 1 (int64)."""
     ends = np.cumsum(lengths)
