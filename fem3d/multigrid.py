@@ -62,9 +62,12 @@ DENSE_MAX = 12_000  # most unknowns of a coarsest level inverted as a dense matr
 # 0.29 s and 2.9 ms (solve and copies) by SuperLU; 0.48 s and 0.14 ms against 0.87 s and 8.9 ms at 6,934. On the CPU the
 # dense inverse took 14.2 s at 6,934 unknowns
 COARSE_STEPS = 20  # smoothing steps that stand in for a coarsest level too large for LU
-SMOOTHING_STEPS = 5  # GMRES steps of each smoothing: with 3 the cycle diverged (error factor 1.07) on graded
-# boxes of 20^3 elements and more at Re <= 100 (FGMRES needed 241 iterations per step at 40^3, Re 100); with 5 it
-# contracts by 0.27 there, and at 40^3 it is also the fastest at Re 400 and 1000 (benchmarks/results/bench_solvers_smoothing*_h100.md)
+SMOOTHING_STEPS = 8  # GMRES steps of each smoothing. With 3 the cycle diverged (error factor 1.07) on graded boxes
+# of 20^3 elements and more at Re <= 100; 5 contracts by 0.27 there and was the fastest on the 40^3 box at Re 400 and
+# 1000 (benchmarks/results/bench_solvers_smoothing*_h100.md), but on the DFG channel refined 3 times (3.8 M unknowns,
+# cells of aspect 4.7 round the cylinder) FGMRES needed 201 and 589 iterations in the last Newton steps with 5 (117 s
+# on an H100), 40 in all 5 steps with 10 (29 s), and 8 was as fast (26 s); the 40^3 box at Re 1000 took 12.5 s with 5
+# (77 iterations) and 13.6 s with 10 (60)
 
 
 def halvings(grid, parts: int = 1) -> int:
