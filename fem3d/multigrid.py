@@ -202,29 +202,45 @@ class CoarseSolve:
         self.dense = level.op.backend.is_gpu and self.n_global <= DENSE_MAX
 
     def setup(self) -> None:
+        op, dist, backend = self.level.op, self.level.op.dist, self.level.op.backend
+        if dist.is_serial:
+            mats, gd = op.mats[:, :, :NL], self.gdofs[op.dofs.astype(np.int64)]
+        else:
+            pieces = dist.comm.allgather((backend.to_numpy(op.mats)[:, :, :NL], dist.gdofs[backend.to_numpy(op.dofs)]))
+            mats, gd = (backend.asarray(np.concatenate(parts)) for parts in zip(*pieces))
+        self.pin = int(gd[:, 81:].min()) if self.enclosed else None  # the first pressure unknown: the level is fixed there
+        if self.dense:
+            self.inverse = self.level.xp.linalg.inv(self._dense(mats, gd))
+        else:
+            self.lu = self._factorised(backend.to_numpy(mats), backend.to_numpy(gd))
+
+    def _dense(self, mats, gd):
+        """The assembled matrix (n, n), pin applied, summed on the device."""
+        xp, n = self.level.xp, self.n_global
+        dense = xp.zeros(n * n, dtype=np.float64)
+        self.level.op.backend.scatter_add(dense, (gd[:, :, None] * n + gd[:, None, :]).ravel(),
+                                          mats.astype(np.float64).ravel())
+        dense = dense.reshape(n, n)
+        if self.pin is not None:
+            scale = float(xp.abs(xp.diagonal(dense)).max())
+            dense[self.pin, :] = 0.0
+            dense[:, self.pin] = 0.0
+            dense[self.pin, self.pin] = scale
+        return dense
+
+    def _factorised(self, mats, gd):
+        """SuperLU of the assembled matrix, pin applied (host)."""
         import scipy.sparse as sp
         from scipy.sparse.linalg import splu
 
-        op, dist = self.level.op, self.level.op.dist
-        mine = (op.backend.to_numpy(op.mats)[:, :, :NL], dist.gdofs[op.backend.to_numpy(op.dofs)])
-        pieces = [mine] if dist.is_serial else dist.comm.allgather(mine)
-        mats = np.concatenate([m for m, _ in pieces]).astype(np.float64)
-        gd = np.concatenate([g for _, g in pieces])
+        n = self.n_global
         rows = np.broadcast_to(gd[:, :, None], mats.shape).ravel()
         cols = np.broadcast_to(gd[:, None, :], mats.shape).ravel()
-        n = self.n_global
-        self.pin = None
-        keep = np.ones(rows.shape, dtype=bool)
-        if self.enclosed:
-            self.pin = pin = int(gd[:, 81:].min())  # the first pressure unknown: the pressure level is fixed there
-            keep = (rows != pin) & (cols != pin)
-        matrix = sp.csc_matrix((mats.ravel()[keep], (rows[keep], cols[keep])), shape=(n, n))
+        keep = np.ones(rows.shape, dtype=bool) if self.pin is None else (rows != self.pin) & (cols != self.pin)
+        matrix = sp.csc_matrix((mats.astype(np.float64).ravel()[keep], (rows[keep], cols[keep])), shape=(n, n))
         if self.pin is not None:
             matrix += sp.csc_matrix(([abs(matrix.diagonal()).max()], ([self.pin], [self.pin])), shape=(n, n))
-        if self.dense:
-            self.inverse = self.level.xp.linalg.inv(op.backend.asarray(matrix.toarray()))
-        else:
-            self.lu = splu(matrix, permc_spec=PERMC_SPEC, diag_pivot_thresh=PIVOT_THRESHOLD)
+        return splu(matrix, permc_spec=PERMC_SPEC, diag_pivot_thresh=PIVOT_THRESHOLD)
 
     def solve(self, b):
         level = self.level
