@@ -17,47 +17,23 @@ import argparse
 import json
 import os
 import sys
-import time
 
 from gpucfd.errors import ArgumentParser, run_cli
 from script_options import check_each, check_names, check_tag
+from timed_runs import record_memory, timed_child
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SOLVERS = ("paper", "mg")
 WARMUP_N = 4  # box of the untimed run per solver that comes first
 
 
-def child(argv) -> int:
-    """Run fem3d.cavity in this process, then save the device memory pool's size beside its summary."""
-    from fem3d import cavity
-    from gpucfd.backend import cupy_module
-
-    code = cavity.main(argv)
-    cp = cupy_module()
-    pool = cp.get_default_memory_pool().total_bytes() if cp is not None else None
-    out = argv[argv.index("--out") + 1]
-    with open(os.path.join(out, "memory.json"), "w") as fh:
-        json.dump({"device_pool_bytes": pool}, fh)
-    return code
-
-
 def run(n: int, re: float, solver: str, device: str, runs: str, extra: list) -> dict:
-    import subprocess
-
     out = os.path.join(runs, f"{solver}_n{n}_re{re:g}")
     args = ["--re", f"{re:g}", "--n", str(n), "--grading", "1", "--device", device, "--solver", solver, "--quiet",
             "--no-vtu", "--no-plots", "--out", out, *extra]
     print(f"python -m fem3d.cavity {' '.join(args)}", flush=True)
-    t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", *args], capture_output=True, text=True)
-    wall = time.perf_counter() - t0
-    if proc.returncode not in (0, 3):
-        sys.stderr.write(proc.stderr)
-        raise SystemExit(proc.returncode)
-    with open(os.path.join(out, "summary.json")) as fh:
-        s = json.load(fh)
-    with open(os.path.join(out, "memory.json")) as fh:
-        pool = json.load(fh)["device_pool_bytes"]
+    wall, s, memory = timed_child(__file__, args, out)
+    pool = memory["device_pool_bytes"]
     steps = [st for stage in s["continuation"] for st in stage["steps"]]
     final = [st for st in s["continuation"][-1]["steps"]]
     elements = n ** 3
@@ -93,7 +69,9 @@ def table(rows: list) -> str:
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["--child"]:
-        return child(argv[1:])
+        from fem3d import cavity
+
+        return record_memory(cavity.main, argv[1:])
     ap = ArgumentParser(prog="scripts/bench_solvers.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, nargs="+", default=[20, 30, 40])
     ap.add_argument("--re", type=float, nargs="+", default=[100.0, 400.0, 1000.0])

@@ -17,14 +17,13 @@ import csv
 import importlib.resources
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
-import time
 
 from gpucfd.errors import ArgumentParser, run_cli
 from script_options import check_each, check_tag
+from timed_runs import record_memory, timed_child
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CASE = os.path.join(ROOT, "meshes", "dfg3d", "case.toml")
@@ -37,34 +36,11 @@ def references() -> dict:
         return {row["quantity"]: float(row["reference"]) for row in csv.DictReader(fh) if row["case"] == "3D-1Z"}
 
 
-def child(argv) -> int:
-    """Run fem3d.run in this process, then save the memory peak beside its summary."""
-    from fem3d import run
-    from gpucfd.backend import cupy_module
-
-    code = run.main(argv)
-    cp = cupy_module()
-    peak = cp.get_default_memory_pool().total_bytes() if cp is not None and "cpu" not in argv else None
-    out = argv[argv.index("--out") + 1]
-    with open(os.path.join(out, "memory.json"), "w") as fh:
-        json.dump({"device_pool_bytes": peak, "max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}, fh)
-    return code
-
-
 def run(k: int, device: str, runs: str, ref: dict) -> dict:
     out = os.path.join(runs, f"refine{k}")
     args = [CASE, "--refine", str(k), "--device", device, "--quiet", "--no-vtu", "--no-plots", "--out", out]
     print(f"python -m fem3d.run {' '.join(os.path.relpath(a, ROOT) if a == CASE else a for a in args)}", flush=True)
-    t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", *args], capture_output=True, text=True)
-    wall = time.perf_counter() - t0
-    if proc.returncode not in (0, 3):
-        sys.stderr.write(proc.stderr)
-        raise SystemExit(proc.returncode)
-    with open(os.path.join(out, "summary.json")) as fh:
-        s = json.load(fh)
-    with open(os.path.join(out, "memory.json")) as fh:
-        memory = json.load(fh)
+    wall, s, memory = timed_child(__file__, args, out)
     q = s["quantities"]
     c_d, c_l, _ = q["forces"]["cylinder"]["coefficients"]
     values = {"c_D": c_d, "c_L": c_l, "delta_p": q["differences"]["delta_p"]}
@@ -121,5 +97,7 @@ def main(argv=None) -> int:
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--child"]:
-        raise SystemExit(run_cli(child, sys.argv[2:], prog="fem3d.run"))
+        from fem3d import run as fem3d_run
+
+        raise SystemExit(run_cli(lambda argv: record_memory(fem3d_run.main, argv), sys.argv[2:], prog="fem3d.run"))
     raise SystemExit(run_cli(main, prog="dfg_benchmark"))

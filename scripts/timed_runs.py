@@ -1,0 +1,43 @@
+"""A fem3d command timed as a user runs it: in its own process, its summary and memory peak read back.
+
+Imported from scripts/ (the folder of the running script) by the benchmarks that time whole runs.
+"""
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+
+
+def record_memory(main, argv) -> int:
+    """Run a command's ``main(argv)`` in this process, then save memory.json beside its
+    summary (the ``--out`` folder): CuPy's pool at its size after the run (None without a
+    GPU) and this process's peak resident size, in bytes."""
+    from gpucfd.backend import cupy_module
+
+    code = main(argv)
+    cp = cupy_module()
+    pool = cp.get_default_memory_pool().total_bytes() if cp is not None and "cpu" not in argv else None
+    with open(os.path.join(argv[argv.index("--out") + 1], "memory.json"), "w") as fh:
+        json.dump({"device_pool_bytes": pool, "max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}, fh)
+    return code
+
+
+def timed_child(script: str, args: list, out: str) -> tuple[float, dict, dict]:
+    """Run ``python script --child args`` (a script whose --child calls record_memory) and
+    return (process wall seconds, its summary.json, its memory.json) from ``out``; exit with
+    the child's code and its stderr unless it solved (0) or reported no convergence (3)."""
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, os.path.abspath(script), "--child", *args], capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if proc.returncode not in (0, 3):
+        sys.stderr.write(proc.stderr)
+        raise SystemExit(proc.returncode)
+    with open(os.path.join(out, "summary.json")) as fh:
+        summary = json.load(fh)
+    with open(os.path.join(out, "memory.json")) as fh:
+        memory = json.load(fh)
+    return wall, summary, memory
