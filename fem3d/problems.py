@@ -1,5 +1,5 @@
-"""The lid-driven cavity as a FlowProblem: the lid's faces, the boundary velocity, and
-the initial state of a restart.
+"""The lid-driven cavity as a FlowProblem (boundary conditions by face, fem3d.boundary): the
+lid's faces, the boundary velocity, and the initial state of a restart.
 
 The lid moves at ``lid_velocity`` (default unit speed in +x); every other boundary face
 is a no-slip wall, and where the lid meets a wall the wall's zero velocity is imposed.
@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from gpucfd.errors import InputError
-from .mesh import Q1_FACE_NODES, Q2_FACE_NODES
+from .boundary import Velocity, Wall, constraints
+from .mesh import Q1_FACE_NODES
 from .navier_stokes import FlowProblem
 
 
@@ -37,18 +38,11 @@ def lid_faces(mesh, lid: str) -> np.ndarray:
 
 
 def lid_driven_problem(mesh, re: float, lid: str, lid_velocity=(1.0, 0.0, 0.0)) -> FlowProblem:
-    """No-slip walls, ``lid_velocity`` on the lid nodes that are on no wall face."""
+    """The cavity as boundary conditions (fem3d.boundary): ``lid_velocity`` on the lid's
+    faces, no-slip walls on every other face; where they meet, the wall's zero."""
     mask = lid_faces(mesh, lid)
-    faces = mesh.boundary_faces
-
-    def nodes(sel):
-        return np.unique(mesh.cells[faces[sel, 0][:, None], Q2_FACE_NODES[faces[sel, 1]]])
-
-    all_nodes = nodes(np.ones(len(faces), dtype=bool))
-    moving = np.setdiff1d(nodes(mask), nodes(~mask))
-    values = np.zeros((len(all_nodes), 3))
-    values[np.isin(all_nodes, moving)] = lid_velocity
-    return FlowProblem(mesh, re, all_nodes, values)
+    groups = [("lid", mask, Velocity(*lid_velocity)), ("walls", ~mask, Wall())]
+    return FlowProblem.with_constraints(mesh, re, constraints(mesh, groups))
 
 
 def read_initial(path: str, n_dofs: int) -> np.ndarray:
