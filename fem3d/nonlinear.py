@@ -299,7 +299,8 @@ def solve_continuation(solver: NonlinearSolver, stages: list[float], re: float, 
         for stage_re in stages + [re]:
             solver.system.problem.re = stage_re
             solver.options = options if stage_re == re else replace(options, tol=max(options.tol, CONTINUATION_TOL))
-            log(f"Re {stage_re:g}" + (" (continuation)" if stage_re != re else ""))
+            if stages:  # a header per stage where there are several
+                log(f"Re {stage_re:g}" + (" (continuation)" if stage_re != re else ""))
             result = solver.solve(x0=x, log=lambda line: log("  " + line))
             out.append(Stage(stage_re, result))
             if not result.converged:
