@@ -1,6 +1,17 @@
 """Steady incompressible Navier-Stokes on Q2-Q1 hexahedra (Kao & Sheu 2018) with NumPy or CuPy.
 
-The Python API (fem3d.flow): ``read_mesh``, ``box_mesh``, ``Flow`` and the boundary
+Groups, each using only those above it in this list:
+  discretisation  reference element, meshes (boxes, files, refinement, checks), geometry,
+                  assembly, upwinding, fields, VTU writers
+  parallel        communicators (serial, MPI, NCCL), partitions and interface sums, agreed stops
+  solvers         operators, Krylov methods, multigrid and Vanka, the linear solvers, Newton
+  problems        the Navier-Stokes system, boundary conditions, forces, the API and case
+                  files, exact solutions, reference data, running a system on several ranks
+  commands        what the programs share: options, outputs, pictures, memory and resolution
+  kernels/        CUDA sources with a NumPy reference beside each
+The programs: python -m fem3d.cavity | verify | run | mesh.
+
+The Python API (fem3d.problems.flow): ``read_mesh``, ``box_mesh``, ``Flow`` and the boundary
 conditions ``Wall``, ``Velocity``, ``Outflow``, ``Slip``; loaded on first use, so that
 ``import fem3d`` stays light for the command-line programs.
 """
@@ -8,8 +19,9 @@ import importlib
 
 import gpucfd  # noqa: F401  (first: under MPI it sizes the BLAS thread pools before NumPy loads them)
 
-API = {"read_mesh": "mesh", "box_mesh": "mesh", "Flow": "flow", "FlowResult": "flow",
-       "Wall": "boundary", "Velocity": "boundary", "Outflow": "boundary", "Slip": "boundary"}
+API = {"read_mesh": "discretisation.mesh", "box_mesh": "discretisation.mesh", "Flow": "problems.flow",
+       "FlowResult": "problems.flow", "Wall": "problems.boundary", "Velocity": "problems.boundary",
+       "Outflow": "problems.boundary", "Slip": "problems.boundary"}
 __all__ = sorted(API)
 
 

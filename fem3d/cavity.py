@@ -27,28 +27,29 @@ import signal
 import sys
 import time
 
-from . import resolution
-from .cavity_output import CavityRun, final_lines, write_pictures, write_results, write_summary
-from .cli import add_solver_arguments, linear_options, nonlinear_options
-from .comm import agreed_errors
-from .distributed import add_parallel_arguments, partitioned_system, rank_report, start
+from .commands import resolution
+from .commands.cavity_output import CavityRun, final_lines, write_pictures, write_results, write_summary
+from .commands.cli import add_solver_arguments, linear_options, nonlinear_options
+from .parallel.comm import agreed_errors
+from .problems.distributed import add_parallel_arguments, partitioned_system, rank_report, start
 from gpucfd.errors import ArgumentParser, ConvergenceError, InputError, check_range, run_cli
-from .interrupt import InterruptCheck, agreed, graceful_stop, requested
-from .memory import check_fits
-from .mesh import box_mesh, read_mesh
-from .nonlinear import NonlinearSolver, continuation_steps, solve_continuation
+from .parallel.interrupt import InterruptCheck, agreed, graceful_stop, requested
+from .commands.memory import check_fits, largest_refinement
+from .discretisation.mesh import box_mesh, read_mesh
+from .solvers.nonlinear import NonlinearSolver, continuation_steps, solve_continuation
 from gpucfd.output import ensure_writable_dir, save_npy
-from .partition import distribute
-from .problems import lid_driven_problem, read_initial
-from .refine import REFINE_MAX, refine
-from .solvers import make_linear_solver
+from .parallel.partition import distribute
+from .problems.lid_driven import lid_driven_problem, read_initial
+from .problems.navier_stokes import RE_MAX
+from .discretisation.refine import REFINE_MAX, refine
+from .solvers.linear import make_linear_solver
 
 
 def build_mesh(args, fits, kind: str, ranks: int, warn):
     """The mesh and a description of it for the summary. ``fits(elements, largest)`` checks
-    the memory of a mesh of that many elements before it is built (fem3d.memory). With
+    the memory of a mesh of that many elements before it is built (fem3d.commands.memory). With
     ``--n auto`` the size comes from the Reynolds number and the device (``kind`` "cpu" or
-    "gpu", ``ranks`` of them; fem3d.resolution); ``warn(line)`` says before the run when
+    "gpu", ``ranks`` of them; fem3d.commands.resolution); ``warn(line)`` says before the run when
     that mesh is not expected to resolve the flow."""
     times = check_range("--refine", args.refine, low=0, high=REFINE_MAX, integer=True)
     if args.mesh:
@@ -83,14 +84,6 @@ def build_mesh(args, fits, kind: str, ranks: int, warn):
     check_range("--grading", grading, low=0, high=10)
     fits(math.prod(sizes), lambda e: f"--n {int(e ** (1 / 3))} fits at most")
     return box_mesh(*sizes, grading=grading), {"box": sizes, "grading": grading, "automatic": args.n == "auto"}
-
-
-def largest_refinement(elements: int, fitting: int) -> str:
-    """The hint of a memory error for a mesh of ``elements`` elements of which ``fitting``
-    fit: the largest --refine that fits."""
-    if fitting < elements:
-        return f"not even the file's mesh ({elements:,} elements) fits, at most {fitting:,} elements do"
-    return f"--refine {int(math.log(fitting / elements, 8) + 1e-9)} fits at most"
 
 
 def parse(argv):
@@ -133,6 +126,7 @@ def main(argv=None) -> int:
     root = comm.rank == 0
     with graceful_stop():
         with agreed_errors(comm):
+            check_range("--re", args.re, low=0, high=RE_MAX, low_open=True)
             stages = continuation_steps(args.continuation, args.re)
             nonlinear, linear = nonlinear_options(args), linear_options(args)
             notes = []

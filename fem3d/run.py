@@ -1,6 +1,6 @@
 """Run a flow described in a case file: ``python -m fem3d.run case.toml``.
 
-Reads the case (fem3d.case), solves it (fem3d.flow) on one process or every rank of an
+Reads the case (fem3d.problems.case), solves it (fem3d.problems.flow) on one process or every rank of an
 MPI job, reports the forces, coefficients, point pressures and pressure differences it
 asks for, and writes to the output folder, results first and each atomically:
 solution.npy, flow.vtu (flow.pvtu joining one piece per rank under MPI; hexahedron27
@@ -17,20 +17,19 @@ import signal
 import sys
 import time
 
-from .case import read_case
-from .cli import add_solver_arguments, linear_options, nonlinear_options
-from .comm import agreed_errors
-from .distributed import add_parallel_arguments, start
+from .problems.case import read_case
+from .commands.cli import add_solver_arguments, linear_options, nonlinear_options
+from .parallel.comm import agreed_errors
+from .problems.distributed import add_parallel_arguments, start
 from gpucfd.errors import ArgumentParser, ConvergenceError, check_range, run_cli
-from .cavity import largest_refinement
-from .fields import mid_plane
-from .flow import Flow
-from .interrupt import agreed, graceful_stop, requested
-from .memory import check_fits
-from .mesh import read_mesh
-from . import plots
-from .picture_process import PictureError, draw_in_child
-from .refine import REFINE_MAX, refine
+from .discretisation.fields import mid_plane
+from .problems.flow import Flow
+from .parallel.interrupt import agreed, graceful_stop, requested
+from .commands.memory import check_fits, largest_refinement
+from .discretisation.mesh import read_mesh
+from .commands import plots
+from .commands.picture_process import PictureError, draw_in_child
+from .discretisation.refine import REFINE_MAX, refine
 
 CASE_OPTIONS = {"solver": "--solver", "tol": "--tol", "max_steps": "--max-steps"}  # case-file keys the command line overrides
 
@@ -38,7 +37,7 @@ CASE_OPTIONS = {"solver": "--solver", "tol": "--tol", "max_steps": "--max-steps"
 def parse(argv):
     ap = ArgumentParser(prog="python -m fem3d.run", description="Solve the steady flow described in a TOML case file.",
                         allow_abbrev=False)
-    ap.add_argument("case", help="the case file (TOML; see fem3d.case)")
+    ap.add_argument("case", help="the case file (TOML; see fem3d.problems.case)")
     ap.add_argument("--out", help="output folder (default: the case file's [output] dir)")
     ap.add_argument("--refine", type=int, default=None, help=f"refine the case's mesh uniformly this many times, 0 to "
                     f"{REFINE_MAX} (default: the case file's [mesh] refine, else 0)")

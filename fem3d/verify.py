@@ -1,7 +1,7 @@
 """Convergence study against exact solutions: ``python -m fem3d.verify``.
 
 Solves the paper's analytic flow (Kao & Sheu 2018, section 5.1) and a smooth
-manufactured flow with body force (fem3d.exact) on N^3 unit-cube meshes, and prints
+manufactured flow with body force (fem3d.problems.exact) on N^3 unit-cube meshes, and prints
 the L2 errors of u, v, w, p with their convergence rates, like the paper's Table 2.
 Results go to a JSON file, rewritten atomically after every mesh size, so that a
 failure loses only the run it stopped. Exit code 0 when every run converged; 3 otherwise,
@@ -22,20 +22,20 @@ import time
 
 import numpy as np
 
-from .cli import add_solver_arguments, linear_options, nonlinear_options
-from .comm import agreed_errors
-from .distributed import add_parallel_arguments, partitioned_system, start
+from .commands.cli import add_solver_arguments, linear_options, nonlinear_options
+from .parallel.comm import agreed_errors
+from .problems.distributed import add_parallel_arguments, partitioned_system, start
 from gpucfd.errors import ArgumentParser, ConvergenceError, check_range, run_cli
-from .exact import CASES
-from .fields import l2_errors
-from .interrupt import InterruptCheck, agreed, graceful_stop
-from .memory import check_fits
-from .mesh import box_mesh
-from .navier_stokes import FlowProblem
-from .nonlinear import NonlinearOptions, NonlinearSolver
+from .problems.exact import CASES
+from .discretisation.fields import l2_errors
+from .parallel.interrupt import InterruptCheck, agreed, graceful_stop
+from .commands.memory import check_fits
+from .discretisation.mesh import box_mesh
+from .problems.navier_stokes import FlowProblem
+from .solvers.nonlinear import NonlinearOptions, NonlinearSolver
 from gpucfd.output import check_writable_file, write_json
-from .partition import distribute
-from .solvers import LinearOptions, make_linear_solver
+from .parallel.partition import distribute
+from .solvers.linear import LinearOptions, make_linear_solver
 
 # Kao & Sheu 2018, Table 2 (analytic case), L2 error norms at N^3 elements.
 PAPER_TABLE2 = {

@@ -77,7 +77,7 @@ def run_cli(main, argv=None, prog: str | None = None) -> int:
     dropped; otherwise they are shown at the end. A MemoryError (NumPy or CuPy) of a
     single process is a one-line input error too (the problem does not fit).
 
-    Under MPI those two are raised on every rank alike (e.g. fem3d.comm.agreed_errors; the
+    Under MPI those two are raised on every rank alike (e.g. fem3d.parallel.comm.agreed_errors; the
     convergence tests use global norms), so rank 0 alone prints and every rank returns
     the code. Any other exception on one rank would leave the others waiting in a
     collective: the failing rank prints one line naming itself and aborts the job.

@@ -17,7 +17,7 @@ import os
 import meshio
 import numpy as np
 
-from fem3d.mesh import TENSOR27_TO_VTK, box_mesh
+from fem3d.discretisation.mesh import TENSOR27_TO_VTK, box_mesh
 
 
 def distorted_cube(n: int = 6, amplitude: float = 0.04) -> meshio.Mesh:

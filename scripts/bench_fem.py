@@ -56,10 +56,10 @@ CG_LENGTHS = {"gpu": (10, 60), "cpu": (2, 5)}  # CG runs whose time difference g
 def phase_row(backend, n: int, matrix_dtype: str, grading: float, copy_gbs, padded: bool) -> dict:
     """Timings of every phase for an n^3 cavity at Re 400 about the initial guess."""
     from fem3d.kernels import cg, ebe
-    from fem3d.krylov import NormalEquationsCG, NormalJacobi
-    from fem3d.mesh import box_mesh
-    from fem3d.navier_stokes import NavierStokesSystem
-    from fem3d.problems import lid_driven_problem
+    from fem3d.solvers.krylov import NormalEquationsCG, NormalJacobi
+    from fem3d.discretisation.mesh import box_mesh
+    from fem3d.problems.navier_stokes import NavierStokesSystem
+    from fem3d.problems.lid_driven import lid_driven_problem
 
     xp, gpu = backend.xp, backend.is_gpu
     pool = xp.get_default_memory_pool() if gpu else None
@@ -142,7 +142,7 @@ def solve_row(args, n: int, re: float, ranks: int, matrix_dtype: str, out_dir: s
     With --segment-steps K a full solve runs K nonlinear steps per call; when ``previous``
     (this row from an earlier call) stopped at that limit and its solution.npy is still
     there, this call continues from it (--initial) and the row sums the segments."""
-    from fem3d.nonlinear import continuation_steps
+    from fem3d.solvers.nonlinear import continuation_steps
 
     partial = n > args.solve_max
     extra = ["--max-steps", str(args.picard_steps)] if partial else []

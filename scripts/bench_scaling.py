@@ -30,12 +30,12 @@ PAPER_STRONG = "Kao & Sheu 2018: 1.12x from 2 to 4 P100 GPUs"
 
 def worker(args) -> None:
     """One run, on every rank of the job: writes rank 0's results to args.json."""
-    from fem3d.comm import setup
-    from fem3d.distributed import partitioned_system
-    from fem3d.krylov import NormalEquationsCG, NormalJacobi
-    from fem3d.mesh import box_mesh
-    from fem3d.partition import distribute
-    from fem3d.problems import lid_driven_problem
+    from fem3d.parallel.comm import setup
+    from fem3d.problems.distributed import partitioned_system
+    from fem3d.solvers.krylov import NormalEquationsCG, NormalJacobi
+    from fem3d.discretisation.mesh import box_mesh
+    from fem3d.parallel.partition import distribute
+    from fem3d.problems.lid_driven import lid_driven_problem
 
     backend, comm = setup(args.device, args.comm)
     t0 = time.perf_counter()

@@ -7,7 +7,7 @@ Builds the lid-driven cube of N^3 graded elements, assembles the Newton Jacobian
 the state after ``--picard`` Picard steps from rest (the timings hardly depend on it)
 and the mg solver's multigrid hierarchy, then times (best of ``--repeats``, device synchronised)
 on every level: the element-by-element product, one smoother application and one
-smoothing (fem3d.multigrid.SMOOTHING_STEPS GMRES steps), and for the whole cycle: the
+smoothing (fem3d.solvers.multigrid.SMOOTHING_STEPS GMRES steps), and for the whole cycle: the
 Galerkin products, the Vanka set-ups, the coarse inverse, one V-cycle and one product
 with the float64 system matrix. A level whose smoothing takes much longer than its
 products is bound by the host's launch overhead, not by the device. Saves
@@ -42,14 +42,14 @@ def best_ms(backend, f, repeats: int) -> float:
 
 
 def profile(n: int, re: float, device: str, picard: int, repeats: int) -> dict:
-    from fem3d.krylov import gmres_steps
-    from fem3d.memory import check_fits
-    from fem3d.mesh import box_mesh
-    from fem3d.multigrid import SMOOTHING_STEPS, halvings
-    from fem3d.navier_stokes import NavierStokesSystem
-    from fem3d.nonlinear import NonlinearOptions, NonlinearSolver
-    from fem3d.problems import lid_driven_problem
-    from fem3d.solvers import LinearOptions, make_linear_solver
+    from fem3d.solvers.krylov import gmres_steps
+    from fem3d.commands.memory import check_fits
+    from fem3d.discretisation.mesh import box_mesh
+    from fem3d.solvers.multigrid import SMOOTHING_STEPS, halvings
+    from fem3d.problems.navier_stokes import NavierStokesSystem
+    from fem3d.solvers.nonlinear import NonlinearOptions, NonlinearSolver
+    from fem3d.problems.lid_driven import lid_driven_problem
+    from fem3d.solvers.linear import LinearOptions, make_linear_solver
     from gpucfd.backend import get_backend
 
     backend = get_backend(device)

@@ -20,5 +20,5 @@ def backend(request):
 
 @pytest.fixture
 def child_imports_tests(monkeypatch):
-    """Let child Python processes (fem3d.picture_process) import the modules in tests/."""
+    """Let child Python processes (fem3d.commands.picture_process) import the modules in tests/."""
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [TESTS, os.environ.get("PYTHONPATH")])))

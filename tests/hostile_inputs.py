@@ -17,7 +17,7 @@ import numpy as np
 from fem3d import cavity, verify
 from gpucfd.backend import cupy_module
 from gpucfd.errors import run_cli
-from fem3d.mesh import box_mesh
+from fem3d.discretisation.mesh import box_mesh
 from support import curved_hex27
 from tridiag.cases import cavity2d, cylinder, heat
 

@@ -5,9 +5,9 @@ import os
 import meshio
 import numpy as np
 
-from fem3d.element import Q2
-from fem3d.mesh import TENSOR27_TO_VTK, VTK_HEX8_TO_TENSOR, box_mesh, mesh_from_hex8, read_mesh
-from fem3d.navier_stokes import FlowProblem, NavierStokesSystem
+from fem3d.discretisation.element import Q2
+from fem3d.discretisation.mesh import TENSOR27_TO_VTK, VTK_HEX8_TO_TENSOR, box_mesh, mesh_from_hex8, read_mesh
+from fem3d.problems.navier_stokes import FlowProblem, NavierStokesSystem
 
 MESHES = os.path.join(os.path.dirname(__file__), "..", "meshes")
 
@@ -43,8 +43,8 @@ def twisted_mesh(n: int = 2, seed: int = 0):
 
 def curved_hex27(path: str) -> str:
     """Write a one-element hex27 mesh to ``path``: valid at its 27 nodes (what
-    fem3d.geometry.check_elements checks) but with its mid-edge node 1 pulled so far that
-    a child of it (fem3d.refine) is inverted."""
+    fem3d.discretisation.geometry.check_elements checks) but with its mid-edge node 1 pulled so far that
+    a child of it (fem3d.discretisation.refine) is inverted."""
     X = (Q2.nodes + 1) / 2
     X[1] += (-0.2, -0.4, 0.7)
     meshio.write(path, meshio.Mesh(X[TENSOR27_TO_VTK], [("hexahedron27", np.arange(27)[None])]))

@@ -1,10 +1,10 @@
 import numpy as np
 import pytest
 
-from fem3d.assembly import ReferenceTables, element_matrices_chunk
-from fem3d.fields import nodal_velocity
-from fem3d.mesh import box_mesh
-from fem3d.navier_stokes import FlowProblem, NavierStokesSystem
+from fem3d.discretisation.assembly import ReferenceTables, element_matrices_chunk
+from fem3d.discretisation.fields import nodal_velocity
+from fem3d.discretisation.mesh import box_mesh
+from fem3d.problems.navier_stokes import FlowProblem, NavierStokesSystem
 from support import sample_mesh
 
 NU_RE = 50.0
@@ -48,7 +48,7 @@ def test_exact_discrete_solution_satisfies_the_equations(backend, grading, kind)
 def test_galerkin_only_weighting_of_force_would_be_inconsistent(backend):
     """Control for the test above: dropping the streamline part of the force weighting
     leaves a residual, so that test can detect an inconsistent weighting."""
-    import fem3d.assembly as asm
+    import fem3d.discretisation.assembly as asm
 
     mesh = box_mesh(2)
     tables = ReferenceTables.build(backend.xp, 8)
@@ -98,8 +98,8 @@ def test_jacobian_is_the_derivative_of_the_stabilised_residual(backend, re):
 
 
 def test_upwind_derivatives_match_differences():
-    from fem3d.element import Q2
-    from fem3d.upwind import delta_end, delta_end_derivative, delta_mid, delta_mid_derivative, tau, tau_and_derivative
+    from fem3d.discretisation.element import Q2
+    from fem3d.discretisation.upwind import delta_end, delta_end_derivative, delta_mid, delta_mid_derivative, tau, tau_and_derivative
 
     pe = np.array([1e-3, 0.05, 0.149, 0.2, 0.5, 2.0, 10.0, 50.0, 700.0])
     h = 1e-6 * pe

@@ -56,7 +56,7 @@ def test_time_call_returns_median_seconds(backend):
 
 
 def test_nccl_only_where_every_rank_has_a_gpu_of_its_own():
-    from fem3d.comm import wants_nccl
+    from fem3d.parallel.comm import wants_nccl
 
     assert wants_nccl("auto", True, 2, shared_gpu=False)
     assert not wants_nccl("auto", True, 2, shared_gpu=True)  # NCCL refuses two ranks on one GPU

@@ -1,5 +1,5 @@
-"""Boundary conditions by tag (fem3d.boundary), the expression grammar (fem3d.expressions)
-and forces and point values (fem3d.quantities), against flows that lie in the discrete
+"""Boundary conditions by tag (fem3d.problems.boundary), the expression grammar (fem3d.problems.expressions)
+and forces and point values (fem3d.problems.quantities), against flows that lie in the discrete
 spaces: plane Poiseuille flow between walls, with slip side planes, parabolic inflow and
 do-nothing outflow."""
 import math
@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 
 from gpucfd.errors import InputError
-from fem3d.boundary import Outflow, Slip, Velocity, Wall, constraints_by_tag
-from fem3d.expressions import Expression
-from fem3d.mesh import box_mesh
-from fem3d.navier_stokes import FlowProblem, NavierStokesSystem
-from fem3d.nonlinear import NonlinearOptions, NonlinearSolver
-from fem3d.problems import lid_driven_problem
-from fem3d.quantities import boundary_force, point_values
-from fem3d.solvers import LinearOptions, make_linear_solver
+from fem3d.problems.boundary import Outflow, Slip, Velocity, Wall, constraints_by_tag
+from fem3d.problems.expressions import Expression
+from fem3d.discretisation.mesh import box_mesh
+from fem3d.problems.navier_stokes import FlowProblem, NavierStokesSystem
+from fem3d.solvers.nonlinear import NonlinearOptions, NonlinearSolver
+from fem3d.problems.lid_driven import lid_driven_problem
+from fem3d.problems.quantities import boundary_force, point_values
+from fem3d.solvers.linear import LinearOptions, make_linear_solver
 
 L, W, RE = 2.0, 0.5, 20.0  # channel [0, L] x [0, 1] x [0, W]; nu = 1/RE; centre-line speed 1
 

@@ -9,13 +9,14 @@ import numpy as np
 import pytest
 
 import broken_drawings
-from fem3d import cavity, plots
+from fem3d import cavity
+from fem3d.commands import plots
 from gpucfd.backend import cupy_module
 from gpucfd.errors import InputError, run_cli
-from fem3d.fields import centre_line, evaluate, locate, mid_plane
-from fem3d.mesh import box_mesh
-from fem3d.problems import lid_driven_problem
-from fem3d.references import PROFILE_POINTS
+from fem3d.discretisation.fields import centre_line, evaluate, locate, mid_plane
+from fem3d.discretisation.mesh import box_mesh
+from fem3d.problems.lid_driven import lid_driven_problem
+from fem3d.problems.references import PROFILE_POINTS
 from support import MESHES
 
 RESULTS = ["solution.npy", "cavity.vtu", "profiles.csv", "summary.json"]
@@ -162,7 +163,7 @@ def test_refined_mesh_file_is_solved_by_multigrid(tmp_path):
 
 
 def test_memory_estimate_names_the_largest_refinement_that_fits(tmp_path, capsys, monkeypatch):
-    """2 GiB free on the CPU, mg: (245e3 + 4e3) bytes per element and 0.05 GB (fem3d.memory) fit 8,423
+    """2 GiB free on the CPU, mg: (245e3 + 4e3) bytes per element and 0.05 GB (fem3d.commands.memory) fit 8,423
     elements: the 216 of the distorted cube refined once (1,728), not twice (13,824)."""
     monkeypatch.setattr("gpucfd.backend.host_free_bytes", lambda: 2**31)
     code = run_cli(cavity.main, ["--mesh", os.path.join(MESHES, "distorted_cube_hex8.msh"), "--lid", "lid", "--refine", "2",
@@ -210,7 +211,7 @@ def test_restart_file_must_match_the_mesh(tmp_path):
 
 
 def test_nan_stops_at_once_and_writes_marked_results(tmp_path, monkeypatch, capsys):
-    import fem3d.assembly as asm
+    import fem3d.discretisation.assembly as asm
 
     monkeypatch.setattr(asm, "upwind_tau", lambda xp, a, J, re, mid: xp.full(a.shape[:2] + (27,), np.nan))
     from gpucfd.errors import run_cli
@@ -272,7 +273,7 @@ def test_a_crashing_picture_is_one_warning_and_the_results_stay(tmp_path, monkey
     """slice.png's drawing process dies of SIGSEGV (as VTK's streamline filter did): the
     run warns in one line, keeps its complete results and profiles.png, and exits 0."""
     monkeypatch.setattr(plots, "slice_png", broken_drawings.segfault)
-    monkeypatch.setattr("fem3d.cavity_output.mid_plane", partial(mid_plane, samples=9))  # the real sampling, smaller
+    monkeypatch.setattr("fem3d.commands.cavity_output.mid_plane", partial(mid_plane, samples=9))  # the real sampling, smaller
     code = run_cli(cavity.main, ["--n", "2", "--device", "cpu", "--out", str(tmp_path), "--quiet"], prog="fem3d.cavity")
     warning = "slice.png not written (the drawing process died of SIGSEGV)"
     assert code == 0 and capsys.readouterr().err == f"fem3d.cavity: warning: {warning}\n"
@@ -289,7 +290,7 @@ def test_a_picture_whose_data_fails_is_a_warning(tmp_path, monkeypatch, capsys):
     def broken_plane(mesh, x):
         raise MemoryError("mid-plane too large")
 
-    monkeypatch.setattr("fem3d.cavity_output.mid_plane", broken_plane)
+    monkeypatch.setattr("fem3d.commands.cavity_output.mid_plane", broken_plane)
     code = run_cli(cavity.main, ["--n", "2", "--device", "cpu", "--out", str(tmp_path), "--quiet", "--max-steps", "1"],
                    prog="fem3d.cavity")
     err = capsys.readouterr().err.splitlines()
@@ -313,7 +314,7 @@ def test_cpu_and_gpu_profiles_agree(tmp_path):
 
 
 def test_automatic_mesh_resolves_where_the_device_affords_it():
-    from fem3d import resolution
+    from fem3d.commands import resolution
 
     assert resolution.expected_deviation(100.0, 8) == pytest.approx(0.0068)  # a measured point
     assert resolution.expected_deviation(1000.0, 12) == pytest.approx(0.0377)

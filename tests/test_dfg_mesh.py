@@ -17,10 +17,10 @@ import meshio
 import numpy as np
 import pytest
 
-from fem3d.element import Q2, gauss_hex, gauss_legendre
-from fem3d.fields import pressure_weights
-from fem3d.geometry import determinant, jacobians
-from fem3d.mesh import Q2_FACE_NODES, read_mesh
+from fem3d.discretisation.element import Q2, gauss_hex, gauss_legendre
+from fem3d.discretisation.fields import pressure_weights
+from fem3d.discretisation.geometry import determinant, jacobians
+from fem3d.discretisation.mesh import Q2_FACE_NODES, read_mesh
 from gpucfd.backend import get_backend
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")

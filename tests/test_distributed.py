@@ -14,20 +14,20 @@ import sys
 import numpy as np
 import pytest
 
-from fem3d.boundary import Outflow, Slip, Velocity, Wall
-from fem3d.comm import launched_ranks
-from fem3d.distributed import partitioned_system
+from fem3d.problems.boundary import Outflow, Slip, Velocity, Wall
+from fem3d.parallel.comm import launched_ranks
+from fem3d.problems.distributed import partitioned_system
 from gpucfd.errors import InputError
-from fem3d.exact import PaperFlow
-from fem3d.mesh import box_mesh
-from fem3d.navier_stokes import FlowProblem, NavierStokesSystem
-from fem3d.nonlinear import NonlinearOptions, NonlinearSolver
-from fem3d.solvers import LinearOptions, make_linear_solver
-from fem3d.operators import ElementOperator
-from fem3d.partition import distribute, partition_elements
-from fem3d.problems import lid_driven_problem
-from fem3d.quantities import boundary_force, point_values
-from fem3d.refine import refine
+from fem3d.problems.exact import PaperFlow
+from fem3d.discretisation.mesh import box_mesh
+from fem3d.problems.navier_stokes import FlowProblem, NavierStokesSystem
+from fem3d.solvers.nonlinear import NonlinearOptions, NonlinearSolver
+from fem3d.solvers.linear import LinearOptions, make_linear_solver
+from fem3d.solvers.operators import ElementOperator
+from fem3d.parallel.partition import distribute, partition_elements
+from fem3d.problems.lid_driven import lid_driven_problem
+from fem3d.problems.quantities import boundary_force, point_values
+from fem3d.discretisation.refine import refine
 from support import assembled, sample_mesh
 
 TIGHT = NonlinearOptions(tol=1e-11, forcing=1e-12)
@@ -125,7 +125,7 @@ def test_ranks_that_disagree_on_arguments_stop_with_exit_2(tmp_path):
 @needs_mpiexec
 def test_a_failing_rank_aborts_every_rank_with_a_message():
     """Rank 1 fails while rank 0 waits in a collective: the job must end, not hang."""
-    code = ("from fem3d.comm import setup\n"
+    code = ("from fem3d.parallel.comm import setup\n"
             "from gpucfd.errors import run_cli\n"
             "def main(argv):\n"
             "    backend, comm = setup('cpu')\n"
@@ -143,10 +143,10 @@ def test_a_failing_rank_aborts_every_rank_with_a_message():
 @pytest.fixture(scope="module", params=["cpu", pytest.param("gpu", marks=pytest.mark.gpu),
                                         pytest.param("gpu mpi", marks=pytest.mark.gpu)])
 def ranks(request):
-    """(backend, communicator) of this rank, from fem3d.comm.setup as the entry points do:
+    """(backend, communicator) of this rank, from fem3d.parallel.comm.setup as the entry points do:
     NumPy with MPI, GPUs with NCCL (where CuPy has it), GPUs with host-staged MPI."""
     from gpucfd.backend import cupy_module
-    from fem3d.comm import setup
+    from fem3d.parallel.comm import setup
 
     device, _, comm = request.param.partition(" ")
     if device == "gpu" and cupy_module() is None:
@@ -245,8 +245,8 @@ def test_cavity_command_writes_pieces_joined_by_pvtu(ranks, tmp_path):
 
 @pytest.mark.mpi
 def test_verification_errors_match_single_process(ranks):
-    from fem3d.comm import SerialComm
-    from fem3d.exact import TrigFlow
+    from fem3d.parallel.comm import SerialComm
+    from fem3d.problems.exact import TrigFlow
     from fem3d.verify import run_case
 
     backend, comm = ranks

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from fem3d.element import FACES, Q1, Q2, face_nodes, gauss_hex, gauss_legendre
+from fem3d.discretisation.element import FACES, Q1, Q2, face_nodes, gauss_hex, gauss_legendre
 
 rng = np.random.default_rng(1)
 

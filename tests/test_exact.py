@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from fem3d.exact import PaperFlow, TrigFlow
+from fem3d.problems.exact import PaperFlow, TrigFlow
 
 rng = np.random.default_rng(4)
 

@@ -1,4 +1,4 @@
-"""The Python API (fem3d.Flow), the case file (fem3d.case) and ``python -m fem3d.run``."""
+"""The Python API (fem3d.Flow), the case file (fem3d.problems.case) and ``python -m fem3d.run``."""
 import json
 import os
 import re
@@ -11,10 +11,10 @@ import pytest
 
 import fem3d
 from gpucfd.errors import InputError
-from fem3d.case import read_case
+from fem3d.problems.case import read_case
 from fem3d.cavity import main as cavity_main
-from fem3d.comm import launched_ranks
-from fem3d.nonlinear import NonlinearOptions
+from fem3d.parallel.comm import launched_ranks
+from fem3d.solvers.nonlinear import NonlinearOptions
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DFG_CASE = os.path.join(ROOT, "meshes", "dfg3d", "case.toml")

@@ -9,8 +9,8 @@ import time
 import numpy as np
 import pytest
 
-from fem3d.interrupt import Interrupted, InterruptCheck, graceful_stop, requested
-from fem3d.comm import SerialComm
+from fem3d.parallel.interrupt import Interrupted, InterruptCheck, graceful_stop, requested
+from fem3d.parallel.comm import SerialComm
 from test_distributed import MPIEXEC, needs_mpiexec
 
 RUN = ["-m", "fem3d.cavity", "--n", "6", "--re", "1000", "--grading", "1", "--device", "cpu", "--no-plots", "--no-vtu"]

@@ -3,9 +3,9 @@ import pytest
 import scipy.sparse.linalg as spla
 
 from fem3d.kernels import cg, ebe
-from fem3d.krylov import FGMRES, NormalEquationsCG, NormalJacobi, gmres_steps
-from fem3d.mesh import box_mesh
-from fem3d.operators import ElementOperator
+from fem3d.solvers.krylov import FGMRES, NormalEquationsCG, NormalJacobi, gmres_steps
+from fem3d.discretisation.mesh import box_mesh
+from fem3d.solvers.operators import ElementOperator
 
 
 def random_operator(backend, seed=0, n=2):

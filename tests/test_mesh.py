@@ -6,10 +6,11 @@ import meshio
 import numpy as np
 import pytest
 
-from fem3d.element import Q1, Q2
+from fem3d.discretisation.element import Q1, Q2
 from gpucfd.errors import InputError, run_cli
-from fem3d.mesh import (VTK_HEX8_TO_TENSOR, box_mesh, describe, graded_coordinates, greedy_colouring, main,
-                        mesh_from_hex8, read_mesh)
+from fem3d.discretisation.mesh import (VTK_HEX8_TO_TENSOR, box_mesh, graded_coordinates, greedy_colouring, mesh_from_hex8,
+                                       read_mesh)
+from fem3d.mesh import describe, main
 
 MESHES = os.path.join(os.path.dirname(__file__), "..", "meshes")
 
@@ -97,7 +98,7 @@ def test_read_distorted_hex8_sample():
 
 def test_read_hex27_sample_has_curved_exact_geometry():
     from gpucfd.backend import get_backend
-    from fem3d.fields import pressure_weights
+    from fem3d.discretisation.fields import pressure_weights
 
     m = read_mesh(os.path.join(MESHES, "annulus_hex27.msh"))
     assert m.geometry.shape[1:] == (27, 3) and set(m.tag_names) == {"inner", "outer", "ends"}
@@ -151,7 +152,7 @@ def test_mesh_cli_summary():
     assert p.returncode == 0 and "elements 216" in p.stdout and "lid 36, walls 180, untagged 0" in p.stdout
 
 
-# ------------------------------------------------------- broken mesh files (fem3d.mesh_checks)
+# ------------------------------------------------------- broken mesh files (fem3d.discretisation.mesh_checks)
 
 def box_hex8(nx, ny, nz, shift=(0.0, 0.0, 0.0)):
     """(vertices, hexes in VTK order) of a box mesh on [0, nx/ny...]: unit elements, moved by ``shift``."""
@@ -229,16 +230,16 @@ def broken_meshes(tmp_path):
 
 def test_broken_meshes_are_one_line_input_errors(tmp_path, capsys):
     for name, (file, message) in broken_meshes(tmp_path).items():
-        assert run_cli(main, [str(tmp_path / file)], prog="fem3d.mesh") == 2, name
+        assert run_cli(main, [str(tmp_path / file)], prog="fem3d.discretisation.mesh") == 2, name
         err = capsys.readouterr().err
-        assert err.startswith(f"fem3d.mesh: error: --mesh {tmp_path / file}") and message in err, (name, err)
+        assert err.startswith(f"fem3d.discretisation.mesh: error: --mesh {tmp_path / file}") and message in err, (name, err)
         assert err.count("\n") == 1, (name, err)
 
 
 def test_unknown_tag_field_lists_the_integer_fields(capsys):
     path = os.path.join(MESHES, "distorted_cube_hex8.msh")
-    assert run_cli(main, [path, "--tag-field", "nope"], prog="fem3d.mesh") == 2
-    assert capsys.readouterr().err == (f"fem3d.mesh: error: --mesh {path}: --tag-field 'nope' is not integer cell data "
+    assert run_cli(main, [path, "--tag-field", "nope"], prog="fem3d.discretisation.mesh") == 2
+    assert capsys.readouterr().err == (f"fem3d.discretisation.mesh: error: --mesh {path}: --tag-field 'nope' is not integer cell data "
                                        "of the file (integer cell data: gmsh:geometrical, gmsh:physical)\n")
 
 

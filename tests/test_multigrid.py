@@ -1,4 +1,4 @@
-"""Monolithic geometric multigrid (fem3d.multigrid, fem3d.vanka) and the mg solver,
+"""Monolithic geometric multigrid (fem3d.solvers.multigrid, fem3d.solvers.vanka) and the mg solver,
 checked against assembled SciPy matrices, exact interpolation and the paper solver."""
 import numpy as np
 import pytest
@@ -7,15 +7,15 @@ import scipy.sparse.linalg as spla
 
 from gpucfd.backend import get_backend
 from gpucfd.errors import InputError
-from fem3d.exact import TrigFlow
-from fem3d.krylov import FGMRES
-from fem3d.mesh import box_mesh
-from fem3d.multigrid import Multigrid, alignment, child_prolongations, coarse_levels, halvings
-from fem3d.navier_stokes import FlowProblem, NavierStokesSystem
-from fem3d.nonlinear import NonlinearOptions, NonlinearSolver
-from fem3d.problems import lid_driven_problem
-from fem3d.refine import refine
-from fem3d.solvers import LinearOptions, make_linear_solver
+from fem3d.problems.exact import TrigFlow
+from fem3d.solvers.krylov import FGMRES
+from fem3d.discretisation.mesh import box_mesh
+from fem3d.solvers.multigrid import Multigrid, alignment, child_prolongations, coarse_levels, halvings
+from fem3d.problems.navier_stokes import FlowProblem, NavierStokesSystem
+from fem3d.solvers.nonlinear import NonlinearOptions, NonlinearSolver
+from fem3d.problems.lid_driven import lid_driven_problem
+from fem3d.discretisation.refine import refine
+from fem3d.solvers.linear import LinearOptions, make_linear_solver
 from support import assembled, sample_mesh, twisted_mesh
 
 
@@ -58,7 +58,7 @@ def test_halvings_and_alignment():
 def test_child_prolongations_reproduce_parent_polynomials():
     """P_c maps the parent's nodal values of a triquadratic (velocity) and trilinear
     (pressure) function to the child's nodal values of the same function."""
-    from fem3d.element import Q1, Q2
+    from fem3d.discretisation.element import Q1, Q2
 
     f = lambda p: 1 + p[:, 0] ** 2 - 2 * p[:, 1] * p[:, 2] + p[:, 0] * p[:, 1] ** 2 * p[:, 2] ** 2  # noqa: E731
     g = lambda p: 2 - p[:, 0] + 3 * p[:, 0] * p[:, 1] * p[:, 2]  # noqa: E731
@@ -136,7 +136,7 @@ def test_vanka_blocks_kernel_matches_the_numpy_reference(dtype, name):
     that starts and ends inside the element range."""
     from gpucfd.backend import cupy_module
     from fem3d.kernels import vanka as kernels
-    from fem3d.vanka import element_neighbours
+    from fem3d.solvers.vanka import element_neighbours
 
     if cupy_module() is None:
         pytest.skip("no CUDA GPU")

@@ -6,13 +6,13 @@ import scipy.sparse.linalg as spla
 
 from gpucfd.backend import cupy_module, get_backend
 from gpucfd.errors import InputError
-from fem3d.exact import PaperFlow, TrigFlow
-from fem3d.fields import l2_errors
-from fem3d.mesh import box_mesh
-from fem3d.krylov import SolveInfo
-from fem3d.navier_stokes import FlowProblem, NavierStokesSystem
-from fem3d.nonlinear import NonlinearOptions, NonlinearSolver, forcing_term
-from fem3d.solvers import LinearOptions, make_linear_solver
+from fem3d.problems.exact import PaperFlow, TrigFlow
+from fem3d.discretisation.fields import l2_errors
+from fem3d.discretisation.mesh import box_mesh
+from fem3d.solvers.krylov import SolveInfo
+from fem3d.problems.navier_stokes import FlowProblem, NavierStokesSystem
+from fem3d.solvers.nonlinear import NonlinearOptions, NonlinearSolver, forcing_term
+from fem3d.solvers.linear import LinearOptions, make_linear_solver
 from support import sample_mesh
 
 
@@ -148,7 +148,7 @@ def test_preconditioner_is_kept_while_solves_are_short_and_rebuilt_when_a_kept_o
     (whose solve may take REUSE_LIMIT * 3 iterations), one of 5 rebuilds it, and a solve
     that fails with a kept preconditioner goes on with a new one; the step
     counts both solves' iterations and records whether it built its preconditioner."""
-    from fem3d.nonlinear import REUSE_LIMIT
+    from fem3d.solvers.nonlinear import REUSE_LIMIT
 
     case = PaperFlow(100.0)
     problem = FlowProblem.with_boundary_velocity(box_mesh(2), case.re, lambda x: case.velocity(np, x))
@@ -166,8 +166,8 @@ def test_preconditioner_is_kept_after_a_newton_step_that_cut_the_residual_by_the
     last solve's iterations; it reaches the same solution as with a new preconditioner
     every step (keep_factor inf), and the paper solver, which cannot keep one, builds its
     own every step."""
-    from fem3d.nonlinear import REUSE_LIMIT
-    from fem3d.solvers import MultigridSolver
+    from fem3d.solvers.nonlinear import REUSE_LIMIT
+    from fem3d.solvers.linear import MultigridSolver
 
     class Recording(MultigridSolver):
         def __init__(self, options):

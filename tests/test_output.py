@@ -8,7 +8,7 @@ import pytest
 import broken_drawings
 from gpucfd.errors import InputError
 from gpucfd.output import atomic_path, check_writable_file, save_npy, write_csv, write_json
-from fem3d.picture_process import PictureError, draw_in_child
+from fem3d.commands.picture_process import PictureError, draw_in_child
 
 
 def test_a_writer_failing_midway_leaves_the_old_file_and_no_temporary(tmp_path):

@@ -1,15 +1,15 @@
-"""Uniform nested refinement (fem3d.refine): geometry, tags, nestedness, partition, bad input."""
+"""Uniform nested refinement (fem3d.discretisation.refine): geometry, tags, nestedness, partition, bad input."""
 import numpy as np
 import pytest
 
 from gpucfd.backend import get_backend
 from gpucfd.errors import InputError
-from fem3d.element import FACES, Q1, Q2, gauss_legendre
-from fem3d.fields import evaluate, locate, pressure_weights
-from fem3d.mesh import box_mesh, read_mesh
-from fem3d.multigrid import child_prolongations
-from fem3d.partition import partition_elements
-from fem3d.refine import refine
+from fem3d.discretisation.element import FACES, Q1, Q2, gauss_legendre
+from fem3d.discretisation.fields import evaluate, locate, pressure_weights
+from fem3d.discretisation.mesh import box_mesh, read_mesh
+from fem3d.solvers.multigrid import child_prolongations
+from fem3d.parallel.partition import partition_elements
+from fem3d.discretisation.refine import refine
 from support import curved_hex27, sample_mesh
 
 CPU = get_backend("cpu")
@@ -80,7 +80,7 @@ def test_refined_box_is_a_valid_general_mesh():
 @pytest.mark.parametrize("name", ["distorted", "annulus"])
 def test_prolongation_of_a_coarse_field_is_exact(name):
     """A random coarse Q2 velocity and Q1 pressure, prolonged child by child with P_c
-    (fem3d.multigrid.child_prolongations), give every copy of a fine unknown the same value,
+    (fem3d.solvers.multigrid.child_prolongations), give every copy of a fine unknown the same value,
     and that value is the coarse field at the fine node's physical position."""
     coarse = sample_mesh(name)
     fine = refine(coarse)

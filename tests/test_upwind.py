@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from fem3d.element import Q2, gauss_legendre
-from fem3d.upwind import SERIES_BELOW, delta_end, delta_mid, tau
+from fem3d.discretisation.element import Q2, gauss_legendre
+from fem3d.discretisation.upwind import SERIES_BELOW, delta_end, delta_mid, tau
 
 
 def solve_1d(pe: float, n_elem: int = 5, upwind: bool = True):

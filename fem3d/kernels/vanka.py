@@ -1,4 +1,4 @@
-"""Vanka blocks B_e = R_e A R_e^T of an element-by-element matrix (fem3d.vanka): element
+"""Vanka blocks B_e = R_e A R_e^T of an element-by-element matrix (fem3d.solvers.vanka): element
 e's matrix plus, from each neighbour, the entries whose row and column are both unknowns
 the two share.
 
@@ -76,7 +76,7 @@ def invert_numpy(blocks):
 
 def invert_cuda(blocks):
     """CuPy: batched inverses (cuBLAS); a singular block comes back with non-finite entries
-    (CuPy does not raise), which fem3d.vanka.Vanka.setup checks."""
+    (CuPy does not raise), which fem3d.solvers.vanka.Vanka.setup checks."""
     import cupy
 
     return cupy.linalg.inv(blocks)

@@ -6,7 +6,7 @@
 Lengths in metres. Channel [0, 2.5] x [0, 0.41] x [0, 0.41]; cylinder of radius 0.05,
 axis along z through (x, y) = (0.5, 0.2). A quadrilateral layout of the (x, y) plane,
 extruded in z in ``nz`` layers (uniform, or tanh-graded toward z = 0 and 0.41 with
-``--z-grading``, see fem3d.mesh.graded_coordinates):
+``--z-grading``, see fem3d.discretisation.mesh.graded_coordinates):
 
     y = 0.41 +--------+-----------------+----------------------------------+
              | up-    |   O-grid ring   |  downstream: x-cells grow        |
@@ -45,7 +45,7 @@ import os
 import meshio
 import numpy as np
 
-from fem3d.mesh import TENSOR27_TO_VTK, graded_coordinates
+from fem3d.discretisation.mesh import TENSOR27_TO_VTK, graded_coordinates
 
 LENGTH, HEIGHT = 2.5, 0.41          # channel length (x) and height = depth (y, z)
 CENTRE, RADIUS = (0.5, 0.2), 0.05   # cylinder axis (x, y) and radius

@@ -1,5 +1,5 @@
 """A flow described in a TOML case file, the same description as the Python API
-(fem3d.flow), run by ``python -m fem3d.run case.toml``.
+(fem3d.problems.flow), run by ``python -m fem3d.run case.toml``.
 
     [mesh]
     file = "channel_coarse.msh"      # meshio file; relative paths from the case file's folder
@@ -24,7 +24,7 @@
     vtu = true
     pictures = true
 
-Velocity components are numbers or expressions of x, y, z (fem3d.expressions: a
+Velocity components are numbers or expressions of x, y, z (fem3d.problems.expressions: a
 whitelisted grammar, never eval). Unknown sections and keys are input errors.
 """
 from __future__ import annotations
@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 
 from gpucfd.errors import InputError, check_range
 from .boundary import condition_from_spec
-from .refine import REFINE_MAX
-from .solvers import SOLVERS
+from ..discretisation.refine import REFINE_MAX
+from ..solvers.linear import SOLVERS
 
 SECTIONS = {
     "mesh": {"file", "tag_field", "refine"},

@@ -4,7 +4,7 @@ segmentation fault in native code, a hang) cannot take the run and its results w
 The parent sends the drawing function (by reference: its module and name) and its
 arguments, pickled, on the child's standard input; the child calls it with a temporary
 file beside the picture, which the parent renames onto the picture once the child
-succeeded (gpucfd.output.atomic_path). ``python -m fem3d.picture_process PATH`` is the child.
+succeeded (gpucfd.output.atomic_path). ``python -m fem3d.commands.picture_process PATH`` is the child.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import sys
 
 from gpucfd.output import atomic_path
 
-CHILD = [sys.executable, "-m", "fem3d.picture_process"]
+CHILD = [sys.executable, "-m", "fem3d.commands.picture_process"]
 TIMEOUT_S = 300.0  # a picture of the default run takes about 2 s
 
 

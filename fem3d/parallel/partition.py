@@ -21,8 +21,8 @@ import numpy as np
 
 from .comm import SerialComm
 from gpucfd.errors import InputError
-from .kernels import interface
-from .mesh import HexMesh
+from ..kernels import interface
+from ..discretisation.mesh import HexMesh
 
 AXES = "xyz"
 
@@ -47,9 +47,9 @@ def slab_owners(grid, parts: int, align: int = 1) -> np.ndarray:
 def partition_elements(mesh: HexMesh, parts: int, align: int = 1) -> np.ndarray:
     """(E,) rank of each element.
 
-    A refined mesh (fem3d.refine) takes the partition of the mesh it refines: children
+    A refined mesh (fem3d.discretisation.refine) takes the partition of the mesh it refines: children
     stay on their parent's rank. Structured boxes are cut into slabs of whole element
-    layers across their longest axis (fem3d.partition.slab_owners; ``align`` layers per
+    layers across their longest axis (fem3d.parallel.partition.slab_owners; ``align`` layers per
     unit); other meshes by recursive coordinate bisection of the element centres (sizes
     differ by at most one element).
     """
@@ -119,7 +119,7 @@ def submesh(mesh: HexMesh, elements: np.ndarray):
 class Distribution:
     """This rank's unknowns among all ranks'.
 
-    comm     communicator (fem3d.comm)
+    comm     communicator (fem3d.parallel.comm)
     gdofs    (n,) int64 global unknown of each local one (host)
     owned    (n,) bool, True where this rank owns the unknown (host)
     shared   {peer: (m,) local indices of the unknowns shared with peer, in increasing

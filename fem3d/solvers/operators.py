@@ -4,15 +4,15 @@ A is never assembled: products with A and A^T go element by element through
 fem3d.kernels.ebe (NumPy reference or CUDA kernel, one launch per colour) from the
 one stored copy of the element matrices. On several ranks each holds its own
 elements; a product is completed by summing the interface entries with the
-neighbours (fem3d.partition.Distribution), so every rank holds A x on all its entries.
+neighbours (fem3d.parallel.partition.Distribution), so every rank holds A x on all its entries.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from .kernels import ebe
-from .kernels.ebe import LD, NL
-from .partition import Distribution
+from ..kernels import ebe
+from ..kernels.ebe import LD, NL
+from ..parallel.partition import Distribution
 
 
 class ElementOperator:
@@ -23,7 +23,7 @@ class ElementOperator:
           (the operator is then the rounded matrix; the CUDA kernel sums in float64, the
           NumPy path each element's products in float32: fem3d.kernels.ebe)
     dofs  (E, NL) int32 unknown (of this rank's vector) of each local unknown
-    dist  fem3d.partition.Distribution of the n unknowns (default: one process)
+    dist  fem3d.parallel.partition.Distribution of the n unknowns (default: one process)
     """
 
     def __init__(self, backend, dofs: np.ndarray, colour_offsets: np.ndarray, n: int, dist=None, matrix_dtype=np.float64):

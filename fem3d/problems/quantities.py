@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .fields import evaluate, locate
-from .mesh import Q2_FACE_NODES
+from ..discretisation.fields import evaluate, locate
+from ..discretisation.mesh import Q2_FACE_NODES
 
 
 def boundary_force(system, x, tags) -> np.ndarray:

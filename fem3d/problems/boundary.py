@@ -4,7 +4,7 @@ Conditions (one per tag; every boundary face must get exactly one):
 
 ``Wall()``            no slip: u = v = w = 0.
 ``Velocity(u, v, w)`` prescribed velocity; each component a number or an expression in
-                      x, y, z (fem3d.expressions), e.g. the parabolic inflow profile.
+                      x, y, z (fem3d.problems.expressions), e.g. the parabolic inflow profile.
 ``Outflow()``         the natural ("do-nothing") condition of the discrete equations,
                       nu du/dn - p n = 0 (the viscous term is nu grad u : grad v and the
                       pressure term -p div v): nothing is prescribed; the pressure level
@@ -25,7 +25,7 @@ import numpy as np
 
 from gpucfd.errors import InputError
 from .expressions import Expression
-from .mesh import Q2_FACE_NODES
+from ..discretisation.mesh import Q2_FACE_NODES
 
 PLANE_TOL = 1e-9  # a slip face lies in a plane when its nodes' spread is below this times the mesh size
 

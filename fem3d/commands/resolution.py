@@ -1,7 +1,7 @@
 """How fine a mesh the lid-driven cube needs for a right answer, and what a mesh is expected to give.
 
 MEASURED holds the largest |difference| of our centre-line profiles from the published
-ones (fem3d.references: Wong & Baker 2002 at Re 100, 400, 1000; Albensoeder & Kuhlmann
+ones (fem3d.problems.references: Wong & Baker 2002 at Re 100, 400, 1000; Albensoeder & Kuhlmann
 2005 at Re 1000) on cubes of N^3 elements graded toward the walls (grading 1), converged
 to the default tolerance: benchmarks/results/cavity_validation_h100.md (Re 100 and 400
 at 24, Re 1000 at 40), cavity_validation_resolution_*_h100.md (the other sizes) and

@@ -15,7 +15,7 @@ def write_vtu(path: str, mesh, x: np.ndarray, node_sum=None) -> dict:
     """The solution ``x`` (host, layout [u | v | w | p]) on hexahedron27 cells, with point
     data velocity, pressure (Q1 field at all 27 nodes), speed and vorticity. For one
     rank's piece of a distributed mesh, ``node_sum`` completes node sums over the ranks
-    (see fem3d.fields.nodal_fields). Returns {field name: number of components}."""
+    (see fem3d.discretisation.fields.nodal_fields). Returns {field name: number of components}."""
     import meshio
 
     fields = nodal_fields(mesh, x, node_sum=node_sum)

@@ -1,12 +1,12 @@
 """Krylov solvers behind one interface, in the spirit of MFEM's IterativeSolver and SetPreconditioner.
 
-Operator        ``n``, ``dist`` (fem3d.partition.Distribution), ``xp`` and ``matvec(x, out)``;
+Operator        ``n``, ``dist`` (fem3d.parallel.partition.Distribution), ``xp`` and ``matvec(x, out)``;
                 the normal-equations solver also needs ``rmatvec`` and ``normal_matvec``.
 Preconditioner  ``setup(op)`` once per operator, then ``apply(r, out)``: out = M^-1 r.
 Solver          ``solve(op, b, x, precond)`` solves op x = b in place (``x`` holds the initial
                 guess) and returns a :class:`SolveInfo` with the reason it stopped.
 
-Vectors are complete local vectors of this rank (fem3d.partition): dot products sum the
+Vectors are complete local vectors of this rank (fem3d.parallel.partition): dot products sum the
 owned entries and reduce over the ranks, so the same code runs on one process or many.
 ``progress(iteration, relres)`` is called at every residual check; it may raise (an
 interrupt) to stop the solve.
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .kernels import cg
+from ..kernels import cg
 
 REASONS = ("converged", "max_iterations", "stagnated", "breakdown", "nan")
 

@@ -1,21 +1,21 @@
-"""Nonlinear solution of F(x) = 0 (fem3d.navier_stokes.NavierStokesSystem): Picard and
+"""Nonlinear solution of F(x) = 0 (fem3d.problems.navier_stokes.NavierStokesSystem): Picard and
 Newton steps, line search, stopping rules, and continuation in the Reynolds number.
 
 Each step linearises about the iterate x (the Picard matrix A(x), Kao & Sheu's method,
 or the exact Jacobian J(x)), solves M dx = -F(x) inexactly with a linear solver object
-(fem3d.solvers: its residual falls by the forcing factor eta, at most ``forcing``;
+(fem3d.solvers.linear: its residual falls by the forcing factor eta, at most ``forcing``;
 after the first step eta follows Eisenstat & Walker 1996, choice 2: loose while the
 residual falls slowly, tight once Newton converges fast), and moves to x + dx:
 Newton steps by a backtracking line search on the residual norm (Armijo), Picard steps
-through Anderson mixing (fem3d.anderson; depth 0 is the paper's plain Picard).
-A linear solver that can keep its preconditioner (fem3d.solvers: mg) keeps it for a
+through Anderson mixing (fem3d.solvers.anderson; depth 0 is the paper's plain Picard).
+A linear solver that can keep its preconditioner (fem3d.solvers.linear: mg) keeps it for a
 Newton step that follows a Newton step which cut the residual by ``keep_factor`` or
 more: Newton then converges fast, so the iterate, and with it the Jacobian, hardly
 changes (PETSc's lagged preconditioner, decided by the convergence instead of a fixed
 lag).
 
 Converged means solved: the relative residual of the equations ||D F(x)|| / ||D b(x)||
-(rows weighted by their norms, fem3d.navier_stokes.Linearisation) is at most ``tol``.
+(rows weighted by their norms, fem3d.problems.navier_stokes.Linearisation) is at most ``tol``.
 The iteration stops at once on NaN or infinity, when the residual grows past
 ``diverge`` times its first value, when it has not fallen below 0.9 times its best for
 ``stagnation`` steps, or when a linear solve failed (NaN, or its residual not reduced).
@@ -31,7 +31,6 @@ import numpy as np
 from .anderson import Anderson
 from .krylov import SolveInfo
 from gpucfd.errors import InputError, check_range
-from .navier_stokes import RE_MAX
 
 MIN_STEP = 1.0 / 64  # smallest line-search step length
 ARMIJO = 1e-4
@@ -127,8 +126,8 @@ class NonlinearResult:
 
 class NonlinearSolver:
     """Picard/Newton iteration for a NavierStokesSystem with a linear solver object
-    (``setup(system, linearisation)``, ``solve(rhs, dx, rtol) -> fem3d.krylov.SolveInfo``).
-    ``check_interrupt()`` (fem3d.interrupt) is called once per step on every rank."""
+    (``setup(system, linearisation)``, ``solve(rhs, dx, rtol) -> fem3d.solvers.krylov.SolveInfo``).
+    ``check_interrupt()`` (fem3d.parallel.interrupt) is called once per step on every rank."""
 
     def __init__(self, system, linear, options: NonlinearOptions | None = None, check_interrupt=None):
         self.system = system
@@ -138,9 +137,9 @@ class NonlinearSolver:
 
     def solve(self, x0=None, log=None) -> NonlinearResult:
         """Iterate from ``x0`` (this rank's vector; default: the system's initial guess);
-        ``log(line)`` receives one line per step. An interrupt (fem3d.interrupt.Interrupted)
+        ``log(line)`` receives one line per step. An interrupt (fem3d.parallel.interrupt.Interrupted)
         leaves as the result's reason "interrupted", with the last iterate."""
-        from .interrupt import Interrupted
+        from ..parallel.interrupt import Interrupted
 
         system, opt = self.system, self.options
         xp, dist = system.xp, system.dist
@@ -254,10 +253,10 @@ class NonlinearSolver:
 
 
 def continuation_steps(spec: str, re: float) -> list[float]:
-    """Reynolds numbers solved before ``re``: "none", "auto" (when Re > 400: 400 and
-    geometric steps of at most 2.5x up to Re) or a comma-separated list below ``re``;
-    InputError for plans longer than MAX_STAGES."""
-    check_range("--re", re, low=0, high=RE_MAX, low_open=True)
+    """Reynolds numbers solved before ``re`` (finite and > 0, checked by the caller with the
+    problem's limits): "none", "auto" (when Re > 400: 400 and geometric steps of at most
+    2.5x up to Re) or a comma-separated list below ``re``; InputError for plans longer than
+    MAX_STAGES."""
     if spec == "none":
         return []
     if spec == "auto":

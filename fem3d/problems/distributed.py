@@ -2,7 +2,7 @@
 
 The entry points (fem3d.cavity, fem3d.verify) call these the same way on one process
 and on many: :func:`start` makes the backend and communicator and checks that every
-rank got the same command line, fem3d.partition.distribute cuts the mesh and
+rank got the same command line, fem3d.parallel.partition.distribute cuts the mesh and
 :func:`partitioned_system` gives each rank the equations on its part, :func:`write_solution_vtu` writes one VTU (one
 rank) or a piece per rank joined by a PVTU file, and :func:`rank_report` gathers
 what each rank did and how long it computed and communicated.
@@ -13,9 +13,9 @@ import os
 
 import numpy as np
 
-from .comm import COMMS, check_same_arguments, setup
+from ..parallel.comm import COMMS, check_same_arguments, setup
 from .navier_stokes import NavierStokesSystem
-from .output import write_pvtu, write_vtu
+from ..discretisation.output import write_pvtu, write_vtu
 
 
 def add_parallel_arguments(ap) -> None:
@@ -35,7 +35,7 @@ def start(args, argv):
 
 
 def partitioned_system(problem, part, backend, matrix_dtype: str = "float64") -> NavierStokesSystem:
-    """The equations of ``problem`` on this rank's part (fem3d.partition.distribute)
+    """The equations of ``problem`` on this rank's part (fem3d.parallel.partition.distribute)
     (collective: every rank calls it)."""
     local = problem if part.dist.is_serial else problem.restricted(part.mesh, part.nodes)
     return NavierStokesSystem(local, backend, part.dist, matrix_dtype)

@@ -10,7 +10,7 @@ is inverted once per linearisation; one smoothing application is the additive su
 is an element-by-element product with stored matrices W_e B_e^-1, so the fem3d.kernels.ebe
 products (NumPy reference and CUDA kernel) apply it. The blocks (summed in float64) are
 inverted and stored in the precision of the level's matrices (float32 in
-fem3d.multigrid): a smoother needs no more, and it halves the bytes each application
+fem3d.solvers.multigrid): a smoother needs no more, and it halves the bytes each application
 reads (on the GPU also a third of the inversion time).
 
 B_e needs the contributions of the element's neighbours (the elements sharing a node with
@@ -20,14 +20,14 @@ distinct ways ("patterns": the shared positions ia of e and ja of f) are few, 26
 structured box, so each element lists its neighbours and their patterns, and
 fem3d.kernels.vanka (NumPy reference and CUDA kernel) gathers B_e from them. Entries whose
 row and column are shared with another rank get that rank's partial sums
-(fem3d.operators.ElementOperator.peer_entries).
+(fem3d.solvers.operators.ElementOperator.peer_entries).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from .kernels import vanka as vanka_kernels
-from .kernels.ebe import NL
+from ..kernels import vanka as vanka_kernels
+from ..kernels.ebe import NL
 from .operators import ElementOperator
 
 CHUNK = {"gpu": 8192, "cpu": 128}  # elements per batch of blocks (bounds the temporaries; on the CPU, temporaries

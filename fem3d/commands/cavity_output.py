@@ -3,7 +3,7 @@
 :class:`CavityRun` records a finished run. :func:`write_results` writes solution.npy,
 the VTU (or the pieces and the PVTU joining them), profiles.csv and summary.json, each
 atomically, so that a later failure loses none of them; :func:`write_pictures` then
-draws profiles.png and slice.png, each in a child process (fem3d.picture_process), and
+draws profiles.png and slice.png, each in a child process (fem3d.commands.picture_process), and
 turns a picture that fails into a warning. summary.json lists the files on disk when it
 is written; :func:`write_summary` rewrites it once the pictures are there.
 """
@@ -17,15 +17,15 @@ from functools import cached_property
 import numpy as np
 
 from . import plots
-from .distributed import write_solution_vtu
-from .fields import mid_plane
-from .mesh import HexMesh
+from ..problems.distributed import write_solution_vtu
+from ..discretisation.fields import mid_plane
+from ..discretisation.mesh import HexMesh
 from gpucfd.output import save_npy, write_json
-from .output import write_profiles_csv
-from .partition import Partition
+from ..discretisation.output import write_profiles_csv
+from ..parallel.partition import Partition
 from .picture_process import PictureError, draw_in_child
 from . import resolution
-from .references import cavity_references, centre_line_profiles, compare_with_references
+from ..problems.references import cavity_references, centre_line_profiles, compare_with_references
 
 
 @dataclass
@@ -43,18 +43,18 @@ class CavityRun:
     x: np.ndarray | None  # the global solution [u | v | w | p] (host; None except on rank 0)
     comm: object  # the communicator (rank, size, name)
     device: str  # the backend, as backend.describe() gives it
-    history: list  # per Reynolds number solved: re, converged, reason, residual, steps (fem3d.nonlinear.Step fields)
+    history: list  # per Reynolds number solved: re, converged, reason, residual, steps (fem3d.solvers.nonlinear.Step fields)
     options: dict  # nonlinear and linear solver options
     times_s: dict  # seconds per phase: data_preparation, element_matrices, preconditioner, solve, ...
     output_started: float  # time.perf_counter() when the output began
-    per_rank: list | None  # fem3d.distributed.rank_report (rank 0; None elsewhere)
+    per_rank: list | None  # fem3d.problems.distributed.rank_report (rank 0; None elsewhere)
     converged: bool
     reason: str  # converged, max_steps, nan, diverged, stagnated, linear_solver, interrupted (...)
     vtu: bool = True  # write the VTU (or PVTU) solution
 
     @cached_property
     def references(self) -> list:
-        """Published profiles at this Reynolds number (fem3d.references)."""
+        """Published profiles at this Reynolds number (fem3d.problems.references)."""
         return cavity_references(self.re)
 
     @cached_property
@@ -70,7 +70,7 @@ class CavityRun:
     @property
     def accuracy(self) -> dict:
         """The largest difference from the published profiles (None without data at this Re),
-        the one expected for a graded cube of this size (fem3d.resolution; None for other
+        the one expected for a graded cube of this size (fem3d.commands.resolution; None for other
         meshes) and whether the profiles are resolved (within resolution.TARGET; None when
         neither tells)."""
         largest = max(self.comparison, key=lambda row: row["max_abs_diff"], default=None)

@@ -5,13 +5,13 @@ Each element is cut into 8 children in its reference cube [-1, 1]^3: child c = i
 coordinates are (xi + (2 i - 1, 2 j - 1, 2 k - 1)) / 2 of the parent's, with its local axes
 along the parent's. The children's vertices are the parent's 27 Q2 nodes, so a fine vertex
 id is the coarse Q2 node id and neighbouring parents agree on their shared children's
-vertices; the fine Q2 nodes on edges, faces and centres are numbered as fem3d.mesh numbers
+vertices; the fine Q2 nodes on edges, faces and centres are numbered as fem3d.discretisation.mesh numbers
 those of hex8 input. Every fine node and geometry node is placed by the PARENT's map
 (trilinear for 8 geometry nodes, triquadratic for 27) at its reference point, and the
 children keep the parent's kind of geometry: a child's map is the parent's map restricted
 to the sub-cube, so the volume, the curved boundaries of hex27 input and every coarse Q2-Q1
 field are reproduced exactly on the fine mesh (the levels are nested: multigrid's
-fem3d.multigrid.child_prolongations are exact). Boundary faces keep their parent face's tag.
+fem3d.solvers.multigrid.child_prolongations are exact). Boundary faces keep their parent face's tag.
 
 Multigrid then solves file meshes as it solves boxes: the lid-driven distorted cube refined
 twice (368,572 unknowns, Re 400, CPU) took 6 Newton steps and 14 FGMRES iterations, a
@@ -46,7 +46,7 @@ def refine(mesh: HexMesh, times: int = 1) -> HexMesh:
     """``mesh`` refined uniformly ``times`` times (0 <= times <= REFINE_MAX); the result's
     ``coarser`` chain leads back to ``mesh``, its element_ids are 8 k + c for child c of
     element k. InputError naming --refine for a bad count or a child that
-    fem3d.geometry.check_elements rejects (inverted or degenerate)."""
+    fem3d.discretisation.geometry.check_elements rejects (inverted or degenerate)."""
     check_range("--refine", times, low=0, high=REFINE_MAX, integer=True)
     for level in range(int(times)):
         try:

@@ -1,9 +1,9 @@
 """Command-line options shared by the fem3d entry points: device, nonlinear and linear solver."""
 from __future__ import annotations
 
-from .kernels.ebe import MATRIX_DTYPES
-from .nonlinear import NonlinearOptions
-from .solvers import SOLVERS, LinearOptions
+from ..kernels.ebe import MATRIX_DTYPES
+from ..solvers.nonlinear import NonlinearOptions
+from ..solvers.linear import SOLVERS, LinearOptions
 
 
 def add_solver_arguments(ap, tol: float, max_steps: int | None = None, newton: float | None = None) -> None:

@@ -3,15 +3,15 @@
 A :class:`FlowProblem` (mesh, Reynolds number, prescribed velocity components, body force)
 becomes,
 on this rank's part of the mesh, a :class:`NavierStokesSystem`: the residual
-F(x) = A(x) x - b(x) of the SUPG-weighted equations (fem3d.assembly) with the Dirichlet
+F(x) = A(x) x - b(x) of the SUPG-weighted equations (fem3d.discretisation.assembly) with the Dirichlet
 rows F_k = x_k - g_k, and its linearisation about x kept as stored element matrices
-(fem3d.operators.ElementOperator): the Picard matrix A(x) (convection and upwind weights
+(fem3d.solvers.operators.ElementOperator): the Picard matrix A(x) (convection and upwind weights
 frozen at x, Kao & Sheu 2018) or the exact Jacobian J(x). Dirichlet rows are set inside
 the element matrices (the paper's Algorithm 1). The pressure of an enclosed flow (no
 outflow boundary) is defined up to a constant: its iterates are shifted to zero mean
 (integral of p = 0); an outflow boundary fixes the level itself.
 
-On several ranks each holds its part of the mesh (fem3d.partition): the same code, with
+On several ranks each holds its part of the mesh (fem3d.parallel.partition): the same code, with
 a Distribution that completes interface sums and reduces dot products.
 """
 from __future__ import annotations
@@ -21,15 +21,15 @@ from typing import Callable
 
 import numpy as np
 
-from .assembly import ReferenceTables, apply_dirichlet_rows, dirichlet_rows, element_matrices_chunk
+from ..discretisation.assembly import ReferenceTables, apply_dirichlet_rows, dirichlet_rows, element_matrices_chunk
 from .boundary import Constraints, constraints_by_tag
 from gpucfd.backend import PhaseTimer
 from gpucfd.errors import InputError, check_range
-from .fields import nodal_velocity, pressure_weights
-from .kernels.ebe import matrix_storage
-from .mesh import HexMesh
-from .operators import ElementOperator
-from .partition import Distribution
+from ..discretisation.fields import nodal_velocity, pressure_weights
+from ..kernels.ebe import matrix_storage
+from ..discretisation.mesh import HexMesh
+from ..solvers.operators import ElementOperator
+from ..parallel.partition import Distribution
 
 RE_MAX = 1e5  # largest Reynolds number accepted
 
@@ -65,14 +65,14 @@ class FlowProblem:
 
     @classmethod
     def with_conditions(cls, mesh: HexMesh, re: float, conditions: dict, force=None) -> "FlowProblem":
-        """Boundary conditions by tag, {tag name: condition} (fem3d.boundary: Wall(),
+        """Boundary conditions by tag, {tag name: condition} (fem3d.problems.boundary: Wall(),
         Velocity(u, v, w), Outflow(), Slip(), or their case-file spellings); every
         boundary face must carry a tag with a condition."""
         return cls.with_constraints(mesh, re, constraints_by_tag(mesh, conditions), force)
 
     @classmethod
     def with_constraints(cls, mesh: HexMesh, re: float, c: Constraints, force=None) -> "FlowProblem":
-        """The flow with the prescribed components ``c`` (fem3d.boundary.Constraints)."""
+        """The flow with the prescribed components ``c`` (fem3d.problems.boundary.Constraints)."""
         return cls(mesh, re, c.nodes, c.values, force, c.mask, c.enclosed)
 
     def check_solvable(self) -> None:
@@ -112,7 +112,7 @@ class Linearisation:
 
 class NavierStokesSystem:
     """The equations of a FlowProblem on a backend (arrays on its device); with ``dist``
-    (fem3d.partition.Distribution) on this rank's part of a distributed problem.
+    (fem3d.parallel.partition.Distribution) on this rank's part of a distributed problem.
 
     matrix_dtype: storage of the element matrices, float64 or float32 (half the memory and
     bytes per product; the linear systems are then the rounded ones); chunk: elements per

@@ -1,6 +1,6 @@
 """Figures of a cavity run (matplotlib, Agg): centre-line profiles and the mid-plane.
 
-Each takes the path to write and plain arrays, so that fem3d.picture_process can draw
+Each takes the path to write and plain arrays, so that fem3d.commands.picture_process can draw
 it in a child process.
 """
 from __future__ import annotations
@@ -11,7 +11,7 @@ from gpucfd.output import pyplot
 
 
 def profiles_png(path: str, profiles: dict, references: list, re: float) -> None:
-    """u(y) on the vertical and v(x) on the horizontal centre line (fem3d.references.centre_line_profiles),
+    """u(y) on the vertical and v(x) on the horizontal centre line (fem3d.problems.references.centre_line_profiles),
     with the reference points."""
     plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(10, 4.5))
@@ -39,7 +39,7 @@ def slice_png(path: str, plane: dict, title: str) -> None:
     """In-plane speed on the spanwise mid-plane with streamlines of the in-plane velocity.
 
     plane: x (m,) and y (k,) uniform coordinates, z, and velocity (k, m, 3), NaN outside
-    the mesh (fem3d.fields.mid_plane). The streamlines start inside the plane at
+    the mesh (fem3d.discretisation.fields.mid_plane). The streamlines start inside the plane at
     matplotlib's evenly spaced seeds and end at walls, at rest and near other lines.
     """
     plt = pyplot()

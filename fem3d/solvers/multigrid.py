@@ -3,7 +3,7 @@
 Levels are a chain of meshes, each refining the next coarser one: each element is one of
 the 8 children of a parent element (HexMesh.parent, child_position), placed by the
 parent's map, so each level's Q2 velocity and Q1 pressure spaces lie in the finer
-level's. The chain is a mesh's refinement history (fem3d.refine: HexMesh.coarser, down to
+level's. The chain is a mesh's refinement history (fem3d.discretisation.refine: HexMesh.coarser, down to
 the mesh read from a file), continued on a structured box by its halvings (every other
 vertex; the parents and positions then come from the element indices). The prolongation P
 from a level to the next finer one interpolates each parent's velocity and pressure at
@@ -21,7 +21,7 @@ smoothers' inverses are float32. A preconditioner needs no more, and its product
 half the bytes; the Krylov method around it keeps the float64 operator.
 
 One application is a V(1,1) cycle: ``smoothing_steps`` GMRES steps preconditioned by the
-element Vanka smoother (fem3d.vanka) before and after the coarse correction; the coarsest
+element Vanka smoother (fem3d.solvers.vanka) before and after the coarse correction; the coarsest
 level is solved exactly when it has at most DIRECT_MAX unknowns (its assembled matrix, the
 same on every rank: SciPy's SuperLU on the host; on a GPU up to DENSE_MAX unknowns, its
 dense inverse on the device), else by COARSE_STEPS smoothing steps. The pressure level of
@@ -29,7 +29,7 @@ an enclosed flow (no outflow boundary) is fixed on the coarsest level at one pre
 unknown.
 
 Under MPI every level is partitioned by the partition of the chain's coarsest mesh
-(fem3d.partition.partition_elements: children follow their parents; a box is cut in slabs
+(fem3d.parallel.partition.partition_elements: children follow their parents; a box is cut in slabs
 of whole coarsest elements), so parents and their children live on one rank; each level
 has its own Distribution and completes its interface sums like the fine operator.
 """
@@ -37,13 +37,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .assembly import apply_dirichlet_rows, dirichlet_rows
-from .element import Q1, Q2
-from .kernels.ebe import NL
+from ..discretisation.assembly import apply_dirichlet_rows, dirichlet_rows
+from ..discretisation.element import Q1, Q2
+from ..kernels.ebe import NL
 from .krylov import gmres_steps
-from .mesh import box_mesh
+from ..discretisation.mesh import box_mesh
 from .operators import ElementOperator
-from .partition import distribute_owned, partition_elements
+from ..parallel.partition import distribute_owned, partition_elements
 from .vanka import Vanka
 
 STORAGE = np.float32  # the levels' matrices and smoothers: as many iterations as float64, each in half the time at 8^3, Re 400
@@ -73,7 +73,7 @@ SMOOTHING_STEPS = 8  # GMRES steps of each smoothing. With 3 the cycle diverged 
 def halvings(grid, parts: int = 1) -> int:
     """How many times the box ``grid`` can be halved: every side even at each step, at
     least MIN_COARSE elements per side at the end, and (``parts`` ranks) at least one
-    coarsest element layer per rank along the slab axis (fem3d.partition)."""
+    coarsest element layer per rank along the slab axis (fem3d.parallel.partition)."""
     if grid is None:
         return 0
     axis, k = int(np.argmax(grid)), 0
@@ -84,7 +84,7 @@ def halvings(grid, parts: int = 1) -> int:
 
 
 def chain(mesh) -> list:
-    """``mesh`` and the meshes it refines (fem3d.refine), finest first."""
+    """``mesh`` and the meshes it refines (fem3d.discretisation.refine), finest first."""
     meshes = [mesh]
     while meshes[-1].coarser is not None:
         meshes.append(meshes[-1].coarser)
@@ -108,7 +108,7 @@ def alignment(mesh, parts: int) -> int:
 def coarser(mesh):
     """(coarse, parent, position) of ``mesh`` (a whole mesh or one rank's part): the next
     coarser whole mesh, the element of it that is each element's parent (E,) and the
-    element's child position (E,): from the refinement (fem3d.refine), else the box halved."""
+    element's child position (E,): from the refinement (fem3d.discretisation.refine), else the box halved."""
     if mesh.coarser is not None:
         return mesh.coarser, mesh.parent, mesh.child_position
     nx, ny, nz = mesh.grid
@@ -257,7 +257,7 @@ class CoarseSolve:
 
 class Multigrid:
     """The V(1,1)-cycle preconditioner of a NavierStokesSystem on a mesh with ``levels`` >= 1
-    coarser levels (fem3d.multigrid.coarse_levels). ``setup()`` after an assembly (the
+    coarser levels (fem3d.solvers.multigrid.coarse_levels). ``setup()`` after an assembly (the
     finest matrices, Galerkin coarse matrices, smoothers, coarse factorisation; False when
     a Vanka block is singular on some rank), or ``refresh()`` to keep all but the finest
     matrices; ``apply(r, out)``: out = one cycle applied to r."""

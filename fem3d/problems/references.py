@@ -13,7 +13,7 @@ import re as regex
 
 import numpy as np
 
-from .fields import centre_line
+from ..discretisation.fields import centre_line
 
 NAME = regex.compile(r"cavity3d_(?P<source>.+)_re(?P<re>\d+(?:\.\d+)?)_(?P<profile>u_vertical|v_horizontal)\.csv$")
 PROFILES = {"u_vertical": (1, 0), "v_horizontal": (0, 1)}  # profile: (axis along the line, velocity component)
@@ -40,7 +40,7 @@ def cavity_references(re: float) -> list[dict]:
 
 
 def centre_line_profiles(mesh, x, references: list) -> dict:
-    """The profiles of the host vector ``x`` (fem3d.fields.centre_line) named in PROFILES:
+    """The profiles of the host vector ``x`` (fem3d.discretisation.fields.centre_line) named in PROFILES:
     u along the vertical and v along the horizontal line through the centre of the mesh's
     bounding box, at PROFILE_POINTS uniform points and at every point of ``references``.
     Each also names its velocity ``component``."""

@@ -2,7 +2,7 @@
 
 For frozen velocity a (the previous Picard iterate), Reynolds number Re (nu = 1/Re),
 Q2 velocity basis N, Q1 pressure basis M, and the streamline-upwind Petrov-Galerkin
-test function W_i = N_i + S_i with S_i = tau_i a . grad N_i (tau from fem3d.upwind),
+test function W_i = N_i + S_i with S_i = tau_i a . grad N_i (tau from fem3d.discretisation.upwind),
 the element matrix (local order 27 u, 27 v, 27 w, 8 p) is
 
     [ K  0  0  G_x ]      K_ij   = int W_i a.grad N_j + nu grad N_i . grad N_j - nu S_i lap N_j
@@ -25,7 +25,7 @@ import numpy as np
 from gpucfd.backend import einsum
 from .element import Q1, Q2, gauss_hex
 from .geometry import det_and_inverse, geometry_element, jacobians
-from .kernels.ebe import LD, NL
+from ..kernels.ebe import LD, NL
 from .upwind import tau as upwind_tau
 from .upwind import tau_and_derivative as upwind_tau_and_derivative
 

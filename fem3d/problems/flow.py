@@ -24,20 +24,20 @@ import numpy as np
 
 from gpucfd.errors import InputError, check_range
 from gpucfd.output import ensure_writable_dir, save_npy, write_json
-from .comm import setup
+from ..parallel.comm import setup
 from .distributed import partitioned_system, rank_report, write_solution_vtu
-from .interrupt import InterruptCheck
+from ..parallel.interrupt import InterruptCheck
 from .navier_stokes import FlowProblem
-from .nonlinear import NonlinearOptions, NonlinearSolver, continuation_steps, solve_continuation
-from .partition import distribute
+from ..solvers.nonlinear import NonlinearOptions, NonlinearSolver, continuation_steps, solve_continuation
+from ..parallel.partition import distribute
 from .quantities import boundary_force, point_values
-from .solvers import LinearOptions, make_linear_solver
+from ..solvers.linear import LinearOptions, make_linear_solver
 
 
 class Flow:
-    """A steady incompressible flow on ``mesh`` (fem3d.mesh.HexMesh) with kinematic
+    """A steady incompressible flow on ``mesh`` (fem3d.discretisation.mesh.HexMesh) with kinematic
     viscosity ``nu`` (or Reynolds number ``re`` = 1/nu: give one), boundary conditions by
-    tag ``boundaries`` {tag: fem3d.boundary condition or its case-file spelling}, and an
+    tag ``boundaries`` {tag: fem3d.problems.boundary condition or its case-file spelling}, and an
     optional body force force(xp, x) -> (..., 3) at physical points (..., 3)."""
 
     def __init__(self, mesh, boundaries: dict, nu: float | None = None, re: float | None = None, force=None):
@@ -56,10 +56,10 @@ class Flow:
 
     def solve(self, device: str = "auto", comm: str = "auto", nonlinear: NonlinearOptions | None = None,
               linear: LinearOptions | None = None, continuation: str = "none", log=None, progress=None) -> "FlowResult":
-        """Newton's method (fem3d.nonlinear) with the linear solver of ``linear`` (default:
+        """Newton's method (fem3d.solvers.nonlinear) with the linear solver of ``linear`` (default:
         FGMRES and multigrid where the mesh allows it), on ``device`` (auto, cpu, gpu) and,
-        under MPI, every rank of ``comm`` (auto, mpi, nccl; see fem3d.comm.setup).
-        ``continuation``: Reynolds numbers solved first (fem3d.nonlinear.continuation_steps);
+        under MPI, every rank of ``comm`` (auto, mpi, nccl; see fem3d.parallel.comm.setup).
+        ``continuation``: Reynolds numbers solved first (fem3d.solvers.nonlinear.continuation_steps);
         ``log(line)`` receives progress lines, ``progress(iteration, relres)`` the Krylov
         checks."""
         t_start = time.perf_counter()
@@ -106,7 +106,7 @@ class FlowResult:
 
     @property
     def steps(self) -> list:
-        """Nonlinear steps of the final Reynolds number (fem3d.nonlinear.Step fields)."""
+        """Nonlinear steps of the final Reynolds number (fem3d.solvers.nonlinear.Step fields)."""
         return self.history[-1]["steps"]
 
     def force(self, tag: str) -> np.ndarray:

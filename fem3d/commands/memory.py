@@ -11,6 +11,8 @@ and 20^3 on the CPU (peak resident size). The host also holds the whole mesh.
 """
 from __future__ import annotations
 
+import math
+
 from gpucfd.backend import host_free_bytes
 from gpucfd.errors import InputError
 
@@ -31,7 +33,7 @@ HOST_MESH_BYTES = 4e3  # per element of the whole mesh: connectivity, coordinate
 def check_fits(backend, matrix_dtype: str, solver: str, mesh_elements: int, ranks: int, largest) -> None:
     """InputError unless this rank's share of a mesh of ``mesh_elements`` elements split
     over ``ranks`` fits its device, and the whole mesh its host, with the linear solver
-    ``solver`` (fem3d.solvers.SOLVERS; auto is counted as mg, the larger). ``largest(n)``
+    ``solver`` (fem3d.solvers.linear.SOLVERS; auto is counted as mg, the larger). ``largest(n)``
     words the hint for a mesh of n elements, e.g. "--n 92 fits at most"."""
     elements = -(-mesh_elements // ranks)
     per_element, fixed = DEVICE_BYTES[(backend.kind, matrix_dtype, "paper" if solver == "paper" else "mg")]
@@ -48,3 +50,11 @@ def check_fits(backend, matrix_dtype: str, solver: str, mesh_elements: int, rank
             raise InputError(f"{mesh_elements:,} elements need about {need / 2**30:.3g} GiB of {where} memory"
                              f"{' per rank' if ranks > 1 and share > 1 else ''} ({matrix_dtype} element matrices), "
                              f"{max(free, 0) / 2**30:.3g} GiB is free: {largest(fits)}")
+
+
+def largest_refinement(elements: int, fitting: int) -> str:
+    """The hint of a memory error for a mesh of ``elements`` elements of which ``fitting``
+    fit: the largest --refine that fits."""
+    if fitting < elements:
+        return f"not even the file's mesh ({elements:,} elements) fits, at most {fitting:,} elements do"
+    return f"--refine {int(math.log(fitting / elements, 8) + 1e-9)} fits at most"

@@ -1,4 +1,4 @@
-"""The lid-driven cavity as a FlowProblem (boundary conditions by face, fem3d.boundary): the
+"""The lid-driven cavity as a FlowProblem (boundary conditions by face, fem3d.problems.boundary): the
 lid's faces, the boundary velocity, and the initial state of a restart.
 
 The lid moves at ``lid_velocity`` (default unit speed in +x); every other boundary face
@@ -10,7 +10,7 @@ import numpy as np
 
 from gpucfd.errors import InputError
 from .boundary import Velocity, Wall, constraints
-from .mesh import Q1_FACE_NODES
+from ..discretisation.mesh import Q1_FACE_NODES
 from .navier_stokes import FlowProblem
 
 
@@ -38,7 +38,7 @@ def lid_faces(mesh, lid: str) -> np.ndarray:
 
 
 def lid_driven_problem(mesh, re: float, lid: str, lid_velocity=(1.0, 0.0, 0.0)) -> FlowProblem:
-    """The cavity as boundary conditions (fem3d.boundary): ``lid_velocity`` on the lid's
+    """The cavity as boundary conditions (fem3d.problems.boundary): ``lid_velocity`` on the lid's
     faces, no-slip walls on every other face; where they meet, the wall's zero."""
     mask = lid_faces(mesh, lid)
     groups = [("lid", mask, Velocity(*lid_velocity)), ("walls", ~mask, Wall())]

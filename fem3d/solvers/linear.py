@@ -1,20 +1,20 @@
 """Linear solvers of the linearised Navier-Stokes systems, as compositions of an operator, a
-preconditioner and a Krylov method (fem3d.krylov).
+preconditioner and a Krylov method (fem3d.solvers.krylov).
 
 Each has ``name``, ``forcing`` (the largest relative tolerance of a linear solve that
-suits its Krylov method, fem3d.nonlinear.forcing_term), ``rebuild_after`` (None when
+suits its Krylov method, fem3d.solvers.nonlinear.forcing_term), ``rebuild_after`` (None when
 every linearisation needs its own preconditioner; else the nonlinear solver may keep the
 preconditioner of an earlier linearisation: after a Newton step that converged fast
-(fem3d.nonlinear.NonlinearOptions.keep_factor) and, when it is not 0, while the last
+(fem3d.solvers.nonlinear.NonlinearOptions.keep_factor) and, when it is not 0, while the last
 solve took at most this many iterations), ``setup(system, state, rebuild)`` (after the
-system was assembled about an iterate: fem3d.navier_stokes.NavierStokesSystem,
+system was assembled about an iterate: fem3d.problems.navier_stokes.NavierStokesSystem,
 Linearisation; ``rebuild`` False keeps the preconditioner built before) and
-``solve(rhs, x, rtol, max_iterations=None) -> fem3d.krylov.SolveInfo`` (x holds the
-initial guess). The nonlinear solver (fem3d.nonlinear) only sees this interface.
+``solve(rhs, x, rtol, max_iterations=None) -> fem3d.solvers.krylov.SolveInfo`` (x holds the
+initial guess). The nonlinear solver (fem3d.solvers.nonlinear) only sees this interface.
 
 ``mg``     flexible GMRES on the row-scaled system, preconditioned by one V-cycle of
-           monolithic geometric multigrid with element-Vanka smoothing (fem3d.multigrid);
-           needs a refined mesh (fem3d.refine) or a structured box whose sides can be
+           monolithic geometric multigrid with element-Vanka smoothing (fem3d.solvers.multigrid);
+           needs a refined mesh (fem3d.discretisation.refine) or a structured box whose sides can be
            halved at least once.
 ``paper``  Kao & Sheu 2018: rows equilibrated to unit norm inside the element matrices,
            then Jacobi-preconditioned CG on the normal equations (Chronopoulos-Gear).
@@ -29,9 +29,9 @@ from dataclasses import replace
 
 import numpy as np
 
-from .assembly import row_norms_squared, scale_rows
+from ..discretisation.assembly import row_norms_squared, scale_rows
 from gpucfd.errors import InputError, check_range
-from .kernels.ebe import matrix_storage
+from ..kernels.ebe import matrix_storage
 from .krylov import FGMRES, NormalEquationsCG, NormalJacobi, SolveInfo
 from .multigrid import SMOOTHING_STEPS, Multigrid, alignment, coarse_levels
 
@@ -71,7 +71,7 @@ class LinearOptions:
 
     def for_mesh(self, mesh, ranks: int) -> "LinearOptions":
         """These options with ``auto`` resolved for ``mesh`` on ``ranks`` ranks: mg on a refined
-        mesh or a box that can be halved (fem3d.multigrid.coarse_levels), else paper;
+        mesh or a box that can be halved (fem3d.solvers.multigrid.coarse_levels), else paper;
         InputError for mg on a mesh that has no coarser level."""
         can = coarse_levels(mesh, ranks) > 0
         if self.solver == "mg" and not can:
@@ -82,7 +82,7 @@ class LinearOptions:
         return replace(self, solver="mg" if can else "paper") if self.solver == "auto" else self
 
     def alignment(self, mesh, ranks: int) -> int:
-        """Element layers per partition unit (fem3d.partition.distribute) for this solver."""
+        """Element layers per partition unit (fem3d.parallel.partition.distribute) for this solver."""
         return alignment(mesh, ranks) if self.solver == "mg" else 1
 
 
@@ -134,12 +134,12 @@ class _Unscaled:
 
 class MultigridSolver:
     """Flexible GMRES preconditioned by a V-cycle of monolithic geometric multigrid
-    (fem3d.multigrid), on the system with rows weighted like the nonlinear residual
+    (fem3d.solvers.multigrid), on the system with rows weighted like the nonlinear residual
     (Linearisation.scale), so that its relative residual is the one the Newton forcing
     asks for. The hierarchy is built at the first setup; a setup with ``rebuild``
     recomputes the coarse matrices and smoothers of the new linearisation, one without
     keeps those of the last rebuild and only refreshes the finest level's matrices
-    (fem3d.multigrid.Multigrid.refresh)."""
+    (fem3d.solvers.multigrid.Multigrid.refresh)."""
 
     name = "fgmres"
     forcing = 0.1  # largest linear tolerance of a nonlinear step: 0.1 against 0.01 took 50 instead of 76 iterations (8^3, Re 1000)

@@ -1,0 +1,451 @@
+"""Q2-Q1 hexahedral meshes: node numbering, boundary faces and tags, element colouring.
+
+A :class:`HexMesh` holds the 27 velocity (Q2) nodes and 8 pressure (Q1, vertex)
+nodes of every element in tensor order (see fem3d.discretisation.element). Elements are stored
+colour by colour: no two elements of one colour share a node, so element
+contributions of one colour can be scattered into a global vector without races.
+
+Meshes come from :func:`box_mesh` (structured, optionally graded toward the walls,
+8 colours by parity) or :func:`read_mesh` (any hexahedron/hexahedron27 mesh that
+meshio reads; Q2 nodes are created on edges, faces and cell centres for hex8
+input; colours by greedy colouring). Meshes other than boxes are checked
+(fem3d.discretisation.mesh_checks): coincident nodes of a file are merged, and broken meshes
+(duplicated elements, cracks, several parts, inverted elements) are input errors.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gpucfd.backend import einsum
+from .element import Q1, Q2, face_nodes
+from gpucfd.errors import InputError
+from .geometry import check_elements
+from .mesh_checks import MERGE_TOL, check_elements_distinct, check_faces, check_points, coincident_nodes, unique_rows
+
+# VTK/meshio node order -> tensor order (tensor node t is VTK node ORDER[t]).
+VTK_HEX8_TO_TENSOR = np.array([0, 1, 3, 2, 4, 5, 7, 6])
+_VTK27_ABC = [
+    (0, 0, 0), (2, 0, 0), (2, 2, 0), (0, 2, 0), (0, 0, 2), (2, 0, 2), (2, 2, 2), (0, 2, 2),
+    (1, 0, 0), (2, 1, 0), (1, 2, 0), (0, 1, 0), (1, 0, 2), (2, 1, 2), (1, 2, 2), (0, 1, 2),
+    (0, 0, 1), (2, 0, 1), (2, 2, 1), (0, 2, 1),
+    (0, 1, 1), (2, 1, 1), (1, 0, 1), (1, 2, 1), (1, 1, 0), (1, 1, 2), (1, 1, 1),
+]
+TENSOR27_TO_VTK = np.array([a + 3 * b + 9 * c for a, b, c in _VTK27_ABC])  # VTK node k is tensor node TENSOR27_TO_VTK[k]
+VTK_HEX27_TO_TENSOR = np.argsort(TENSOR27_TO_VTK)
+
+Q2_FACE_NODES = face_nodes(Q2)  # (6, 9)
+Q1_FACE_NODES = face_nodes(Q1)  # (6, 4)
+BOX_TAGS = {"x0": 0, "x1": 1, "y0": 2, "y1": 3, "z0": 4, "z1": 5}
+TAG_FIELDS = ("gmsh:physical", "boundary", "tag")  # cell data searched for boundary tags, in order
+SOLID_CELLS = ("tetra", "hexahedron", "wedge", "pyramid", "polyhedron")  # meshio 3D cell type prefixes
+
+
+@dataclass
+class HexMesh:
+    """Q2-Q1 hexahedral mesh (arrays on the host).
+
+    points          (n_nodes, 3)  coordinates of the Q2 velocity nodes
+    cells           (E, 27) int64 Q2 node ids of each element, tensor order
+    pressure_cells  (E, 8) int64  pressure node ids of each element, tensor order
+    pressure_nodes  (n_p,) int64  Q2 node id at each pressure node (a vertex)
+    geometry        (E, 8|27, 3)  geometry nodes of each element, tensor order
+    colour_offsets  (n_colours+1,) colour c is elements colour_offsets[c]:colour_offsets[c+1]
+    element_ids     (E,) int64    element number in the generator or input file
+    boundary_faces  (F, 2) int64  (element, local face 0..5 in FACES order) of each boundary face
+    boundary_tags   (F,) int64    tag of each boundary face, -1 if untagged
+    tag_names       name -> tag
+    grid            (nx, ny, nz) of the structured box this mesh is (a part of, on one
+                    rank), whose element_ids are i + nx (j + ny k); None for other meshes
+    merged_nodes    coincident nodes of the file merged by read_mesh
+    coarser         the mesh this one refines (fem3d.discretisation.refine), else None
+    parent          (E,) int64 element of ``coarser`` (its element order) each element lies in
+    child_position  (E,) int64 position c = i + 2 j + 4 k of each element in its parent, i, j, k
+                    in {0, 1} along the parent's reference axes xi, eta, zeta
+    """
+
+    points: np.ndarray
+    cells: np.ndarray
+    pressure_cells: np.ndarray
+    pressure_nodes: np.ndarray
+    geometry: np.ndarray
+    colour_offsets: np.ndarray
+    element_ids: np.ndarray
+    boundary_faces: np.ndarray
+    boundary_tags: np.ndarray
+    tag_names: dict = field(default_factory=dict)
+    grid: tuple | None = None
+    merged_nodes: int = 0
+    coarser: HexMesh | None = None
+    parent: np.ndarray | None = None
+    child_position: np.ndarray | None = None
+
+    @property
+    def n_elements(self) -> int:
+        return self.cells.shape[0]
+
+    @property
+    def n_nodes(self) -> int:
+        return self.points.shape[0]
+
+    @property
+    def n_pressure(self) -> int:
+        return self.pressure_nodes.shape[0]
+
+    @property
+    def n_dofs(self) -> int:
+        """Unknowns in the global vector [u | v | w | p]."""
+        return 3 * self.n_nodes + self.n_pressure
+
+    @property
+    def n_colours(self) -> int:
+        return len(self.colour_offsets) - 1
+
+    def dofs(self) -> np.ndarray:
+        """(E, 89) global unknown of each local unknown (27 u, 27 v, 27 w, 8 p)."""
+        n = self.n_nodes
+        return np.concatenate([self.cells, self.cells + n, self.cells + 2 * n, self.pressure_cells + 3 * n], axis=1)
+
+    def tag_ids(self, tags) -> np.ndarray:
+        """Tag numbers of ``tags`` (names or ints); InputError for an unknown name."""
+        out = []
+        for t in tags:
+            if isinstance(t, str):
+                if t not in self.tag_names:
+                    known = ", ".join(sorted(self.tag_names)) or "none"
+                    raise InputError(f"boundary tag {t!r} not in the mesh (tags: {known})")
+                out.append(self.tag_names[t])
+            else:
+                out.append(int(t))
+        return np.array(out, dtype=np.int64)
+
+    def boundary_nodes(self, tags=None) -> np.ndarray:
+        """Sorted Q2 node ids on boundary faces with the given tags (all boundary faces if None)."""
+        faces = self.boundary_faces
+        if tags is not None:
+            faces = faces[np.isin(self.boundary_tags, self.tag_ids(tags))]
+        return np.unique(self.cells[faces[:, 0][:, None], Q2_FACE_NODES[faces[:, 1]]])
+
+    def node_valence(self) -> np.ndarray:
+        """(n_nodes,) number of elements containing each Q2 node."""
+        return np.bincount(self.cells.ravel(), minlength=self.n_nodes)
+
+    def refined(self, times: int = 1) -> "HexMesh":
+        """This mesh refined uniformly ``times`` times, nested (fem3d.discretisation.refine.refine)."""
+        from .refine import refine
+
+        return refine(self, times)
+
+    def colour_is_race_free(self) -> bool:
+        """True when no two elements of one colour share a Q2 node."""
+        for c in range(self.n_colours):
+            nodes = self.cells[self.colour_offsets[c]:self.colour_offsets[c + 1]].ravel()
+            if np.unique(nodes).size != nodes.size:
+                return False
+        return True
+
+
+def _finish(points, cells, pressure_cells, pressure_nodes, geometry, colours, element_ids, tag_names, face_tag_of, grid=None,
+            check_topology=False):
+    """Sort elements by colour, find boundary faces, check the geometry, build the HexMesh.
+
+    ``face_tag_of(face_vertex_keys)`` maps (F, 4) sorted vertex ids of boundary
+    faces to tags (-1 untagged). ``check_topology``: also reject faces of three elements,
+    cracks and meshes in several parts (fem3d.discretisation.mesh_checks.check_faces).
+    """
+    check_elements(geometry, element_ids)
+    order = np.argsort(colours, kind="stable")
+    counts = np.bincount(colours, minlength=colours.max() + 1)
+    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    cells, pressure_cells, geometry, element_ids = cells[order], pressure_cells[order], geometry[order], element_ids[order]
+
+    keys = np.sort(pressure_cells[:, Q1_FACE_NODES], axis=2).reshape(-1, 4)  # (E*6, 4)
+    _, inverse, counts = unique_rows(keys)
+    if check_topology:
+        check_faces(keys, inverse, counts, points[pressure_nodes], element_ids)
+    on_boundary = counts[inverse] == 1
+    idx = np.flatnonzero(on_boundary)
+    boundary_faces = np.stack([idx // 6, idx % 6], axis=1).astype(np.int64)
+    tags = face_tag_of(keys[idx]).astype(np.int64)
+    return HexMesh(
+        points=np.ascontiguousarray(points, dtype=np.float64),
+        cells=np.ascontiguousarray(cells, dtype=np.int64),
+        pressure_cells=np.ascontiguousarray(pressure_cells, dtype=np.int64),
+        pressure_nodes=np.asarray(pressure_nodes, dtype=np.int64),
+        geometry=np.ascontiguousarray(geometry, dtype=np.float64),
+        colour_offsets=offsets,
+        element_ids=element_ids.astype(np.int64),
+        boundary_faces=boundary_faces,
+        boundary_tags=tags,
+        tag_names=dict(tag_names),
+        grid=grid,
+    )
+
+
+def graded_coordinates(n: int, length: float, grading: float) -> np.ndarray:
+    """n+1 vertex coordinates on [0, length], clustered toward both ends.
+
+    grading = 0 gives uniform spacing; grading = beta > 0 uses the tanh map
+    x(s) = L/2 (1 + tanh(beta (2s - 1)) / tanh(beta)), so the wall cells shrink as beta grows.
+    """
+    s = np.linspace(0.0, 1.0, n + 1)
+    if grading == 0:
+        return length * s
+    return 0.5 * length * (1.0 + np.tanh(grading * (2.0 * s - 1.0)) / np.tanh(grading))
+
+
+def box_mesh(nx: int, ny: int | None = None, nz: int | None = None, lengths=(1.0, 1.0, 1.0), origin=(0.0, 0.0, 0.0), grading=0.0) -> HexMesh:
+    """Structured box of nx*ny*nz elements; tags x0, x1, y0, y1, z0, z1 on its faces.
+
+    ``grading`` (a number or one per axis, >= 0) clusters elements toward the walls
+    (see :func:`graded_coordinates`). Elements are boxes (affine map); mid nodes sit
+    at the midpoints. Colours: 8, by the parity of the element indices.
+    """
+    ny = nx if ny is None else ny
+    nz = nx if nz is None else nz
+    n = (nx, ny, nz)
+    for name, v in zip(("nx", "ny", "nz"), n):
+        if int(v) != v or v < 1:
+            raise InputError(f"{name} must be an integer >= 1 (got {v!r})")
+    grading = np.broadcast_to(np.asarray(grading, dtype=float), (3,))
+    if (grading < 0).any() or not np.isfinite(grading).all():
+        raise InputError(f"grading must be >= 0 (got {grading.tolist()})")
+    lengths = np.asarray(lengths, dtype=float)
+    if (lengths <= 0).any():
+        raise InputError(f"box lengths must be > 0 (got {lengths.tolist()})")
+    vert = [origin[d] + graded_coordinates(n[d], lengths[d], grading[d]) for d in range(3)]
+    q2 = []
+    for d in range(3):
+        c = np.empty(2 * n[d] + 1)
+        c[0::2] = vert[d]
+        c[1::2] = 0.5 * (vert[d][:-1] + vert[d][1:])
+        q2.append(c)
+    m = [2 * v + 1 for v in n]
+    kk, jj, ii = np.meshgrid(np.arange(m[2]), np.arange(m[1]), np.arange(m[0]), indexing="ij")
+    points = np.stack([q2[0][ii.ravel()], q2[1][jj.ravel()], q2[2][kk.ravel()]], axis=1)
+
+    ez, ey, ex = (a.ravel() for a in np.meshgrid(np.arange(nz), np.arange(ny), np.arange(nx), indexing="ij"))
+    abc = Q2.node_indices
+    gi = 2 * ex[:, None] + abc[:, 0]
+    gj = 2 * ey[:, None] + abc[:, 1]
+    gk = 2 * ez[:, None] + abc[:, 2]
+    cells = gi + m[0] * (gj + m[1] * gk)
+    pv = Q1.node_indices
+    pi, pj, pk = ex[:, None] + pv[:, 0], ey[:, None] + pv[:, 1], ez[:, None] + pv[:, 2]
+    pressure_cells = pi + (nx + 1) * (pj + (ny + 1) * pk)
+    PK, PJ, PI = np.meshgrid(np.arange(nz + 1), np.arange(ny + 1), np.arange(nx + 1), indexing="ij")
+    pressure_nodes = (2 * PI.ravel()) + m[0] * (2 * PJ.ravel() + m[1] * 2 * PK.ravel())
+    geometry = points[cells[:, [a + 3 * b + 9 * c for c in (0, 2) for b in (0, 2) for a in (0, 2)]]]
+    colours = (ex % 2) + 2 * (ey % 2) + 4 * (ez % 2)
+    pvert = points[pressure_nodes]
+    lo, hi = np.asarray(origin, float), np.asarray(origin, float) + lengths
+
+    def face_tag_of(keys):
+        xyz = pvert[keys]  # (F, 4, 3)
+        tags = np.full(len(keys), -1)
+        for d in range(3):
+            tags[np.all(xyz[:, :, d] == lo[d], axis=1)] = 2 * d
+            tags[np.all(xyz[:, :, d] == hi[d], axis=1)] = 2 * d + 1
+        return tags
+
+    return _finish(points, cells, pressure_cells, pressure_nodes, geometry, colours, np.arange(len(ex)), BOX_TAGS, face_tag_of,
+                   grid=(int(nx), int(ny), int(nz)))
+
+
+def greedy_colouring(vertex_cells: np.ndarray) -> np.ndarray:
+    """Colour elements so that no two elements sharing a vertex get the same colour.
+
+    ``vertex_cells`` (E, k) vertex ids per element. Elements are visited in order
+    and take the smallest colour unused by their already-coloured neighbours.
+    """
+    n_elem = vertex_cells.shape[0]
+    flat = vertex_cells.ravel()
+    order = np.argsort(flat, kind="stable")
+    elem_of = (order // vertex_cells.shape[1])
+    starts = np.searchsorted(flat[order], np.arange(flat.max() + 2))
+    colours = np.full(n_elem, -1, dtype=np.int64)
+    for e in range(n_elem):
+        used = set()
+        for v in vertex_cells[e]:
+            used.update(colours[elem_of[starts[v]:starts[v + 1]]].tolist())
+        c = 0
+        while c in used:
+            c += 1
+        colours[e] = c
+    return colours
+
+
+def _q2_numbering(vertex_cells: np.ndarray, n_vertices: int) -> tuple[np.ndarray, np.ndarray]:
+    """Q2 node ids for hex8 cells (E, 8, tensor order): vertices keep their ids,
+    then one new node per edge, per face and per cell.
+
+    Returns cells (E, 27) and ``kind_key`` (n_new, 8) vertex ids whose trilinear
+    average places each new node (edges: 2 distinct vertices, faces: 4, cells: 8).
+    """
+    n_elem = vertex_cells.shape[0]
+    abc = Q2.node_indices
+    cells = np.empty((n_elem, 27), dtype=np.int64)
+    next_id = n_vertices
+    for n_mid in (1, 2, 3):  # edges, faces, cell centres
+        local = np.flatnonzero((abc == 1).sum(axis=1) == n_mid)
+        spans = []
+        for t in local:
+            choices = [[0, 1] if abc[t, d] == 1 else [abc[t, d] // 2] for d in range(3)]
+            spans.append([a + 2 * b + 4 * c for c in choices[2] for b in choices[1] for a in choices[0]])
+        spans = np.array(spans)  # (n_local, 2**n_mid) Q1 tensor ids
+        keys = np.sort(vertex_cells[:, spans], axis=2).reshape(-1, spans.shape[1])
+        if n_mid == 3:
+            ids = np.arange(n_elem)
+        else:
+            _, ids, _ = unique_rows(keys)
+        cells[:, local] = next_id + ids.reshape(n_elem, len(local))
+        next_id += ids.max() + 1
+    vert_local = np.flatnonzero((abc == 1).sum(axis=1) == 0)
+    cells[:, vert_local] = vertex_cells[:, [(a // 2) + 2 * (b // 2) + 4 * (c // 2) for a, b, c in abc[vert_local]]]
+    return cells, next_id
+
+
+def mesh_from_hex8(vertices: np.ndarray, hex_cells: np.ndarray, face_tags=None, tag_names=None) -> HexMesh:
+    """HexMesh from hex8 cells (E, 8) in VTK order on ``vertices`` (n, 3).
+
+    Q2 nodes are placed by the trilinear map. ``face_tags`` maps a sorted tuple of
+    4 vertex ids to a tag number (boundary faces not in it are untagged).
+    """
+    used, inv = np.unique(hex_cells, return_inverse=True)
+    vcells = inv.reshape(hex_cells.shape)[:, VTK_HEX8_TO_TENSOR]
+    verts = np.asarray(vertices, dtype=float)[used]
+    cells, n_nodes = _q2_numbering(vcells, len(used))
+    geometry = verts[vcells]
+    xi = Q2.nodes
+    G = Q1.values(xi)  # (27, 8)
+    phys = einsum(np, "tg,egd->etd", G, geometry)  # (E, 27, 3)
+    points = np.empty((n_nodes, 3))
+    points[cells.ravel()] = phys.reshape(-1, 3)
+    return _finish_general(points, cells, vcells, geometry, used, face_tags, tag_names)
+
+
+def mesh_from_hex27(points: np.ndarray, hex27_cells: np.ndarray, face_tags=None, tag_names=None) -> HexMesh:
+    """HexMesh from hex27 cells (E, 27) in VTK order; the geometry map is triquadratic."""
+    used, inv = np.unique(hex27_cells, return_inverse=True)
+    cells = inv.reshape(hex27_cells.shape)[:, VTK_HEX27_TO_TENSOR]
+    pts = np.asarray(points, dtype=float)[used]
+    vert_local = [a + 3 * b + 9 * c for c in (0, 2) for b in (0, 2) for a in (0, 2)]
+    # renumber so that vertices come first: pressure node i is Q2 node i
+    vertex_ids = np.unique(cells[:, vert_local])
+    others = np.setdiff1d(np.arange(len(used)), vertex_ids)
+    new_id = np.empty(len(used), dtype=np.int64)
+    new_id[vertex_ids] = np.arange(len(vertex_ids))
+    new_id[others] = len(vertex_ids) + np.arange(len(others))
+    cells = new_id[cells]
+    new_points = np.empty_like(pts)
+    new_points[new_id] = pts
+    vcells = cells[:, vert_local]
+    orig_vertex = np.empty(len(vertex_ids), dtype=np.int64)
+    orig_vertex[:] = used[vertex_ids]
+    return _finish_general(new_points, cells, vcells, new_points[cells], orig_vertex, face_tags, tag_names)
+
+
+def _finish_general(points, cells, vcells, geometry, original_vertex_id, face_tags, tag_names):
+    element_ids = np.arange(len(cells))
+    check_elements_distinct(vcells, element_ids)
+    colours = greedy_colouring(vcells)
+    tag_map = face_tags or {}
+
+    def face_tag_of(keys):
+        orig = np.sort(original_vertex_id[keys], axis=1)
+        return np.array([tag_map.get(tuple(k), -1) for k in orig.tolist()], dtype=np.int64)
+
+    return _finish(points, cells, vcells, np.arange(vcells.max() + 1), geometry, colours, element_ids, tag_names or {}, face_tag_of,
+                   check_topology=True)
+
+
+def read_mesh(path: str, tag_field: str | None = None) -> HexMesh:
+    """Read a hexahedron or hexahedron27 mesh with meshio, checked (fem3d.discretisation.mesh_checks).
+
+    Boundary tags come from quad/quad9 cells carrying the integer cell data
+    ``tag_field`` (default: the first of TAG_FIELDS present); tag names from meshio's
+    field_data when given, else "tag<N>". Coincident nodes are merged (their number is
+    ``merged_nodes``). InputError, naming the file, for anything unusable.
+    """
+    m = _read_file(path)
+    try:
+        hexes, kind = _hexahedra(m)
+        points = np.asarray(m.points, dtype=float)
+        check_points(points, hexes)
+        merge, merged = coincident_nodes(points, hexes)
+        face_tags, names = _boundary_tags(m, tag_field, merge)
+        build = mesh_from_hex8 if kind == "hexahedron" else mesh_from_hex27
+        mesh = build(points, merge[hexes], face_tags, names)
+    except InputError as exc:
+        raise InputError(f"--mesh {path}: {exc}") from None
+    mesh.merged_nodes = merged
+    return mesh
+
+
+def _read_file(path: str):
+    """The meshio.Mesh in ``path``; InputError for a missing, empty or unreadable file."""
+    import meshio
+
+    if os.path.isdir(path):
+        raise InputError(f"--mesh {path} is a directory, not a mesh file")
+    if not os.path.isfile(path):
+        raise InputError(f"--mesh file not found: {path}")
+    if os.path.getsize(path) == 0:
+        raise InputError(f"--mesh {path} is empty (0 bytes)")
+    messages = io.StringIO()
+    try:  # meshio prints while reading, and exits the process when no reader fits
+        with contextlib.redirect_stdout(messages), contextlib.redirect_stderr(messages):
+            return meshio.read(path)
+    except (Exception, SystemExit) as exc:
+        detail = (str(exc) if isinstance(exc, Exception) else "") or messages.getvalue()
+        detail = " ".join(detail.split())[:200]
+        raise InputError(f"--mesh {path}: meshio cannot read it ({detail or type(exc).__name__})") from None
+
+
+def _hexahedra(m) -> tuple[np.ndarray, str]:
+    """(cells (E, 8|27) in VTK order, "hexahedron" or "hexahedron27"): the mesh's only kind of solid cell."""
+    solids = sorted({b.type for b in m.cells if b.type.startswith(SOLID_CELLS) and len(b.data)})
+    if not any(t in ("hexahedron", "hexahedron27") for t in solids):
+        found = ", ".join(sorted({b.type for b in m.cells})) or "none"
+        raise InputError(f"no hexahedron or hexahedron27 cells (cell types: {found})")
+    if len(solids) > 1:
+        raise InputError(f"the mesh mixes the solid cell types {', '.join(solids)}; it must be all hexahedron or all "
+                         "hexahedron27")
+    kind = solids[0]
+    return np.concatenate([np.asarray(b.data, dtype=np.int64) for b in m.cells if b.type == kind]), kind
+
+
+def _boundary_tags(m, tag_field: str | None, merge: np.ndarray) -> tuple[dict, dict]:
+    """(sorted merged vertex ids of each tagged quad -> tag, tag name -> tag) from the quad/quad9
+    cells with integer cell data ``tag_field`` (or the first of TAG_FIELDS present)."""
+    integer = sorted(name for name, blocks in m.cell_data.items()
+                     if all(np.issubdtype(np.asarray(b).dtype, np.integer) for b in blocks))
+    if tag_field is not None and tag_field not in integer:
+        raise InputError(f"--tag-field {tag_field!r} is not integer cell data of the file (integer cell data: "
+                         f"{', '.join(integer) or 'none'})")
+    field_name = tag_field or next((f for f in TAG_FIELDS if f in m.cell_data), None)
+    face_tags, names = {}, {}
+    if field_name is not None:
+        for block, data in zip(m.cells, m.cell_data[field_name]):
+            if block.type in ("quad", "quad9"):
+                quads = np.sort(merge[np.asarray(block.data)[:, :4]], axis=1)
+                for quad, tag in zip(quads.tolist(), np.asarray(data).ravel().tolist()):
+                    if face_tags.setdefault(tuple(quad), int(tag)) != int(tag):
+                        raise InputError(f"the boundary face at {_centre(m.points, quad)} carries two tags, "
+                                         f"{face_tags[tuple(quad)]} and {int(tag)}; give each face one")
+    for name, val in (m.field_data or {}).items():
+        if np.asarray(val).size >= 2 and int(np.asarray(val).ravel()[1]) == 2:
+            names[name] = int(np.asarray(val).ravel()[0])
+    for t in set(face_tags.values()):
+        if t not in names.values():
+            names[f"tag{t}"] = t
+    return face_tags, names
+
+
+def _centre(points, vertices) -> str:
+    """"(x, y, z)": the mean of ``points`` at ``vertices``, for messages."""
+    return "(" + ", ".join(f"{v:.6g}" for v in np.asarray(points, dtype=float)[list(vertices)].mean(axis=0)) + ")"
