@@ -4,7 +4,7 @@ coarse mesh: drag, lift and pressure difference against the reference values.
     python scripts/dfg_benchmark.py --device gpu --refine 0 1 2 3
     python scripts/dfg_benchmark.py --device cpu --refine 0 1
 
-Runs ``python -m fem3d.run meshes/dfg3d/case.toml --refine K`` for each K, each in its
+Runs ``python -m fem3d.run meshes/dfg3d/dfg_3d_1z.toml --refine K`` for each K, each in its
 own process (after one untimed run of the coarse mesh that compiles the kernels), and
 tabulates elements, unknowns, Newton steps, Krylov iterations per step, the process wall
 time, the device memory held at the peak (CuPy's pool) or the process's peak resident
@@ -26,7 +26,7 @@ from script_options import check_each, check_tag
 from timed_runs import record_memory, timed_child
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CASE = os.path.join(ROOT, "meshes", "dfg3d", "case.toml")
+CASE = os.path.join(ROOT, "meshes", "dfg3d", "dfg_3d_1z.toml")
 
 
 def references() -> dict:

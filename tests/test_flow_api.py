@@ -17,7 +17,7 @@ from fem3d.parallel.comm import launched_ranks
 from fem3d.solvers.nonlinear import NonlinearOptions
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DFG_CASE = os.path.join(ROOT, "meshes", "dfg3d", "case.toml")
+DFG_CASE = os.path.join(ROOT, "meshes", "dfg3d", "dfg_3d_1z.toml")
 C_D, DELTA_P = 6.18533, 0.17102  # DFG 3D-1Z (Braack & Richter 2006)
 
 
