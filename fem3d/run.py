@@ -8,7 +8,8 @@ cells with velocity, pressure, speed and vorticity), summary.json (the run, its
 convergence and the quantities); then the picture slice.png (speed on the mid-plane
 z = centre, drawn in a child process: a failure is a warning). Exit code 0 when
 converged, 3 when not (results still written and marked), 2 for bad input, 130/143
-after Ctrl-C/SIGTERM (results of the last iterate written).
+after Ctrl-C/SIGTERM (results of the last iterate written; ``--initial`` continues from
+them).
 """
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from .discretisation.mesh import read_mesh
 from .commands import plots
 from .commands.picture_process import PictureError, draw_in_child
 from .discretisation.refine import REFINE_MAX, refine
+from .problems.lid_driven import read_initial
 
 CASE_OPTIONS = {"solver": "--solver", "tol": "--tol", "max_steps": "--max-steps"}  # case-file keys the command line overrides
 
@@ -41,6 +43,8 @@ def parse(argv):
     ap.add_argument("--out", help="output folder (default: the case file's [output] dir)")
     ap.add_argument("--refine", type=int, default=None, help=f"refine the case's mesh uniformly this many times, 0 to "
                     f"{REFINE_MAX} (default: the case file's [mesh] refine, else 0)")
+    ap.add_argument("--initial", help="start from this solution.npy of an earlier run of the same case and --refine "
+                    "(a restart)")
     ap.add_argument("--no-plots", action="store_true", help="skip slice.png")
     ap.add_argument("--no-vtu", action="store_true", help="skip the VTU/PVTU solution files")
     ap.add_argument("--quiet", action="store_true", help="no progress lines")
@@ -70,11 +74,12 @@ def main(argv=None) -> int:
                        lambda e: largest_refinement(mesh.n_elements, e))
             mesh = refine(mesh, times)
             flow = Flow(mesh, case.boundaries, nu=case.nu, re=case.re)
+            x0 = read_initial(args.initial, mesh.n_dofs) if args.initial else None
             out = args.out or _shown(os.path.join(os.path.dirname(os.path.abspath(args.case)), case.out))
         say(f"{os.path.basename(args.case)}: nu {1 / flow.re:g}, {mesh.n_elements} elements, {mesh.n_dofs} unknowns, "
             f"{backend.describe()}" + (f" on {comm.size} ranks ({comm.name})" if comm.size > 1 else ""))
         result = flow.solve(device=args.device, comm=args.comm, nonlinear=nonlinear, linear=linear,
-                            continuation=case.continuation, log=say)
+                            continuation=case.continuation, initial=x0, log=say)
         result.quantities = quantities(result, case)
         files = result.write(out, vtu=not args.no_vtu, extra={"case": os.path.abspath(args.case), "refine": times,
                                                               "command": " ".join(["python -m fem3d.run", *argv])})
@@ -87,8 +92,8 @@ def main(argv=None) -> int:
         signum = agreed(comm)
     if signum:
         if root:
-            print(f"fem3d.run: interrupted by {signal.Signals(signum).name}; the last iterate and its results are in {out}",
-                  file=sys.stderr, flush=True)
+            print(f"fem3d.run: interrupted by {signal.Signals(signum).name}; the last iterate and its results are in {out}: "
+                  f"continue with --initial {os.path.join(out, 'solution.npy')}", file=sys.stderr, flush=True)
         return 128 + signum
     if not result.converged:
         raise ConvergenceError(f"results in {out} are marked as not converged (residual {result.residual:.2e})", result.reason)

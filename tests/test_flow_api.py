@@ -140,3 +140,20 @@ def test_bad_refinements_are_one_line_exit_2(tmp_path, args, message):
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 2 and p.stderr.count("\n") == 1 and re.search(message, p.stderr), p.stderr
     assert not (tmp_path / "o").exists()
+
+
+def test_a_stopped_run_continues_from_its_solution(tmp_path):
+    """Two Newton steps, stopped (exit 3, marked not converged), then --initial from their
+    solution.npy: the rest of the steps, and the coefficients of an uninterrupted run."""
+    def run(out, *args):
+        p = subprocess.run([sys.executable, "-m", "fem3d.run", DFG_CASE, "--device", "cpu", "--no-plots", "--no-vtu", "--quiet",
+                            "--out", str(tmp_path / out), *args], capture_output=True, text=True, timeout=600)
+        return p.returncode, json.loads((tmp_path / out / "summary.json").read_text())
+
+    code, stopped = run("stopped", "--max-steps", "2")
+    assert code == 3 and not stopped["converged"] and stopped["nonlinear_steps"] == 2
+    code, resumed = run("resumed", "--initial", str(tmp_path / "stopped" / "solution.npy"))
+    code_full, full = run("full")
+    assert code == code_full == 0 and resumed["nonlinear_steps"] < full["nonlinear_steps"]
+    a, b = (np.array(r["quantities"]["forces"]["cylinder"]["coefficients"]) for r in (resumed, full))
+    assert np.linalg.norm(a - b) < 1e-6 * np.linalg.norm(b), (a, b)  # both to the residual tolerance 1e-8

@@ -55,11 +55,13 @@ class Flow:
         return self.problem.re
 
     def solve(self, device: str = "auto", comm: str = "auto", nonlinear: NonlinearOptions | None = None,
-              linear: LinearOptions | None = None, continuation: str = "none", log=None, progress=None) -> "FlowResult":
+              linear: LinearOptions | None = None, continuation: str = "none", initial=None, log=None,
+              progress=None) -> "FlowResult":
         """Newton's method (fem3d.solvers.nonlinear) with the linear solver of ``linear`` (default:
         FGMRES and multigrid where the mesh allows it), on ``device`` (auto, cpu, gpu) and,
         under MPI, every rank of ``comm`` (auto, mpi, nccl; see fem3d.parallel.comm.setup).
         ``continuation``: Reynolds numbers solved first (fem3d.solvers.nonlinear.continuation_steps);
+        ``initial``: the whole solution (n_dofs,) to start from (an earlier run's, a restart);
         ``log(line)`` receives progress lines, ``progress(iteration, relres)`` the Krylov
         checks."""
         t_start = time.perf_counter()
@@ -71,7 +73,8 @@ class Flow:
         system = partitioned_system(self.problem, part, backend, linear.matrix_dtype)
         t_prep = time.perf_counter() - t_start
         solver = NonlinearSolver(system, make_linear_solver(linear, progress), nonlinear, InterruptCheck(communicator))
-        done = solve_continuation(solver, stages, self.re, None, log)
+        x0 = None if initial is None else np.asarray(initial, dtype=np.float64)[part.dist.gdofs]
+        done = solve_continuation(solver, stages, self.re, x0, log)
         last = done[-1].result
         times = dict(system.timer.as_dict())
         times["data_preparation"] = t_prep + times.pop("setup", 0.0)
