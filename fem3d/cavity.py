@@ -167,7 +167,7 @@ def main(argv=None) -> int:
                         mesh_info=mesh_info, part=part, x_local=last.x, x=x, comm=comm, device=backend.describe(),
                         history=[stage.as_dict() for stage in done],
                         options={"nonlinear": vars(nonlinear), "linear": vars(linear)},
-                        times_s=_phase_seconds(system, t_prep), output_started=t_output, per_rank=per_rank,
+                        times_s=system.phase_seconds(t_prep), output_started=t_output, per_rank=per_rank,
                         converged=last.converged and done[-1].re == args.re, reason=last.reason, vtu=not args.no_vtu)
         files = write_results(run)
         if root:
@@ -194,13 +194,6 @@ def main(argv=None) -> int:
         raise ConvergenceError(f"results in {out} are marked as not converged (Re {done[-1].re:g}, residual {last.residual:.2e} "
                                f"after {len(last.steps)} steps)", last.reason)
     return 0
-
-
-def _phase_seconds(system, t_prep: float) -> dict:
-    """The system's seconds per phase, its set-up counted in data_preparation with ``t_prep``."""
-    times = dict(system.timer.as_dict())
-    times["data_preparation"] = t_prep + times.pop("setup", 0.0)
-    return times
 
 
 def _progress_bar():

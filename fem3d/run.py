@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 import signal
 import sys
-import time
 
 from .problems.case import read_case
 from .commands.cli import add_solver_arguments, linear_options, nonlinear_options
@@ -78,7 +77,7 @@ def main(argv=None) -> int:
             out = args.out or _shown(os.path.join(os.path.dirname(os.path.abspath(args.case)), case.out))
         say(f"{os.path.basename(args.case)}: nu {1 / flow.re:g}, {mesh.n_elements} elements, {mesh.n_dofs} unknowns, "
             f"{backend.describe()}" + (f" on {comm.size} ranks ({comm.name})" if comm.size > 1 else ""))
-        result = flow.solve(device=args.device, comm=args.comm, nonlinear=nonlinear, linear=linear,
+        result = flow.solve(device=backend, comm=comm, nonlinear=nonlinear, linear=linear,
                             continuation=case.continuation, initial=x0, log=say)
         result.quantities = quantities(result, case)
         files = result.write(out, vtu=not args.no_vtu, extra={"case": os.path.abspath(args.case), "refine": times,

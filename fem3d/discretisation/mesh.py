@@ -25,7 +25,7 @@ from gpucfd.backend import einsum
 from .element import Q1, Q2, face_nodes
 from gpucfd.errors import InputError
 from .geometry import check_elements
-from .mesh_checks import MERGE_TOL, check_elements_distinct, check_faces, check_points, coincident_nodes, unique_rows
+from .mesh_checks import check_elements_distinct, check_faces, check_points, coincident_nodes, unique_rows
 
 # VTK/meshio node order -> tensor order (tensor node t is VTK node ORDER[t]).
 VTK_HEX8_TO_TENSOR = np.array([0, 1, 3, 2, 4, 5, 7, 6])
@@ -435,7 +435,8 @@ def _boundary_tags(m, tag_field: str | None, merge: np.ndarray) -> tuple[dict, d
                 quads = np.sort(merge[np.asarray(block.data)[:, :4]], axis=1)
                 for quad, tag in zip(quads.tolist(), np.asarray(data).ravel().tolist()):
                     if face_tags.setdefault(tuple(quad), int(tag)) != int(tag):
-                        raise InputError(f"the boundary face at {_centre(m.points, quad)} carries two tags, "
+                        centre = np.asarray(m.points, dtype=float)[quad].mean(axis=0)
+                        raise InputError(f"the boundary face at {point_text(centre)} carries two tags, "
                                          f"{face_tags[tuple(quad)]} and {int(tag)}; give each face one")
     for name, val in (m.field_data or {}).items():
         if np.asarray(val).size >= 2 and int(np.asarray(val).ravel()[1]) == 2:
@@ -446,6 +447,6 @@ def _boundary_tags(m, tag_field: str | None, merge: np.ndarray) -> tuple[dict, d
     return face_tags, names
 
 
-def _centre(points, vertices) -> str:
-    """"(x, y, z)": the mean of ``points`` at ``vertices``, for messages."""
-    return "(" + ", ".join(f"{v:.6g}" for v in np.asarray(points, dtype=float)[list(vertices)].mean(axis=0)) + ")"
+def point_text(p) -> str:
+    """"(x, y, z)" of a point (3,), for messages."""
+    return "(" + ", ".join(f"{v:.6g}" for v in p) + ")"

@@ -25,7 +25,7 @@ import numpy as np
 
 from gpucfd.errors import InputError
 from .expressions import Expression
-from ..discretisation.mesh import Q2_FACE_NODES
+from ..discretisation.mesh import Q2_FACE_NODES, point_text
 
 PLANE_TOL = 1e-9  # a slip face lies in a plane when its nodes' spread is below this times the mesh size
 
@@ -141,7 +141,7 @@ def constraints(mesh, groups: list) -> Constraints:
             bad = ~np.isfinite(v).all(axis=1)
             if bad.any():
                 raise InputError(f'boundary "{name}": the velocity {condition!r} is not finite at '
-                                 f"{_point(mesh.points[free[bad][0]])}")
+                                 f"{point_text(mesh.points[free[bad][0]])}")
             value[free] = v
         mask[free] = True
     nodes = np.flatnonzero(mask.any(axis=1))
@@ -158,14 +158,10 @@ def _slip_components(mesh, name: str, face_nodes: np.ndarray):
     bad = spread[np.arange(len(axis)), axis] > tol
     if bad.any():
         raise InputError(f'boundary "{name}": slip needs faces in planes x, y or z = constant; the face at '
-                         f"{_point(xyz[bad][0].mean(axis=0))} is not")
+                         f"{point_text(xyz[bad][0].mean(axis=0))} is not")
     return face_nodes.ravel(), np.repeat(axis, face_nodes.shape[1])
 
 
 def _face_centre(mesh, face: int) -> str:
     e, f = mesh.boundary_faces[face]
-    return _point(mesh.points[mesh.cells[e, Q2_FACE_NODES[f]]].mean(axis=0))
-
-
-def _point(p) -> str:
-    return "(" + ", ".join(f"{v:.6g}" for v in p) + ")"
+    return point_text(mesh.points[mesh.cells[e, Q2_FACE_NODES[f]]].mean(axis=0))

@@ -54,19 +54,21 @@ class Flow:
     def re(self) -> float:
         return self.problem.re
 
-    def solve(self, device: str = "auto", comm: str = "auto", nonlinear: NonlinearOptions | None = None,
+    def solve(self, device="auto", comm="auto", nonlinear: NonlinearOptions | None = None,
               linear: LinearOptions | None = None, continuation: str = "none", initial=None, log=None,
               progress=None) -> "FlowResult":
         """Newton's method (fem3d.solvers.nonlinear) with the linear solver of ``linear`` (default:
         FGMRES and multigrid where the mesh allows it), on ``device`` (auto, cpu, gpu) and,
-        under MPI, every rank of ``comm`` (auto, mpi, nccl; see fem3d.parallel.comm.setup).
+        under MPI, every rank of ``comm`` (auto, mpi, nccl; see fem3d.parallel.comm.setup), or
+        on the backend and communicator that setup already made, given as ``device`` and
+        ``comm``.
         ``continuation``: Reynolds numbers solved first (fem3d.solvers.nonlinear.continuation_steps);
         ``initial``: the whole solution (n_dofs,) to start from (an earlier run's, a restart);
         ``log(line)`` receives progress lines, ``progress(iteration, relres)`` the Krylov
         checks."""
         t_start = time.perf_counter()
         nonlinear = nonlinear or NonlinearOptions(tol=1e-8, max_steps=200, newton=1.0)
-        backend, communicator = setup(device, comm)
+        backend, communicator = setup(device, comm) if isinstance(comm, str) else (device, comm)
         stages = continuation_steps(continuation, self.re)
         linear = (linear or LinearOptions()).for_mesh(self.mesh, communicator.size)
         part = distribute(self.mesh, communicator, backend, linear.alignment(self.mesh, communicator.size))
@@ -76,12 +78,11 @@ class Flow:
         x0 = None if initial is None else np.asarray(initial, dtype=np.float64)[part.dist.gdofs]
         done = solve_continuation(solver, stages, self.re, x0, log)
         last = done[-1].result
-        times = dict(system.timer.as_dict())
-        times["data_preparation"] = t_prep + times.pop("setup", 0.0)
         return FlowResult(flow=self, system=system, part=part, comm=communicator, x_local=last.x,
                           x=part.dist.gather(last.x), converged=last.converged and done[-1].re == self.re,
                           reason=last.reason, residual=last.residual, history=[s.as_dict() for s in done],
-                          options={"nonlinear": vars(nonlinear), "linear": vars(linear)}, times_s=times,
+                          options={"nonlinear": vars(nonlinear), "linear": vars(linear)},
+                          times_s=system.phase_seconds(t_prep),
                           per_rank=rank_report(communicator, system, part, backend), device=backend.describe())
 
 

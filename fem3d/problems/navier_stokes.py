@@ -153,6 +153,13 @@ class NavierStokesSystem:
         """Unknowns of this rank's vector."""
         return self.mesh.n_dofs
 
+    def phase_seconds(self, t_prep: float) -> dict:
+        """Seconds per phase of this system's timer, its set-up counted in data_preparation
+        with ``t_prep`` (the caller's preparation before the system existed)."""
+        times = dict(self.timer.as_dict())
+        times["data_preparation"] = t_prep + times.pop("setup", 0.0)
+        return times
+
     def initial_guess(self):
         """Prescribed boundary velocities, zero elsewhere."""
         return self.bc_values.copy()

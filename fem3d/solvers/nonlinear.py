@@ -142,7 +142,7 @@ class NonlinearSolver:
         from ..parallel.interrupt import Interrupted
 
         system, opt = self.system, self.options
-        xp, dist = system.xp, system.dist
+        dist = system.dist
         log = log or (lambda line: None)
         x = system.initial_guess() if x0 is None else system.backend.asarray(x0, dtype=np.float64).copy()
         system.impose_boundary_values(x)
