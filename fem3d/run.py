@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 
 from .problems.case import read_case
 from .commands.cli import add_solver_arguments, linear_options, nonlinear_options
@@ -53,6 +54,7 @@ def parse(argv):
 
 
 def main(argv=None) -> int:
+    t_start = time.perf_counter()  # data preparation begins (reading the case and its mesh included), as in fem3d.cavity
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parse(argv)
     backend, comm = start(args, argv)
@@ -78,7 +80,7 @@ def main(argv=None) -> int:
         say(f"{os.path.basename(args.case)}: nu {1 / flow.re:g}, {mesh.n_elements} elements, {mesh.n_dofs} unknowns, "
             f"{backend.describe()}" + (f" on {comm.size} ranks ({comm.name})" if comm.size > 1 else ""))
         result = flow.solve(device=backend, comm=comm, nonlinear=nonlinear, linear=linear,
-                            continuation=case.continuation, initial=x0, log=say)
+                            continuation=case.continuation, initial=x0, log=say, started=t_start)
         result.quantities = quantities(result, case)
         files = result.write(out, vtu=not args.no_vtu, extra={"case": os.path.abspath(args.case), "refine": times,
                                                               "command": " ".join(["python -m fem3d.run", *argv])})
@@ -137,9 +139,11 @@ def report_lines(result) -> list[str]:
     lines += [f"p({name}) = {v['pressure']:.6g}" for name, v in q["points"].items()]
     lines += [f"{name} = {v:.6g}" for name, v in q["differences"].items()]
     its = sum(s["linear_iterations"] for s in steps)
-    seconds = sum(result.times_s.get(k, 0.0) for k in ("data_preparation", "element_matrices", "linear_setup", "solve"))
+    timing, stages = result.timing(), result.history
+    every = f" over {sum(len(s['steps']) for s in stages)} steps of {len(stages)} Reynolds numbers" if len(stages) > 1 else ""
     lines.append(f"{'converged' if result.converged else 'NOT converged (' + result.reason + ')'}: {len(steps)} nonlinear "
-                 f"steps, {its} linear iterations, residual {result.residual:.2e}, {seconds:.1f} s")
+                 f"steps, {its} linear iterations, residual {result.residual:.2e}, T_run {timing['t_run_s']:.1f} s of "
+                 f"{timing['wall_s']:.1f} s wall, T_unit {timing['t_unit_us']:.1f} us{every}")
     return lines
 
 

@@ -56,7 +56,7 @@ def run_case(case, n: int, backend, comm, nonlinear: NonlinearOptions, linear: L
     with agreed_errors(comm):
         linear = linear.for_mesh(mesh, comm.size)
         part = distribute(mesh, comm, backend, linear.alignment(mesh, comm.size))
-    system = partitioned_system(problem, part, backend, linear.matrix_dtype)
+    system = partitioned_system(problem, part, backend, linear.matrix_dtype, prepared_since=t0)
     result = NonlinearSolver(system, make_linear_solver(linear, progress), nonlinear, progress).solve(log=log)
     errors = l2_errors(backend, part.mesh, backend.asarray(result.x), case.velocity, case.pressure,
                        total=part.dist.allreduce)

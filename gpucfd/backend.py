@@ -181,25 +181,71 @@ def cuda_module(package: str, filename: str, options: tuple[str, ...] = ()):
 
 
 class PhaseTimer:
-    """Wall-clock seconds accumulated per named phase.
+    """Wall-clock seconds accumulated per named phase, each second in one phase at most.
 
     ``with timer("cg"): ...`` synchronises the device before and after, so GPU work
-    is charged to the phase that issued it.
+    is charged to the phase that issued it (no synchronisation inside the phase).
+    :meth:`charge` records an interval that began before the timer existed (a set-up).
+    The intervals recorded never overlap: a phase entered inside another, or an interval
+    charged from before the end of one already recorded, is a RuntimeError. Their sum
+    is therefore at most the wall-clock time from the first one's start to the last
+    one's end.
     """
 
     def __init__(self, backend: Backend):
         self.backend = backend
         self.seconds: dict[str, float] = defaultdict(float)
+        self._open: str | None = None  # the phase being timed
+        self._end = -float("inf")  # time.perf_counter() at the end of the last interval recorded
 
     @contextmanager
     def __call__(self, name: str):
+        self._check(name, None)
         self.backend.synchronize()
-        t0 = time.perf_counter()
+        self._open, t0 = name, time.perf_counter()
         try:
             yield
         finally:
-            self.backend.synchronize()
-            self.seconds[name] += time.perf_counter() - t0
+            self._open = None
+            self._record(name, t0)
+
+    def charge(self, name: str, since: float) -> None:
+        """Charge to ``name`` the time from ``since`` (a time.perf_counter() value of this
+        process) to now, once the device has finished the work issued meanwhile."""
+        self._check(name, since)
+        self._record(name, since)
+
+    def _check(self, name: str, since: float | None) -> None:
+        if self._open is not None:
+            raise RuntimeError(f"phase {name!r} started inside phase {self._open!r}: its seconds would count in both")
+        if since is not None and not self._end <= since <= time.perf_counter():
+            raise RuntimeError(f"the interval charged to {name!r} overlaps one already recorded or starts in the future")
+
+    def _record(self, name: str, t0: float) -> None:
+        self.backend.synchronize()
+        self._end = time.perf_counter()
+        self.seconds[name] += self._end - t0
 
     def as_dict(self) -> dict[str, float]:
         return dict(self.seconds)
+
+
+_IMPORTED = time.perf_counter()  # the import of this module: this process has run at least since then
+
+
+def process_seconds() -> tuple[float, str]:
+    """(wall-clock seconds since this process started, what they count from): on Linux
+    "process start", the kernel's start time of the process (/proc/self/stat, in clock
+    ticks: taken one tick late, so a lower bound); elsewhere, or when that is not
+    readable, "gpucfd import", the import of this module (gpucfd.backend). Never less than the
+    time since that import, so every interval timed with time.perf_counter() after it
+    lies inside."""
+    since_import = time.perf_counter() - _IMPORTED
+    try:
+        with open("/proc/self/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()  # after "pid (name)": field 3 onwards
+        tick = 1.0 / os.sysconf("SC_CLK_TCK")
+        age = time.clock_gettime(time.CLOCK_BOOTTIME) - (int(fields[19]) + 1) * tick  # field 22: start, ticks after boot
+    except (OSError, ValueError, IndexError, AttributeError):
+        return since_import, "gpucfd import"
+    return max(age, since_import), "process start"

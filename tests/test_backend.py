@@ -1,4 +1,6 @@
+import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -47,6 +49,37 @@ def test_phase_timer_accumulates(backend):
         with t("a"):
             backend.xp.ones(10).sum()
     assert set(t.as_dict()) == {"a"} and t.as_dict()["a"] > 0
+
+
+def test_phase_timer_records_disjoint_intervals_only(backend):
+    """Each second in one phase: a phase inside another, or an interval charged from before
+    the end of one recorded, is refused; the sum stays within the time elapsed."""
+    t0 = time.perf_counter()
+    t = bk.PhaseTimer(backend)
+    t.charge("prep", t0)
+    with t("a"):
+        with pytest.raises(RuntimeError, match="inside phase 'a'"), t("b"):
+            pass
+        with pytest.raises(RuntimeError, match="inside phase 'a'"):
+            t.charge("prep", t0)
+    with pytest.raises(RuntimeError, match="overlaps"):
+        t.charge("prep", t0)
+    with t("b"):
+        time.sleep(0.01)
+    assert set(t.as_dict()) == {"prep", "a", "b"} and sum(t.as_dict().values()) <= time.perf_counter() - t0
+
+
+def test_process_seconds_count_from_the_process_start():
+    """A child process's wall time so far: at least the time since it began to import
+    gpucfd, at most its life measured from outside."""
+    code = ("import time; t = time.perf_counter(); from gpucfd.backend import process_seconds; wall, since = "
+            "process_seconds(); print(wall, time.perf_counter() - t, since)")
+    t0 = time.perf_counter()
+    child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    outside = time.perf_counter() - t0
+    wall, since_import, since = child.stdout.split(maxsplit=2)
+    assert since.strip() == ("process start" if sys.platform == "linux" else "gpucfd import")
+    assert float(since_import) <= float(wall) <= outside
 
 
 def test_time_call_returns_median_seconds(backend):

@@ -234,6 +234,8 @@ def test_cavity_command_writes_pieces_joined_by_pvtu(ranks, tmp_path):
     assert [r["rank"] for r in per_rank] == list(range(comm.size))
     assert sum(r["elements"] for r in per_rank) == 27
     assert all(r["communication_s"] > 0 and r["compute_s"] > 0 and r["interface_unknowns"] > 0 for r in per_rank)
+    assert all(list(r["times_s"]) == ["data_preparation", "element_matrices", "linear_setup", "solve"] for r in per_rank)
+    assert summary["t_run_s"] == pytest.approx(sum(per_rank[0]["times_s"].values())) and summary["t_run_s"] <= summary["wall_s"]
     pyvista = pytest.importorskip("pyvista")
     grid = pyvista.read(os.path.join(out, "cavity.pvtu"))
     assert grid.n_cells == 27 and set(grid.point_data.keys()) >= {"velocity", "pressure", "speed", "vorticity"}

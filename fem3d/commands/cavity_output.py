@@ -25,6 +25,7 @@ from ..discretisation.output import write_profiles_csv
 from ..parallel.partition import Partition
 from .picture_process import PictureError, draw_in_child
 from . import resolution
+from ..problems.navier_stokes import run_timing
 from ..problems.references import cavity_references, centre_line_profiles, compare_with_references
 
 
@@ -45,8 +46,8 @@ class CavityRun:
     device: str  # the backend, as backend.describe() gives it
     history: list  # per Reynolds number solved: re, converged, reason, residual, steps (fem3d.solvers.nonlinear.Step fields)
     options: dict  # nonlinear and linear solver options
-    times_s: dict  # seconds per phase: data_preparation, element_matrices, preconditioner, solve, ...
-    output_started: float  # time.perf_counter() when the output began
+    times_s: dict  # seconds per phase (NavierStokesSystem.phase_seconds): data_preparation, element_matrices, linear_setup, solve
+    output_started: float  # time.perf_counter() when the output began (after the last phase)
     per_rank: list | None  # fem3d.problems.distributed.rank_report (rank 0; None elsewhere)
     converged: bool
     reason: str  # converged, max_steps, nan, diverged, stagnated, linear_solver, interrupted (...)
@@ -130,7 +131,7 @@ def write_summary(run: CavityRun, files: list[str], warnings: list[str] = ()) ->
     """summary.json (atomically) listing ``files`` and ``warnings``; returns its content."""
     steps = [s for stage in run.history for s in stage["steps"]]
     times = {**run.times_s, "output": time.perf_counter() - run.output_started}
-    t_run = sum(times.get(k, 0.0) for k in ("data_preparation", "element_matrices", "linear_setup", "solve"))
+    timing = run_timing(run.times_s, len(steps), run.mesh.n_elements)
     summary = {
         "re": run.re, "converged": run.converged, "reason": run.reason,
         "mesh": {**run.mesh_info, "elements": run.mesh.n_elements, "velocity_nodes": run.mesh.n_nodes,
@@ -140,8 +141,7 @@ def write_summary(run: CavityRun, files: list[str], warnings: list[str] = ()) ->
         "nonlinear_steps": len(steps),
         "newton_steps": sum(s["kind"] == "newton" for s in steps),
         "linear_iterations": sum(s["linear_iterations"] for s in steps),
-        "continuation": run.history, "times_s": times, "t_run_s": t_run,
-        "t_unit_us": t_run * 1e6 / (max(len(steps), 1) * run.mesh.n_elements),
+        "continuation": run.history, "times_s": times, **timing,
         "per_rank": run.per_rank, "options": run.options, "validation": run.comparison, "accuracy": run.accuracy,
         "files": list(files), "warnings": list(warnings), "command": run.command,
     }
@@ -170,6 +170,7 @@ def final_lines(run: CavityRun, summary: dict) -> list[str]:
              for row in summary["validation"]]
     lines.append(accuracy_line(summary["accuracy"], run.re))
     lines.append(f"T_unit {summary['t_unit_us']:.1f} us ({summary['nonlinear_steps']} nonlinear steps, "
-                 f"{summary['linear_iterations']} linear iterations, {summary['t_run_s']:.1f} s)")
+                 f"{summary['linear_iterations']} linear iterations, T_run {summary['t_run_s']:.1f} s of {summary['wall_s']:.1f} s "
+                 "wall)")
     lines.append(f"wrote {run.out}/: {', '.join(summary['files'])}")
     return lines

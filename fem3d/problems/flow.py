@@ -27,7 +27,7 @@ from gpucfd.output import ensure_writable_dir, save_npy, write_json
 from ..parallel.comm import setup
 from .distributed import partitioned_system, rank_report, write_solution_vtu
 from ..parallel.interrupt import InterruptCheck
-from .navier_stokes import FlowProblem
+from .navier_stokes import FlowProblem, run_timing
 from ..solvers.nonlinear import NonlinearOptions, NonlinearSolver, continuation_steps, solve_continuation
 from ..parallel.partition import distribute
 from .quantities import boundary_force, point_values
@@ -56,7 +56,7 @@ class Flow:
 
     def solve(self, device="auto", comm="auto", nonlinear: NonlinearOptions | None = None,
               linear: LinearOptions | None = None, continuation: str = "none", initial=None, log=None,
-              progress=None) -> "FlowResult":
+              progress=None, started: float | None = None) -> "FlowResult":
         """Newton's method (fem3d.solvers.nonlinear) with the linear solver of ``linear`` (default:
         FGMRES and multigrid where the mesh allows it), on ``device`` (auto, cpu, gpu) and,
         under MPI, every rank of ``comm`` (auto, mpi, nccl; see fem3d.parallel.comm.setup), or
@@ -65,15 +65,16 @@ class Flow:
         ``continuation``: Reynolds numbers solved first (fem3d.solvers.nonlinear.continuation_steps);
         ``initial``: the whole solution (n_dofs,) to start from (an earlier run's, a restart);
         ``log(line)`` receives progress lines, ``progress(iteration, relres)`` the Krylov
-        checks."""
-        t_start = time.perf_counter()
+        checks; ``started``: time.perf_counter() where the preparation of this run began
+        (default: this call), e.g. before its mesh was read, so that reading it counts in
+        the data preparation as the cavity command's building of its mesh does."""
+        t_start = time.perf_counter() if started is None else started
         nonlinear = nonlinear or NonlinearOptions(tol=1e-8, max_steps=200, newton=1.0)
         backend, communicator = setup(device, comm) if isinstance(comm, str) else (device, comm)
         stages = continuation_steps(continuation, self.re)
         linear = (linear or LinearOptions()).for_mesh(self.mesh, communicator.size)
         part = distribute(self.mesh, communicator, backend, linear.alignment(self.mesh, communicator.size))
-        system = partitioned_system(self.problem, part, backend, linear.matrix_dtype)
-        t_prep = time.perf_counter() - t_start
+        system = partitioned_system(self.problem, part, backend, linear.matrix_dtype, prepared_since=t_start)
         solver = NonlinearSolver(system, make_linear_solver(linear, progress), nonlinear, InterruptCheck(communicator))
         x0 = None if initial is None else np.asarray(initial, dtype=np.float64)[part.dist.gdofs]
         done = solve_continuation(solver, stages, self.re, x0, log)
@@ -82,7 +83,7 @@ class Flow:
                           x=part.dist.gather(last.x), converged=last.converged and done[-1].re == self.re,
                           reason=last.reason, residual=last.residual, history=[s.as_dict() for s in done],
                           options={"nonlinear": vars(nonlinear), "linear": vars(linear)},
-                          times_s=system.phase_seconds(t_prep),
+                          times_s=system.phase_seconds(),
                           per_rank=rank_report(communicator, system, part, backend), device=backend.describe())
 
 
@@ -112,6 +113,11 @@ class FlowResult:
     def steps(self) -> list:
         """Nonlinear steps of the final Reynolds number (fem3d.solvers.nonlinear.Step fields)."""
         return self.history[-1]["steps"]
+
+    def timing(self) -> dict:
+        """t_run_s, t_unit_us (over the nonlinear steps of every continuation stage, as
+        T_run counts them all), wall_s and wall_since (fem3d.problems.navier_stokes.run_timing)."""
+        return run_timing(self.times_s, sum(len(s["steps"]) for s in self.history), self.flow.mesh.n_elements)
 
     def force(self, tag: str) -> np.ndarray:
         """(3,) force of the fluid on the boundary faces tagged ``tag``."""
@@ -143,7 +149,7 @@ class FlowResult:
                 "dofs": mesh.n_dofs, "device": self.device, "ranks": self.comm.size, "communicator": self.comm.name,
                 "nonlinear_steps": len(steps), "linear_iterations": sum(s["linear_iterations"] for s in steps),
                 "linear_iterations_per_step": sum(s["linear_iterations"] for s in steps) / max(len(steps), 1),
-                "quantities": self.quantities, "continuation": self.history, "times_s": self.times_s,
+                "quantities": self.quantities, "continuation": self.history, "times_s": self.times_s, **self.timing(),
                 "per_rank": self.per_rank, "options": self.options}
 
     def write(self, out: str, vtu: bool = True, extra: dict | None = None) -> list[str]:

@@ -23,7 +23,7 @@ import numpy as np
 
 from ..discretisation.assembly import ReferenceTables, apply_dirichlet_rows, dirichlet_rows, element_matrices_chunk
 from .boundary import Constraints, constraints_by_tag
-from gpucfd.backend import PhaseTimer
+from gpucfd.backend import PhaseTimer, process_seconds
 from gpucfd.errors import InputError, check_range
 from ..discretisation.fields import nodal_velocity, pressure_weights
 from ..kernels.ebe import matrix_storage
@@ -32,6 +32,7 @@ from ..solvers.operators import ElementOperator
 from ..parallel.partition import Distribution
 
 RE_MAX = 1e5  # largest Reynolds number accepted
+RUN_PHASES = ("data_preparation", "element_matrices", "linear_setup", "solve")  # T_run: the paper's phases
 
 
 @dataclass
@@ -110,6 +111,19 @@ class Linearisation:
     norm: float
 
 
+def run_timing(times: dict, steps: int, elements: int) -> dict:
+    """summary.json's timing of a run with the seconds per phase ``times`` (phase_seconds)
+    of ``steps`` nonlinear steps (every continuation stage's) on ``elements`` elements:
+    t_run_s, the sum of RUN_PHASES (data preparation, element matrices, preconditioner,
+    solves; each second in one); t_unit_us = t_run_s 1e6 / (steps elements), the paper's
+    unit time; wall_s, the process's wall-clock seconds so far, and wall_since, what they
+    count from (gpucfd.backend.process_seconds). t_run_s <= wall_s: the phases are
+    disjoint intervals inside the process's life."""
+    t_run = sum(times.get(k, 0.0) for k in RUN_PHASES)
+    wall, since = process_seconds()
+    return {"t_run_s": t_run, "t_unit_us": t_run * 1e6 / (max(steps, 1) * elements), "wall_s": wall, "wall_since": since}
+
+
 class NavierStokesSystem:
     """The equations of a FlowProblem on a backend (arrays on its device); with ``dist``
     (fem3d.parallel.partition.Distribution) on this rank's part of a distributed problem.
@@ -125,40 +139,40 @@ class NavierStokesSystem:
         self.timer = PhaseTimer(backend)
         xp = self.xp = backend.xp
         mesh = self.mesh = problem.mesh
-        with self.timer("setup"):
-            self.dist = dist or Distribution.serial(backend, mesh.n_dofs)
-            self.chunk = chunk or (8192 if backend.is_gpu else 128)  # CPU: temporaries of a few MB stay in the heap (fresh pages of larger ones cost more than the arithmetic)
-            self.tables = ReferenceTables.build(xp, mesh.geometry.shape[1])
-            self.geometry = backend.asarray(mesh.geometry)
-            self.cells = backend.asarray(mesh.cells)
-            dofs = mesh.dofs()
-            self.op = ElementOperator(backend, dofs, mesh.colour_offsets, mesh.n_dofs, self.dist, storage)
-            n, nd = mesh.n_nodes, mesh.n_dofs
-            nodes, values = problem.bc_nodes, problem.bc_values
-            fixed = np.zeros(nd, dtype=bool)
-            bc = np.zeros(nd)
-            for d in range(3):
-                on = problem.bc_mask[:, d]
-                fixed[d * n + nodes[on]] = True
-                bc[d * n + nodes[on]] = values[on, d]
-            self.fixed, self.bc_values = backend.asarray(fixed), backend.asarray(bc)
-            # elements sharing each unknown (all ranks')
-            self.valence = self.dist.sum_interface(backend.asarray(np.bincount(dofs.ravel(), minlength=nd).astype(np.float64)))
-            self.p_weights = pressure_weights(backend, mesh)
-            self.dirichlet = dirichlet_rows(xp, self.op.dofs, self.fixed, self.valence)  # the prescribed rows, found once
-            self.volume = self.dist.allreduce_scalar(float(self.p_weights.sum()))
+        self.dist = dist or Distribution.serial(backend, mesh.n_dofs)
+        self.chunk = chunk or (8192 if backend.is_gpu else 128)  # CPU: temporaries of a few MB stay in the heap (fresh pages of larger ones cost more than the arithmetic)
+        self.tables = ReferenceTables.build(xp, mesh.geometry.shape[1])
+        self.geometry = backend.asarray(mesh.geometry)
+        self.cells = backend.asarray(mesh.cells)
+        dofs = mesh.dofs()
+        self.op = ElementOperator(backend, dofs, mesh.colour_offsets, mesh.n_dofs, self.dist, storage)
+        n, nd = mesh.n_nodes, mesh.n_dofs
+        nodes, values = problem.bc_nodes, problem.bc_values
+        fixed = np.zeros(nd, dtype=bool)
+        bc = np.zeros(nd)
+        for d in range(3):
+            on = problem.bc_mask[:, d]
+            fixed[d * n + nodes[on]] = True
+            bc[d * n + nodes[on]] = values[on, d]
+        self.fixed, self.bc_values = backend.asarray(fixed), backend.asarray(bc)
+        # elements sharing each unknown (all ranks')
+        self.valence = self.dist.sum_interface(backend.asarray(np.bincount(dofs.ravel(), minlength=nd).astype(np.float64)))
+        self.p_weights = pressure_weights(backend, mesh)
+        self.dirichlet = dirichlet_rows(xp, self.op.dofs, self.fixed, self.valence)  # the prescribed rows, found once
+        self.volume = self.dist.allreduce_scalar(float(self.p_weights.sum()))
 
     @property
     def n(self) -> int:
         """Unknowns of this rank's vector."""
         return self.mesh.n_dofs
 
-    def phase_seconds(self, t_prep: float) -> dict:
-        """Seconds per phase of this system's timer, its set-up counted in data_preparation
-        with ``t_prep`` (the caller's preparation before the system existed)."""
-        times = dict(self.timer.as_dict())
-        times["data_preparation"] = t_prep + times.pop("setup", 0.0)
-        return times
+    def phase_seconds(self) -> dict:
+        """Seconds per phase of this system's timer (RUN_PHASES first, in their order):
+        disjoint intervals, each second in one phase (gpucfd.backend.PhaseTimer).
+        data_preparation is charged by whoever prepared the run, the construction of this
+        system included (fem3d.problems.distributed.partitioned_system)."""
+        times = self.timer.as_dict()
+        return {**{k: times[k] for k in RUN_PHASES if k in times}, **times}
 
     def initial_guess(self):
         """Prescribed boundary velocities, zero elsewhere."""
