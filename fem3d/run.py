@@ -33,7 +33,7 @@ from .commands.picture_process import PictureError, draw_in_child
 from .discretisation.refine import REFINE_MAX, refine
 from .problems.lid_driven import read_initial
 
-CASE_OPTIONS = {"solver": "--solver", "tol": "--tol", "max_steps": "--max-steps"}  # case-file keys the command line overrides
+CASE_OPTIONS = {"solver": "--solver", "tol": "--tol", "max_steps": "--max-steps", "smoothing_steps": "--smoothing-steps"}  # case-file keys the command line overrides
 
 
 def parse(argv):

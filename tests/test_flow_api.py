@@ -34,8 +34,8 @@ def test_the_cavity_through_the_api_equals_the_cavity_command_bit_for_bit(tmp_pa
 
 def test_the_dfg_case_refined_once(tmp_path):
     """The committed DFG 3D-1Z case refined once, run as a user types it (mg on the nested
-    levels, about 15 s on 2 cores): c_D within 2 % and delta_p within 2 % of the
-    reference, the lift small and positive, at most 10 Krylov iterations per Newton step;
+    levels, about 35 s on 2 cores): c_D within 0.5 % and delta_p within 1 % of the
+    reference, the lift small and positive, at most 5 Krylov iterations per Newton step;
     results and summary written, nothing else."""
     p = subprocess.run([sys.executable, "-m", "fem3d.run", DFG_CASE, "--refine", "1", "--device", "cpu", "--no-plots",
                         "--quiet", "--out", str(tmp_path)], capture_output=True, text=True, timeout=600)
@@ -43,10 +43,10 @@ def test_the_dfg_case_refined_once(tmp_path):
     summary = json.loads((tmp_path / "summary.json").read_text())
     cyl = summary["quantities"]["forces"]["cylinder"]
     c_d, c_l, c_z = cyl["coefficients"]
-    assert abs(c_d - C_D) < 0.02 * C_D and 0 < c_l < 0.05 and abs(c_z) < 1e-8
-    assert abs(summary["quantities"]["differences"]["delta_p"] - DELTA_P) < 0.02 * DELTA_P
-    assert summary["options"]["linear"]["solver"] == "mg" and summary["linear_iterations_per_step"] <= 10
-    assert summary["converged"] and summary["refine"] == 1 and summary["mesh"]["elements"] == 8 * 288
+    assert abs(c_d - C_D) < 0.005 * C_D and 0 < c_l < 0.02 and abs(c_z) < 1e-8
+    assert abs(summary["quantities"]["differences"]["delta_p"] - DELTA_P) < 0.01 * DELTA_P
+    assert summary["options"]["linear"]["solver"] == "mg" and summary["linear_iterations_per_step"] <= 5
+    assert summary["converged"] and summary["refine"] == 1 and summary["mesh"]["elements"] == 8 * 624
     assert sorted(os.listdir(tmp_path)) == ["flow.vtu", "solution.npy", "summary.json"]
 
 

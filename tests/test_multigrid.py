@@ -273,14 +273,14 @@ def test_solver_choice_and_bad_options():
     auto = LinearOptions(solver="auto")
     assert LinearOptions().solver == "auto"
     assert auto.for_mesh(box_mesh(4), 1).solver == "mg" and auto.for_mesh(box_mesh(8, 4, 4), 3).solver == "mg"
-    assert auto.for_mesh(box_mesh(5), 1).solver == "paper" and auto.for_mesh(box_mesh(4), 3).solver == "paper"
-    assert auto.for_mesh(sample_mesh("distorted"), 1).solver == "paper"
+    assert auto.for_mesh(box_mesh(9), 1).solver == "paper" and auto.for_mesh(box_mesh(9), 3).solver == "paper"
+    # no coarser level, but at most DIRECT_MAX unknowns: mg is the direct solve alone
+    assert auto.for_mesh(box_mesh(5), 1).solver == "mg" and auto.for_mesh(box_mesh(4), 3).solver == "mg"
+    assert auto.for_mesh(sample_mesh("distorted"), 1).solver == "mg"
     assert auto.for_mesh(refine(sample_mesh("distorted")), 3).solver == "mg" and auto.for_mesh(refine(box_mesh(5)), 1).solver == "mg"
     assert LinearOptions(solver="paper").for_mesh(box_mesh(4), 1).solver == "paper"
-    with pytest.raises(InputError, match="--solver mg needs a refined mesh .* or a box"):
-        LinearOptions(solver="mg").for_mesh(box_mesh(5), 1)
-    with pytest.raises(InputError, match="--solver mg needs a refined mesh .* got a mesh read from a file"):
-        LinearOptions(solver="mg").for_mesh(sample_mesh("distorted"), 1)
+    with pytest.raises(InputError, match="--solver mg needs a refined mesh .* or at most 20000 unknowns; got a 9x9x9 box"):
+        LinearOptions(solver="mg").for_mesh(box_mesh(9), 1)
     with pytest.raises(InputError, match="--solver must be one of auto, mg, paper"):
         LinearOptions(solver="amg")
     with pytest.raises(InputError, match="--smoothing-steps"):

@@ -15,6 +15,7 @@
     tol = 1e-8                       # relative residual of the equations
     max_steps = 200
     continuation = "none"            # or Reynolds numbers solved first: "5,10"
+    smoothing_steps = 10             # multigrid: GMRES steps of each smoothing (more for long, thin cells)
     [report]                         # optional
     forces = { cylinder = { reference_velocity = 0.2, area = 0.041 } }
     points = { front = [0.45, 0.2, 0.205], back = [0.55, 0.2, 0.205] }
@@ -36,12 +37,13 @@ from gpucfd.errors import InputError, check_range
 from .boundary import condition_from_spec
 from ..discretisation.refine import REFINE_MAX
 from ..solvers.linear import SOLVERS
+from ..solvers.multigrid import SMOOTHING_STEPS
 
 SECTIONS = {
     "mesh": {"file", "tag_field", "refine"},
     "fluid": {"nu", "re"},
     "boundary": None,  # any tag name
-    "solver": {"solver", "tol", "max_steps", "continuation"},
+    "solver": {"solver", "tol", "max_steps", "continuation", "smoothing_steps"},
     "report": {"forces", "points", "differences"},
     "output": {"dir", "vtu", "pictures"},
 }
@@ -62,6 +64,7 @@ class Case:
     tol: float = 1e-8
     max_steps: int = 200
     continuation: str = "none"
+    smoothing_steps: int = SMOOTHING_STEPS
     forces: dict = field(default_factory=dict)  # tag -> {"reference_velocity": U, "area": A}
     points: dict = field(default_factory=dict)  # name -> [x, y, z]
     differences: dict = field(default_factory=dict)  # name -> [point a, point b]: p(a) - p(b)
@@ -127,6 +130,8 @@ def _case(path: str, data: dict) -> Case:
         case.tol = _number("[solver] tol", solver["tol"], low=0, high=1, open_=True)
     if "max_steps" in solver:
         case.max_steps = int(_number("[solver] max_steps", solver["max_steps"], low=1, high=10000, integer=True))
+    if "smoothing_steps" in solver:
+        case.smoothing_steps = int(_number("[solver] smoothing_steps", solver["smoothing_steps"], low=1, high=20, integer=True))
     if "continuation" in solver:
         if not isinstance(solver["continuation"], str):
             raise InputError("[solver] continuation must be a string: none, auto or Reynolds numbers like \"5,10\"")

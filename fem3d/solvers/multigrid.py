@@ -63,11 +63,11 @@ DENSE_MAX = 12_000  # most unknowns of a coarsest level inverted as a dense matr
 # dense inverse took 14.2 s at 6,934 unknowns
 COARSE_STEPS = 20  # smoothing steps that stand in for a coarsest level too large for LU
 SMOOTHING_STEPS = 8  # GMRES steps of each smoothing. With 3 the cycle diverged (error factor 1.07) on graded boxes
-# of 20^3 elements and more at Re <= 100; 5 contracts by 0.27 there and was the fastest on the 40^3 box at Re 400 and
-# 1000 (benchmarks/results/bench_solvers_smoothing*_h100.md), but on the DFG channel refined 3 times (3.8 M unknowns,
-# cells of aspect 4.7 round the cylinder) FGMRES needed 201 and 589 iterations in the last Newton steps with 5 (117 s
-# on an H100), 40 in all 5 steps with 10 (29 s), and 8 was as fast (26 s); the 40^3 box at Re 1000 took 12.5 s with 5
-# (77 iterations) and 13.6 s with 10 (60)
+# of 20^3 elements and more at Re <= 100; 5 contracts by 0.27 there (benchmarks/results/bench_solvers_smoothing*_h100.md).
+# 40^3 box, Re 1000, one H100: 50 iterations in 12 Newton steps, 12.2-14.4 s with 8; 60 in 15 steps, 14.9-15.5 s with
+# 10. Long, thin cells want more: the DFG channel (cells up to 3.8 times longer than wide, refined 3 times, 8.2 M
+# unknowns) took 6.0 iterations per Newton step with 8 and 4.6 with 10 (its case file asks for 10); with cells up to
+# 4.7 times longer, 5 steps needed 201 and 589 iterations in its last two Newton steps
 
 
 def halvings(grid, parts: int = 1) -> int:
@@ -256,8 +256,9 @@ class CoarseSolve:
 
 
 class Multigrid:
-    """The V(1,1)-cycle preconditioner of a NavierStokesSystem on a mesh with ``levels`` >= 1
-    coarser levels (fem3d.solvers.multigrid.coarse_levels). ``setup()`` after an assembly (the
+    """The V(1,1)-cycle preconditioner of a NavierStokesSystem on a mesh with ``levels``
+    coarser levels (fem3d.solvers.multigrid.coarse_levels; 0: the mesh itself is the coarsest
+    level, solved directly). ``setup()`` after an assembly (the
     finest matrices, Galerkin coarse matrices, smoothers, coarse factorisation; False when
     a Vanka block is singular on some rank), or ``refresh()`` to keep all but the finest
     matrices; ``apply(r, out)``: out = one cycle applied to r."""
