@@ -70,11 +70,19 @@ def quadrature_geometry(xp, X, tables: ReferenceTables):
     det, Jinv = det_and_inverse(xp, J)  # Jinv[..., k, i] = d xi_k / d x_i
     dN = einsum(xp, "qnk,eqki->eqni", tables.dN, Jinv)
     dM = einsum(xp, "qlk,eqki->eqli", tables.dM, Jinv)
-    metric = einsum(xp, "eqki,eqli->eqkl", Jinv, Jinv)
-    d2x = einsum(xp, "egc,qgkl->eqckl", X, tables.HG)  # d2 x_c / d xi_k d xi_l
-    curv = einsum(xp, "eqckl,eqkl->eqc", d2x, metric)
+    metric, curv = laplacian_metric(xp, X, Jinv, tables)
     lap = einsum(xp, "qnkl,eqkl->eqn", tables.HN, metric) - einsum(xp, "eqnc,eqc->eqn", dN, curv)
     return dict(J=J, wq=det * tables.w, dN=dN, dM=dM, lap=lap, x=einsum(xp, "qg,egi->eqi", tables.G, X))
+
+
+def laplacian_metric(xp, X, Jinv, tables: ReferenceTables):
+    """The Laplacian of a function v at the Gauss points of elements X (E, g, 3) with inverse
+    Jacobians Jinv: lap v = sum_kl metric_kl d2v/dxi_k dxi_l - curv . grad v. Returns
+    metric (E, Q, 3, 3) = sum_i dxi_k/dx_i dxi_l/dx_i and curv (E, Q, 3), the vector
+    sum_kl metric_kl d2x/dxi_k dxi_l (zero for affine maps)."""
+    metric = einsum(xp, "eqki,eqli->eqkl", Jinv, Jinv)
+    d2x = einsum(xp, "egc,qgkl->eqckl", X, tables.HG)  # d2 x_c / d xi_k d xi_l
+    return metric, einsum(xp, "eqckl,eqkl->eqc", d2x, metric)
 
 
 def element_matrices_chunk(xp, X, u_nodes, re: float, tables: ReferenceTables, force=None, p_nodes=None,

@@ -76,6 +76,11 @@ class LagrangeHex:
         """(n_nodes, 3) reference coordinates of the nodes."""
         return self.nodes_1d[self.node_indices]
 
+    def tables_1d(self, t) -> np.ndarray:
+        """Values, first and second derivatives of the 1D basis at the points ``t``:
+        (3, len(t), degree + 1), [derivative order, point, node]."""
+        return np.stack(_lagrange_1d(self.nodes_1d, t))
+
     def _tables(self, points):
         points = np.atleast_2d(np.asarray(points, dtype=float))
         return [_lagrange_1d(self.nodes_1d, points[:, d]) for d in range(3)], points.shape[0]

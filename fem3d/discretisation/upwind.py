@@ -100,8 +100,14 @@ def tau(xp, a, J, re, mid_mask):
     mid_mask (n_nodes, 3) bool, True where node i is a middle node in direction k
     returns  (E, Q, n_nodes)
     """
+    return _by_node(xp, *tau_by_direction(xp, a, J, re), mid_mask)
+
+
+def tau_by_direction(xp, a, J, re):
+    """The terms delta_k(Pe_k) w_k of tau of a middle node and of an end node along each
+    direction k, (E, Q, 3) each: tau_i sums over k the term of node i's class along k."""
     _, _, _, pe, weight = _directional(xp, a, J, re)
-    return _by_node(xp, delta_mid(xp, pe) * weight, delta_end(xp, pe) * weight, mid_mask)
+    return delta_mid(xp, pe) * weight, delta_end(xp, pe) * weight
 
 
 def _by_node(xp, per_mid, per_end, mid_mask):
@@ -116,7 +122,14 @@ def _by_node(xp, per_mid, per_end, mid_mask):
 
 
 def tau_and_derivative(xp, a, J, re, mid_mask):
-    """tau (E, Q, n_nodes) as :func:`tau`, and d tau / d a (E, Q, n_nodes, 3).
+    """tau (E, Q, n_nodes) as :func:`tau`, and d tau / d a (E, Q, n_nodes, 3)."""
+    (t_mid, dt_mid), (t_end, dt_end) = tau_and_derivative_by_direction(xp, a, J, re)
+    return _by_node(xp, t_mid, t_end, mid_mask), _by_node(xp, dt_mid, dt_end, mid_mask)
+
+
+def tau_and_derivative_by_direction(xp, a, J, re):
+    """((t_mid, dt_mid), (t_end, dt_end)): the terms of :func:`tau_by_direction` (E, Q, 3)
+    and their derivatives dt[..., k, c] = d t_k / d a_c (E, Q, 3, 3).
 
     With s_k = a . J_k, w_k = |s_k| / |a|^2 and Pe_k = Re |s_k|:
     d w_k / d a_c = sign(s_k) J_ck / |a|^2 - 2 |s_k| a_c / |a|^4 and d Pe_k / d a_c = Re sign(s_k) J_ck.
@@ -131,5 +144,4 @@ def tau_and_derivative(xp, a, J, re, mid_mask):
     for delta, derivative in ((delta_mid, delta_mid_derivative), (delta_end, delta_end_derivative)):
         d, dd = delta(xp, pe), derivative(xp, pe)
         out.append((d * w, dd[..., None] * dpe * w[..., None] + d[..., None] * dw))
-    (t_mid, dt_mid), (t_end, dt_end) = out
-    return _by_node(xp, t_mid, t_end, mid_mask), _by_node(xp, dt_mid, dt_end, mid_mask)
+    return out

@@ -1,0 +1,83 @@
+"""The sum-factorised operator (fem3d.solvers.partial_assembly) is the stored-matrix operator."""
+import os
+
+import numpy as np
+import pytest
+
+from fem3d.discretisation.assembly import scale_rows
+from fem3d.discretisation.fields import nodal_velocity
+from fem3d.discretisation.mesh import read_mesh
+from fem3d.kernels.ebe import NL
+from fem3d.problems.navier_stokes import FlowProblem, NavierStokesSystem
+from fem3d.solvers.partial_assembly import PartialAssemblyOperator
+from support import MESHES, sample_mesh
+
+RE = 40.0
+
+
+def force(xp, x):
+    return xp.stack([xp.sin(3 * x[..., 1]), x[..., 0] * x[..., 2], 1.0 + x[..., 0] ** 2], axis=-1)
+
+
+def mesh_named(name):
+    """sample_mesh's graded box, distorted hex8 and curved hex27 annulus, and the DFG channel (hex27)."""
+    return read_mesh(os.path.join(MESHES, "dfg3d", "channel_coarse.msh")) if name == "channel" else sample_mesh(name)
+
+
+def both_operators(mesh, backend, kind, seed=0):
+    """The stored operator D A (Picard) or D J (Newton) of NavierStokesSystem about a random
+    iterate, with a body force, the Dirichlet rows and the rows weighted by the residual's
+    scale, and the sum-factorised operator of the same (in chunks of 50 elements)."""
+    xp = backend.xp
+    problem = FlowProblem.with_boundary_velocity(mesh, RE, lambda x: np.tile([1.0, 0.5, 0.0], (len(x), 1)), force=force)
+    system = NavierStokesSystem(problem, backend)
+    x = backend.asarray(np.random.default_rng(seed).standard_normal(mesh.n_dofs))
+    state = system.assemble(x, kind)
+    scale_rows(system.op.mats, system.op.dofs, None, state.scale)
+    op = PartialAssemblyOperator(backend, mesh.dofs(), mesh.n_dofs, system.dirichlet, chunk=50)
+    op.linearise(system.geometry, nodal_velocity(xp, x, mesh.n_nodes)[system.cells], RE, system.tables, force,
+                 x[system.op.dofs[:, 81:]], kind == "newton", state.scale)
+    return system, op
+
+
+def products(op, backend, v):
+    """A v and A^T v on the host."""
+    va = backend.asarray(v)
+    return [backend.to_numpy(f(va, backend.xp.empty(op.n))) for f in (op.matvec, op.rmatvec)]
+
+
+@pytest.mark.parametrize("kind", ["picard", "newton"])
+@pytest.mark.parametrize("name", ["box", "distorted", "annulus", "channel"])
+def test_sum_factorised_products_equal_stored_matrices(backend, name, kind):
+    """A x and A^T x agree to 1e-12 relative, also on the free rows alone (whose entries are
+    not the diagonal of Algorithm 1), on an affine graded box, a distorted trilinear mesh and
+    two curved triquadratic ones."""
+    mesh = mesh_named(name)
+    system, op = both_operators(mesh, backend, kind)
+    v = np.random.default_rng(1).standard_normal(mesh.n_dofs)
+    free = ~backend.to_numpy(system.fixed)
+    for got, ref in zip(products(op, backend, v), products(system.op, backend, v)):
+        assert np.linalg.norm(got - ref) <= 1e-12 * np.linalg.norm(ref)
+        assert np.linalg.norm((got - ref)[free]) <= 1e-12 * np.linalg.norm(ref[free])
+
+
+def test_upwind_and_newton_terms_are_active(backend):
+    """Control for the test above: the streamline-upwind terms and the Newton terms change the
+    products, so that test would see them wrong."""
+    mesh = sample_mesh("distorted")
+    v = np.random.default_rng(1).standard_normal(mesh.n_dofs)
+    _, picard = both_operators(mesh, backend, "picard")
+    _, newton = both_operators(mesh, backend, "newton")
+    a, j = products(picard, backend, v)[0], products(newton, backend, v)[0]
+    assert np.linalg.norm(j - a) > 0.1 * np.linalg.norm(a)
+    picard.data["tau"][:] = 0.0
+    assert np.linalg.norm(products(picard, backend, v)[0] - a) > 0.01 * np.linalg.norm(a)
+
+
+def test_bytes_per_element(backend):
+    """26 (Picard) or 50 (Newton) float64 numbers per Gauss point and the NL unknowns: a
+    tenth or a sixth of a stored float64 element matrix."""
+    mesh = sample_mesh("box")
+    for kind, per_point in (("picard", 26), ("newton", 50)):
+        _, op = both_operators(mesh, backend, kind)
+        assert op.bytes_per_element == per_point * 27 * 8 + NL * 4 < NL * NL * 8 / 5
