@@ -35,6 +35,8 @@ has its own Distribution and completes its interface sums like the fine operator
 """
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 
 from ..discretisation.assembly import apply_dirichlet_rows, dirichlet_rows
@@ -61,6 +63,7 @@ DENSE_MAX = 12_000  # most unknowns of a coarsest level inverted as a dense matr
 # SuperLU beside it) inversion and product took 0.21 s and 0.06 ms at 4,209 unknowns (a 40^3 box's coarsest), against
 # 0.29 s and 2.9 ms (solve and copies) by SuperLU; 0.48 s and 0.14 ms against 0.87 s and 8.9 ms at 6,934. On the CPU the
 # dense inverse took 14.2 s at 6,934 unknowns
+_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="coarse-lu")  # the host factorisation beside the device work
 COARSE_STEPS = 20  # smoothing steps that stand in for a coarsest level too large for LU
 SMOOTHING_STEPS = 8  # GMRES steps of each smoothing. With 3 the cycle diverged (error factor 1.07) on graded boxes
 # of 20^3 elements and more at Re <= 100; 5 contracts by 0.27 there (benchmarks/results/bench_solvers_smoothing*_h100.md).
@@ -191,7 +194,10 @@ class CoarseSolve:
     singular matrix cannot produce, such as round-off, does not come back amplified), is
     factorised by SuperLU on the host (PERMC_SPEC ordering, PIVOT_THRESHOLD; a solve on a
     GPU moves the right-hand side to the host and back) or, on a GPU and up to DENSE_MAX
-    unknowns, inverted as a dense matrix on the device (a solve is one product)."""
+    unknowns, inverted as a dense matrix on the device (a solve is one product).
+
+    ``setup()`` starts the SuperLU factorisation in a thread (SuperLU releases the GIL), so
+    that it runs while the device builds the smoothers; ``wait()`` ends it."""
 
     def __init__(self, level: Level, enclosed: bool):
         self.level, self.enclosed = level, enclosed
@@ -200,6 +206,7 @@ class CoarseSolve:
         self.owned = level.op.backend.asarray(dist.owned)
         self.n_global = dist.n_global
         self.dense = level.op.backend.is_gpu and self.n_global <= DENSE_MAX
+        self.pending = None
 
     def setup(self) -> None:
         op, dist, backend = self.level.op, self.level.op.dist, self.level.op.backend
@@ -212,7 +219,12 @@ class CoarseSolve:
         if self.dense:
             self.inverse = self.level.xp.linalg.inv(self._dense(mats, gd))
         else:
-            self.lu = self._factorised(backend.to_numpy(mats), backend.to_numpy(gd))
+            self.pending = _THREAD.submit(self._factorised, backend.to_numpy(mats), backend.to_numpy(gd))
+
+    def wait(self) -> None:
+        """Wait for the factorisation that setup() started (its errors are raised here)."""
+        if self.pending is not None:
+            self.lu, self.pending = self.pending.result(), None
 
     def _dense(self, mats, gd):
         """The assembled matrix (n, n), pin applied, summed on the device."""
@@ -316,10 +328,12 @@ class Multigrid:
         ok = True
         for fine, coarse in zip(self.levels, self.levels[1:]):
             fine.galerkin(coarse, self.P)
+        if self.direct is not None:
+            self.direct.setup()
         for level in self.levels if self.direct is None else self.levels[:-1]:
             ok = level.smoother.setup() and ok
         if self.direct is not None:
-            self.direct.setup()
+            self.direct.wait()
         dist = self.levels[0].op.dist
         return dist.allreduce_scalar(0.0 if ok else 1.0) == 0.0
 
