@@ -197,7 +197,8 @@ class CoarseSolve:
     unknowns, inverted as a dense matrix on the device (a solve is one product).
 
     ``setup()`` starts the SuperLU factorisation in a thread (SuperLU releases the GIL), so
-    that it runs while the device builds the smoothers; ``wait()`` ends it."""
+    that it runs while the device builds the smoothers; ``wait()`` (also the first thing a
+    solve does) ends it."""
 
     def __init__(self, level: Level, enclosed: bool):
         self.level, self.enclosed = level, enclosed
@@ -255,6 +256,7 @@ class CoarseSolve:
         return splu(matrix, permc_spec=PERMC_SPEC, diag_pivot_thresh=PIVOT_THRESHOLD)
 
     def solve(self, b):
+        self.wait()
         level = self.level
         xp, dist, backend = level.xp, level.op.dist, level.op.backend
         full = xp.zeros(self.n_global, dtype=np.float64)
