@@ -76,13 +76,43 @@ def test_general_mesh_from_hex8_matches_box():
     assert m.colour_is_race_free() and len(m.boundary_faces) == len(box.boundary_faces)
 
 
-def test_greedy_colouring_is_race_free_on_random_element_sets():
+def sequential_greedy(vertex_cells):
+    """The greedy colouring element after element (the reference for greedy_colouring's rounds)."""
+    colours = np.full(len(vertex_cells), -1)
+    for e, verts in enumerate(vertex_cells):
+        used = set(colours[np.isin(vertex_cells, verts).any(axis=1)].tolist())
+        colours[e] = min(set(range(len(used) + 1)) - used)
+    return colours
+
+
+@pytest.mark.parametrize("n_elements, n_vertices", [(60, 40), (400, 40)])  # 29 and 149 colours (three bit words)
+def test_greedy_colouring_is_the_sequential_one_on_random_element_sets(n_elements, n_vertices):
     rng = np.random.default_rng(3)
-    cells = np.array([rng.choice(40, 8, replace=False) for _ in range(60)])
+    cells = np.array([rng.choice(n_vertices, 8, replace=False) for _ in range(n_elements)])
     colours = greedy_colouring(cells)
+    assert (colours == sequential_greedy(cells)).all()
     for c in np.unique(colours):
         v = cells[colours == c].ravel()
         assert np.unique(v).size == v.size
+
+
+@pytest.mark.parametrize("name, colours", [("box", 8), ("distorted", 8), ("twisted", None), ("dfg", None)])
+def test_colouring_of_file_and_refined_meshes_is_race_free_and_greedy(name, colours):
+    """Refined once (the DFG channel and a mesh of twisted element orientations) or read: race-free,
+    and as many colours as the sequential greedy colouring of the same element order."""
+    from fem3d.discretisation.refine import CHILD_VERTICES
+    from support import twisted_mesh
+
+    if name == "distorted":
+        mesh = read_mesh(os.path.join(MESHES, "distorted_cube_hex8.msh"))
+        count = sequential_greedy(mesh.pressure_cells[np.argsort(mesh.element_ids)]).max() + 1
+    else:
+        coarse = {"box": lambda: box_mesh(3), "twisted": lambda: twisted_mesh(3),
+                  "dfg": lambda: read_mesh(os.path.join(MESHES, "dfg3d", "channel_coarse.msh"))}[name]()
+        mesh = coarse.refined(1)
+        count = sequential_greedy(coarse.cells[:, CHILD_VERTICES].reshape(-1, 8)).max() + 1
+    assert mesh.colour_is_race_free() and mesh.n_colours == count
+    assert colours is None or count == colours
 
 
 def test_read_distorted_hex8_sample():

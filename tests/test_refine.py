@@ -1,4 +1,6 @@
 """Uniform nested refinement (fem3d.discretisation.refine): geometry, tags, nestedness, partition, bad input."""
+import hashlib
+
 import numpy as np
 import pytest
 
@@ -10,7 +12,7 @@ from fem3d.discretisation.mesh import box_mesh, read_mesh
 from fem3d.solvers.multigrid import child_prolongations
 from fem3d.parallel.partition import partition_elements
 from fem3d.discretisation.refine import refine
-from support import curved_hex27, sample_mesh
+from support import curved_hex27, sample_mesh, twisted_mesh
 
 CPU = get_backend("cpu")
 
@@ -117,3 +119,29 @@ def test_child_that_would_be_inverted_is_an_input_error(tmp_path):
     mesh = read_mesh(curved_hex27(str(tmp_path / "curved.vtu")))
     with pytest.raises(InputError, match=r"^--refine 2: refinement 1 \(its element 8 k \+ c is child c of element k before it\): element 0 is inverted or degenerate"):
         refine(mesh, 2)
+
+
+def mesh_fingerprint(mesh):
+    """(sha256 prefix of the integer arrays of a refined mesh, cosine-weighted sums (3,) of its
+    points and of its geometry nodes): equal integers and float sums to round-off mean the same mesh."""
+    ints = [mesh.cells, mesh.pressure_cells, mesh.pressure_nodes, mesh.colour_offsets, mesh.element_ids,
+            mesh.boundary_faces, mesh.boundary_tags, mesh.parent, mesh.child_position]
+    digest = hashlib.sha256(b"".join(np.ascontiguousarray(a, dtype=np.int64).tobytes() for a in ints)).hexdigest()[:16]
+    weighted = lambda x: (x * np.cos(np.arange(len(x)))[:, None]).sum(axis=0)  # noqa: E731
+    return digest, weighted(mesh.points), weighted(mesh.geometry.reshape(-1, 3))
+
+
+@pytest.mark.parametrize("name, digest, points, geometry", [  # computed with the sequential greedy colouring and einsum (efdd508)
+    ("distorted", "9c5cfa66f12ac9ce", [32.67310000315595, -6.479241422405506, 0.8369976732240143],
+     [0.5015479496189443, 0.4873663398997229, 0.48417663820319345]),
+    ("annulus", "269614959bfa4f53", [2.84438631324974, -5.146452312990282, 1.3717526220007334],
+     [0.9776146608765203, 0.062161276400280935, 0.23270502717666613]),
+    ("twisted", "cd6992fec032e15a", [-1.1992320253679798, 8.849993640952679, 4.648313396622094],
+     [2.0441428040783176, 1.67537293129501, -6.491147166906779]),
+])
+def test_refinement_reproduces_the_reference_mesh(name, digest, points, geometry):
+    mesh = (twisted_mesh(3) if name == "twisted" else sample_mesh(name)).refined(1)
+    got = mesh_fingerprint(mesh)
+    assert got[0] == digest
+    np.testing.assert_allclose(got[1], points, rtol=1e-13)
+    np.testing.assert_allclose(got[2], geometry, rtol=1e-13)

@@ -257,25 +257,42 @@ def box_mesh(nx: int, ny: int | None = None, nz: int | None = None, lengths=(1.0
 
 
 def greedy_colouring(vertex_cells: np.ndarray) -> np.ndarray:
-    """Colour elements so that no two elements sharing a vertex get the same colour.
+    """(E,) int64 colours of elements such that no two elements sharing a vertex get the same colour.
 
-    ``vertex_cells`` (E, k) vertex ids per element. Elements are visited in order
-    and take the smallest colour unused by their already-coloured neighbours.
+    ``vertex_cells`` (E, k) vertex ids per element. The colouring is the sequential greedy one
+    (elements visited in order, each taking the smallest colour unused by its
+    already-coloured neighbours), computed in parallel rounds (Jones-Plassmann with the
+    element number as priority): the elements at a vertex are coloured in increasing order,
+    so an element is ready when it is the first uncoloured element at each of its vertices,
+    and the ready elements of a round share no vertex. Each vertex keeps a bit set of the
+    colours at it; rounds are as many as the longest chain of neighbours of increasing number.
     """
-    n_elem = vertex_cells.shape[0]
+    n_elem, k = vertex_cells.shape
     flat = vertex_cells.ravel()
-    order = np.argsort(flat, kind="stable")
-    elem_of = (order // vertex_cells.shape[1])
-    starts = np.searchsorted(flat[order], np.arange(flat.max() + 2))
-    colours = np.full(n_elem, -1, dtype=np.int64)
-    for e in range(n_elem):
-        used = set()
-        for v in vertex_cells[e]:
-            used.update(colours[elem_of[starts[v]:starts[v + 1]]].tolist())
-        c = 0
-        while c in used:
-            c += 1
-        colours[e] = c
+    elem_at = np.argsort(flat, kind="stable") // k  # the elements at each vertex, increasing, vertex after vertex
+    valence = np.bincount(flat)
+    start = np.cumsum(valence) - valence
+    words = int((valence[vertex_cells] - 1).sum(axis=1).max()) // 64 + 1  # colours <= neighbours + 1
+    used = np.zeros((len(valence), words), dtype=np.uint64)  # the colours at each vertex, one bit each
+    done = np.zeros(len(valence), dtype=np.int64)  # elements coloured at each vertex: the first done of elem_at
+    colours = np.empty(n_elem, dtype=np.int64)
+    slot = np.empty(n_elem, dtype=np.int64)
+    cand = np.arange(n_elem)
+    while cand.size:
+        verts = vertex_cells[cand]
+        ready = np.all(elem_at[start[verts] + done[verts]] == cand[:, None], axis=1)
+        cand, verts = cand[ready], verts[ready]
+        mask = np.bitwise_or.reduce(used[verts], axis=1)  # (R, words) colours of the coloured neighbours
+        word = np.argmax(mask != np.iinfo(np.uint64).max, axis=1)
+        low = mask[np.arange(len(cand)), word]
+        bit = ~low & (low + np.uint64(1))  # lowest clear bit
+        colours[cand] = 64 * word + np.log2(bit).astype(np.int64)
+        used[verts, word[:, None]] |= bit[:, None]
+        done[verts] += 1
+        verts = verts[done[verts] < valence[verts]]
+        cand = elem_at[start[verts] + done[verts]]  # the next element at each vertex just passed, once each
+        slot[cand] = np.arange(len(cand))
+        cand = cand[slot[cand] == np.arange(len(cand))]
     return colours
 
 
