@@ -43,6 +43,7 @@ from .problems.lid_driven import lid_driven_problem, read_initial
 from .problems.navier_stokes import RE_MAX
 from .discretisation.refine import REFINE_MAX, refine
 from .solvers.linear import make_linear_solver
+from .solvers.nonlinear import OUT_OF_REACH
 
 
 def build_mesh(args, fits, kind: str, ranks: int, warn):
@@ -190,8 +191,10 @@ def main(argv=None) -> int:
             print(f"fem3d.cavity: interrupted by {signal.Signals(signum).name} {where}", file=sys.stderr, flush=True)
         return 128 + signum
     if not run.converged:
+        hint = ("; Newton cannot reach this flow from its start on this mesh: solve lower Reynolds numbers first "
+                "(--continuation auto) or use a finer mesh (--n)") if last.reason in OUT_OF_REACH else ""
         raise ConvergenceError(f"results in {out} are marked as not converged (Re {done[-1].re:g}, residual {last.residual:.2e} "
-                               f"after {len(last.steps)} steps)", last.reason)
+                               f"after {len(last.steps)} steps){hint}", last.reason)
     return 0
 
 

@@ -97,7 +97,10 @@ def main(argv=None) -> int:
                   f"continue with --initial {os.path.join(out, 'solution.npy')}", file=sys.stderr, flush=True)
         return 128 + signum
     if not result.converged:
-        raise ConvergenceError(f"results in {out} are marked as not converged (residual {result.residual:.2e})", result.reason)
+        hint = ("; Newton cannot reach this flow from its start on this mesh: solve lower Reynolds numbers first "
+                "([solver] continuation) or refine the mesh (--refine)") if result.reason in OUT_OF_REACH else ""
+        raise ConvergenceError(f"results in {out} are marked as not converged (residual {result.residual:.2e}){hint}",
+                               result.reason)
     return 0
 
 

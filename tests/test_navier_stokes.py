@@ -11,7 +11,7 @@ from fem3d.discretisation.fields import l2_errors
 from fem3d.discretisation.mesh import box_mesh
 from fem3d.solvers.krylov import SolveInfo
 from fem3d.problems.navier_stokes import FlowProblem, NavierStokesSystem
-from fem3d.solvers.nonlinear import NonlinearOptions, NonlinearSolver, forcing_term
+from fem3d.solvers.nonlinear import LINEAR_FAILURES, NonlinearOptions, NonlinearSolver, forcing_term
 from fem3d.solvers.linear import LinearOptions, make_linear_solver
 from support import sample_mesh
 
@@ -238,8 +238,10 @@ def test_stopping_reasons():
     assert r.reason == "linear_solver" and len(r.steps) == 1 and not r.converged
     r = nonlinear_solve(problem, cpu, picard, FakeLinear(lambda rhs: rhs, reason="breakdown", relres=1.0))
     assert r.reason == "linear_solver" and len(r.steps) == 1
-    r = nonlinear_solve(problem, cpu, picard, FakeLinear(lambda rhs: 0 * rhs, reason="breakdown", relres=0.1))
-    assert r.reason == "stagnated"  # a breakdown that reduced the residual is a step; progress is judged by the loop
+    r = nonlinear_solve(problem, cpu, picard, FakeLinear(lambda rhs: 0 * rhs, relres=0.1))
+    assert r.reason == "stagnated"  # steps that do not reduce the residual
+    r = nonlinear_solve(problem, cpu, picard, FakeLinear(lambda rhs: 0.5 * rhs, reason="max_iterations", relres=0.5))
+    assert r.reason == "linear_solver" and len(r.steps) == LINEAR_FAILURES  # linear solves short of their tolerance in a row
     nan_force = FlowProblem.with_boundary_velocity(box_mesh(2), 10.0, lambda x: case.velocity(np, x), force=lambda xp, x: x * np.nan)
     r = nonlinear_solve(nan_force, cpu)
     assert r.reason == "nan" and not r.converged and len(r.steps) == 0

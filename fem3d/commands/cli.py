@@ -35,7 +35,7 @@ def add_solver_arguments(ap, tol: float, max_steps: int | None = None, newton: f
                         f"faster on 20^3-40^3 at Re 100-1000 (benchmarks/results/bench_solvers_mg_vs_paper_h100.md) "
                         f"(default {lin.solver})")
     g.add_argument("--max-linear", type=int, default=lin.max_iterations,
-                   help=f"Krylov iteration limit per linear solve (default {lin.max_iterations})")
+                   help="Krylov iteration limit per linear solve (default 20000 for paper, 100 for mg)")
     g.add_argument("--check-every", type=int, default=lin.check_every,
                    help=f"paper solver: CG iterations between residual checks (default {lin.check_every})")
     g.add_argument("--restart", type=int, default=lin.restart, help=f"mg solver: FGMRES restart length (default {lin.restart})")

@@ -43,7 +43,8 @@ REBUILD_AFTER = 0  # mg: iterations of a linear solve up to which its preconditi
 
 @dataclass
 class LinearOptions:
-    """solver: one of SOLVERS; max_iterations: Krylov iterations per linear solve;
+    """solver: one of SOLVERS; max_iterations: Krylov iterations per linear solve (None:
+    the solver's own limit, ``max_iterations`` of its class);
     check_every: CG iterations between residual checks (each reads one number back);
     matrix_dtype: storage of the element matrices (fem3d.kernels.ebe.MATRIX_DTYPES);
     restart: FGMRES restart length; smoothing_steps: GMRES steps of each multigrid
@@ -52,7 +53,7 @@ class LinearOptions:
     solver also keeps it after a fast Newton step, NonlinearOptions.keep_factor)."""
 
     solver: str = "auto"
-    max_iterations: int = 20000
+    max_iterations: int | None = None
     check_every: int = 10
     matrix_dtype: str = "float64"
     restart: int = 50
@@ -62,7 +63,8 @@ class LinearOptions:
     def __post_init__(self):
         if self.solver not in SOLVERS:
             raise InputError(f"--solver must be one of {', '.join(SOLVERS)} (got {self.solver!r})")
-        check_range("--max-linear", self.max_iterations, low=1, high=10**7, integer=True)
+        if self.max_iterations is not None:
+            check_range("--max-linear", self.max_iterations, low=1, high=10**7, integer=True)
         check_range("--check-every", self.check_every, low=1, high=10**6, integer=True)
         check_range("--restart", self.restart, low=1, high=1000, integer=True)
         check_range("--smoothing-steps", self.smoothing_steps, low=1, high=20, integer=True)
@@ -91,6 +93,7 @@ class PaperSolver:
     """Equilibrated normal equations, Jacobi, Chronopoulos-Gear CG (Kao & Sheu 2018)."""
 
     name = "cg"
+    max_iterations = 20000  # CG iterations per solve unless LinearOptions.max_iterations is given
     forcing = 1e-2  # largest linear tolerance of a nonlinear step: with 0.1, Newton took twice the steps at 8^3, Re 400
     rebuild_after = None  # the rows are equilibrated inside each new set of element matrices
 
@@ -106,7 +109,8 @@ class PaperSolver:
         self.precond.setup(op)
 
     def solve(self, rhs, x, rtol: float, max_iterations: int | None = None):
-        cg = NormalEquationsCG(rtol, max_iterations or self.options.max_iterations, self.options.check_every, self.progress)
+        limit = max_iterations or self.options.max_iterations or self.max_iterations
+        cg = NormalEquationsCG(rtol, limit, self.options.check_every, self.progress)
         return cg.solve(self.op, self.scale * rhs, x, self.precond)
 
 
@@ -143,6 +147,10 @@ class MultigridSolver:
     (fem3d.solvers.multigrid.Multigrid.refresh)."""
 
     name = "fgmres"
+    max_iterations = 100  # FGMRES iterations per solve unless LinearOptions.max_iterations is given: two restart
+    # cycles; multigrid needs under 30 where Newton converges (40^3 box at Re 1000: at most 8; the DFG case refined 3
+    # times: at most 9), so a solve that needs more marks a linearisation Newton cannot use (fem3d.solvers.nonlinear
+    # stops after LINEAR_FAILURES such steps in a row)
     forcing = 0.1  # largest linear tolerance of a nonlinear step: 0.1 against 0.01 took 50 instead of 76 iterations (8^3, Re 1000)
 
     def __init__(self, options: LinearOptions, progress=None):
@@ -191,7 +199,8 @@ class MultigridSolver:
         b = self.scale * rhs
         if y is not None:
             b -= self.op.dist.dot(y, b) * y
-        fgmres = FGMRES(rtol, self.options.restart, max_iterations or self.options.max_iterations, self.progress)
+        limit = max_iterations or self.options.max_iterations or self.max_iterations
+        fgmres = FGMRES(rtol, self.options.restart, limit, self.progress)
         return fgmres.solve(self.op, b, x, _Unscaled(self.mg, self.scale))
 
 

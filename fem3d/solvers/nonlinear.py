@@ -18,7 +18,10 @@ Converged means solved: the relative residual of the equations ||D F(x)|| / ||D 
 (rows weighted by their norms, fem3d.problems.navier_stokes.Linearisation) is at most ``tol``.
 The iteration stops at once on NaN or infinity, when the residual grows past
 ``diverge`` times its first value, when it has not fallen below 0.9 times its best for
-``stagnation`` steps, or when a linear solve failed (NaN, or its residual not reduced).
+``stagnation`` steps, when a linear solve failed (NaN, or its residual not reduced), or
+when the linear solves of LINEAR_FAILURES steps in a row ended short of their tolerance
+(reason "linear_solver" for both: the linearisations are out of the linear solver's
+reach, as at a Reynolds number far above what this start and mesh allow).
 """
 from __future__ import annotations
 
@@ -40,6 +43,9 @@ CONTINUATION_FACTOR = 2.5  # "auto" continuation: largest ratio of consecutive R
 CONTINUATION_TOL = 1e-4  # residual tolerance of the intermediate Reynolds numbers
 EW_GAMMA = 0.9  # Eisenstat-Walker choice 2: eta = EW_GAMMA (|F_k| / |F_k-1|)^2
 EW_SAFEGUARD = 0.1  # ... and at least EW_GAMMA eta_k-1^2 when that exceeds this
+OUT_OF_REACH = ("linear_solver", "stagnated", "diverged")  # stop reasons that say the flow is out of Newton's reach
+LINEAR_FAILURES = 2  # steps in a row whose linear solve ended unconverged that stop the iteration: 4^3 box at Re 1e5
+# without continuation stopped after 3 steps (CPU) where it spent 200 s and 5 steps of 750-1250 FGMRES iterations
 REUSE_LIMIT = 4  # a solve with a kept preconditioner stops after this many times the iterations of the solve before
 # it (at least this many times the solver's rebuild_after)
 KEEP_FACTOR = 10.0  # keep the preconditioner after a Newton step that cut the residual by this factor or more. The
@@ -152,7 +158,7 @@ class NonlinearSolver:
         mixer = Anderson(opt.anderson, opt.relax, dist.dot)
         steps, reason = [], "max_steps"
         largest = self.linear.forcing if opt.forcing is None else opt.forcing
-        eta, previous_norm, last = largest, None, None
+        eta, previous_norm, last, failures = largest, None, None, 0
         try:
             for k in range(1, opt.max_steps + 1):
                 reason = self._stop_reason(state.norm, first, since_best)
@@ -166,9 +172,12 @@ class NonlinearSolver:
                 previous_norm = state.norm
                 dx, info, rebuilt = self._linear_step(state, eta, last, fast)
                 last = info
-                if info.reason == "nan" or not info.relres < 1.0:
+                failures = 0 if info.reason == "converged" else failures + 1
+                if info.reason == "nan" or not info.relres < 1.0 or failures >= LINEAR_FAILURES:
                     steps.append(Step(k, state.kind, state.norm, info.iterations, info.reason, info.relres, 0.0,
                                       time.perf_counter() - t0, eta, rebuilt))
+                    log(f"{state.kind:6s} {k:3d}  residual {state.norm:.3e}  {self.linear.name} {info.iterations:5d} it "
+                        f"({info.reason}, relres {info.relres:.1e} of {eta:.0e}): stopped")
                     reason = "nan" if info.reason == "nan" else "linear_solver"
                     break
                 next_kind = "newton" if newton or state.norm < opt.newton else "picard"
