@@ -212,6 +212,20 @@ def test_coarse_solve_is_exact_up_to_the_pressure_level(backend, name):
         assert np.abs(got - x).max() < 1e-6 * np.abs(x).max()
 
 
+def test_a_singular_coarsest_level_fails_the_set_up_instead_of_raising(backend):
+    """One element with its velocity prescribed: the direct solve alone meets a singular
+    matrix (spurious pressure modes), so the set-up reports failure (the linear solver then
+    reports a breakdown) on either coarse path; --solver auto takes the paper solver there."""
+    mesh = box_mesh(1)
+    problem = FlowProblem.with_boundary_velocity(mesh, 10.0, lambda x: np.zeros((len(x), 3)))
+    system = NavierStokesSystem(problem, backend)
+    system.assemble(system.initial_guess(), "newton")
+    mg = Multigrid(system, 0)
+    for mg.direct.dense in (False, True):
+        assert not mg.setup()
+    assert LinearOptions().for_mesh(mesh, 1).solver == "paper" and LinearOptions().for_mesh(box_mesh(3), 1).solver == "mg"
+
+
 def test_fgmres_with_multigrid_solves_the_newton_system_in_few_iterations():
     """Jacobian at Re 200 about the manufactured flow on an 8^3 graded box, consistent
     right-hand side A z (z zero where prescribed): relative residual 1e-8 in under 40

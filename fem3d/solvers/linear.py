@@ -74,9 +74,11 @@ class LinearOptions:
     def for_mesh(self, mesh, ranks: int) -> "LinearOptions":
         """These options with ``auto`` resolved for ``mesh`` on ``ranks`` ranks: mg on a refined
         mesh, a box that can be halved (fem3d.solvers.multigrid.coarse_levels) or a mesh small
-        enough to be solved directly (its multigrid is the direct solve alone), else paper;
+        enough to be solved directly (more than one element: its multigrid is the direct solve
+        alone), else paper;
         InputError for mg on a mesh that has none of these."""
-        can = coarse_levels(mesh, ranks) > 0 or mesh.n_dofs <= DIRECT_MAX
+        can = coarse_levels(mesh, ranks) > 0 or 1 < mesh.n_elements and mesh.n_dofs <= DIRECT_MAX  # one element's
+        # matrix is singular when its velocity is prescribed (spurious pressure modes); the paper's least squares solves it
         if self.solver == "mg" and not can:
             what = "a mesh read from a file" if mesh.grid is None else f"a {'x'.join(map(str, mesh.grid))} box on {ranks} rank(s)"
             raise InputError(f"--solver mg needs a refined mesh (--refine 1 or more), a box whose sides are even with at "

@@ -217,15 +217,26 @@ class CoarseSolve:
             pieces = dist.comm.allgather((backend.to_numpy(op.mats)[:, :, :NL], dist.gdofs[backend.to_numpy(op.dofs)]))
             mats, gd = (backend.asarray(np.concatenate(parts)) for parts in zip(*pieces))
         self.pin = int(gd[:, 81:].min()) if self.enclosed else None  # the first pressure unknown: the level is fixed there
+        self.ok = True
         if self.dense:
-            self.inverse = self.level.xp.linalg.inv(self._dense(mats, gd))
+            try:
+                self.inverse = self.level.xp.linalg.inv(self._dense(mats, gd))
+            except np.linalg.LinAlgError:  # NumPy; CuPy returns non-finite entries instead
+                self.ok = False
+            else:
+                self.ok = bool(self.level.xp.isfinite(self.inverse).all())
         else:
             self.pending = _THREAD.submit(self._factorised, backend.to_numpy(mats), backend.to_numpy(gd))
 
-    def wait(self) -> None:
-        """Wait for the factorisation that setup() started (its errors are raised here)."""
+    def wait(self) -> bool:
+        """Wait for the factorisation that setup() started; False when the matrix is singular."""
         if self.pending is not None:
-            self.lu, self.pending = self.pending.result(), None
+            try:
+                self.lu = self.pending.result()
+            except RuntimeError:  # SuperLU: "Factor is exactly singular"
+                self.lu, self.ok = None, False
+            self.pending = None
+        return self.ok
 
     def _dense(self, mats, gd):
         """The assembled matrix (n, n), pin applied, summed on the device."""
@@ -326,6 +337,8 @@ class Multigrid:
         self.levels[0].op.mats[...] = self.system_op.mats
 
     def setup(self) -> bool:
+        """Build the hierarchy for the system's current matrices; False when a Vanka block or
+        the coarsest level is singular (on some rank)."""
         self.refresh()
         ok = True
         for fine, coarse in zip(self.levels, self.levels[1:]):
@@ -335,7 +348,7 @@ class Multigrid:
         for level in self.levels if self.direct is None else self.levels[:-1]:
             ok = level.smoother.setup() and ok
         if self.direct is not None:
-            self.direct.wait()
+            ok = self.direct.wait() and ok
         dist = self.levels[0].op.dist
         return dist.allreduce_scalar(0.0 if ok else 1.0) == 0.0
 
