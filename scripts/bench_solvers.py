@@ -27,9 +27,10 @@ SOLVERS = ("paper", "mg")
 WARMUP_N = 4  # box of the untimed run per solver that comes first
 
 
-def run(n: int, re: float, solver: str, device: str, runs: str, extra: list) -> dict:
+def run(n: int, re: float, solver: str, device: str, runs: str, extra: list, grading: float = 1.0) -> dict:
+    """One timed ``python -m fem3d.cavity`` run (``solver`` auto, mg or paper) and what it measured."""
     out = os.path.join(runs, f"{solver}_n{n}_re{re:g}")
-    args = ["--re", f"{re:g}", "--n", str(n), "--grading", "1", "--device", device, "--solver", solver, "--quiet",
+    args = ["--re", f"{re:g}", "--n", str(n), "--grading", f"{grading:g}", "--device", device, "--solver", solver, "--quiet",
             "--no-vtu", "--no-plots", "--out", out, *extra]
     print(f"python -m fem3d.cavity {' '.join(args)}", flush=True)
     wall, s, memory = timed_child(__file__, args, out)
@@ -38,6 +39,7 @@ def run(n: int, re: float, solver: str, device: str, runs: str, extra: list) -> 
     final = [st for st in s["continuation"][-1]["steps"]]
     elements = n ** 3
     return {"n": n, "re": re, "solver": s["options"]["linear"]["solver"], "device": s["device"], "converged": s["converged"],
+            "unknowns": s["dofs"],
             "steps": len(steps), "newton_steps": sum(st["kind"] == "newton" for st in steps),
             "setups": sum(st["rebuilt"] for st in steps),
             "linear_iterations": s["linear_iterations"], "iterations_per_step": s["linear_iterations"] / max(1, len(steps)),

@@ -1,0 +1,112 @@
+"""Time to solution against the mesh size: the lid-driven cube as a user runs it, every N.
+
+    python scripts/bench_sizes.py --device cpu --re 400 --n 8 9 10 11 12 13 14 15 16 17 18 19 20 --grading 0 --tag cpu
+    python scripts/bench_sizes.py --device gpu --re 1000 --n $(seq 32 64) --tag h100
+
+Runs ``python -m fem3d.cavity --re RE --n N --grading G --device D`` with the default
+``--solver auto`` (each in its own process, after one untimed 4^3 run that compiles the
+kernels; scripts/bench_solvers.py's runs) for every N, and tabulates the solver ``auto``
+took, Newton steps, Krylov iterations per step, the multigrid set-up's share of the run,
+the process wall time, seconds per million unknowns and per element against the median
+over the sizes, the device memory at the peak and the largest deviation of the centre-line
+profiles from the published data. Saves benchmarks/results/bench_sizes_<tag>.{json,md,png}
+(the png: seconds per million unknowns against N).
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+
+from gpucfd.errors import ArgumentParser, run_cli
+from bench_solvers import WARMUP_N, run
+from script_options import check_each, check_tag
+from timed_runs import record_memory
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def rows_with_ratios(rows: list) -> list:
+    """The rows with seconds per million unknowns, the set-up share and seconds per
+    element over the median of all rows."""
+    for r in rows:
+        r["s_per_m_unknowns"] = r["wall_s"] / (r["unknowns"] / 1e6)
+        r["setup_share"] = r["times_s"].get("linear_setup", 0.0) / r["run_s"]
+    median = statistics.median(r["wall_s"] / r["n"] ** 3 for r in rows)
+    for r in rows:
+        r["per_element_vs_median"] = r["wall_s"] / r["n"] ** 3 / median
+    return rows
+
+
+def table(rows: list) -> str:
+    lines = ["| N | unknowns | solver | Newton steps | Krylov its/step | set-up share | wall s | s per M unknowns "
+             "| s per element / median | device memory GB | max profile diff | converged |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        mem = "" if r["device_pool_bytes"] is None else f"{r['device_pool_bytes'] / 1e9:.1f}"
+        dev = "" if r["largest_deviation"] is None else f"{r['largest_deviation']:.4f}"
+        lines.append(f"| {r['n']} | {r['unknowns']:,} | {r['solver']} | {r['newton_steps']} | {r['iterations_per_step']:.1f} "
+                     f"| {100 * r['setup_share']:.0f} % | {r['wall_s']:.1f} | {r['s_per_m_unknowns']:.1f} "
+                     f"| {r['per_element_vs_median']:.2f} | {mem} | {dev} | {'yes' if r['converged'] else 'no'} |")
+    return "\n".join(lines)
+
+
+def plot(rows: list, path: str, title: str) -> None:
+    """Seconds per million unknowns against N, one marker per solver."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for solver in sorted({r["solver"] for r in rows}):
+        mine = [r for r in rows if r["solver"] == solver]
+        ax.plot([r["n"] for r in mine], [r["s_per_m_unknowns"] for r in mine], "o", label=solver)
+    ax.set_xlabel("N (N^3 elements)")
+    ax.set_ylabel("process wall s per million unknowns")
+    ax.set_yscale("log")
+    ax.set_title(title)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["--child"]:
+        from fem3d import cavity
+
+        return record_memory(cavity.main, argv[1:])
+    ap = ArgumentParser(prog="scripts/bench_sizes.py", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--n", type=int, nargs="+", required=True, help="box sizes N (N^3 elements)")
+    ap.add_argument("--re", type=float, default=400.0, help="Reynolds number (default 400)")
+    ap.add_argument("--grading", type=float, default=1.0, help="wall clustering of the box (default 1)")
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--runs", default="bench-sizes", help="folder for the runs' outputs")
+    ap.add_argument("--results", default=os.path.join(ROOT, "benchmarks", "results"))
+    ap.add_argument("--tag", required=True, help="suffix of the result files, e.g. cpu or h100")
+    args = ap.parse_args(argv)
+    check_each("--n", args.n, 2, 200, integer=True)
+    check_each("--re", [args.re], 0, 1e5, low_open=True)
+    tag = check_tag(args.tag)
+    run(WARMUP_N, args.re, "auto", args.device, os.path.join(args.runs, "warmup"), [], args.grading)  # untimed: compiles
+    rows = rows_with_ratios([run(n, args.re, "auto", args.device, args.runs, [], args.grading) for n in args.n])
+    text = table(rows)
+    print(text)
+    os.makedirs(args.results, exist_ok=True)
+    command = "python scripts/bench_sizes.py " + " ".join(argv)
+    base = os.path.join(args.results, f"bench_sizes_{tag}")
+    with open(base + ".json", "w") as fh:
+        json.dump({"command": command, "warmup": f"one untimed {WARMUP_N}^3 run first", "rows": rows}, fh, indent=1)
+    with open(base + ".md", "w") as fh:
+        fh.write(f"# Time to solution against N, lid-driven cube at Re {args.re:g} ({rows[0]['device']})\n\n`{command}`\n\n"
+                 f"`--solver auto`, grading {args.grading:g}; after one untimed {WARMUP_N}^3 run (kernels compiled and cached); "
+                 "wall s: the process's, as a user runs it.\n\n" + text + "\n")
+    plot(rows, base + ".png", f"lid-driven cube, Re {args.re:g}: {rows[0]['device']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_cli(main, prog="scripts/bench_sizes.py"))

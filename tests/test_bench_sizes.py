@@ -1,0 +1,30 @@
+"""scripts/bench_sizes.py on the CPU at toy sizes: a row per N with what the run measured,
+the ratios computed from them, and the saved table and plot."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+SCRIPTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts")
+
+
+def test_rows_ratios_table_and_plot(tmp_path):
+    cmd = [sys.executable, os.path.join(SCRIPTS, "bench_sizes.py"), "--device", "cpu", "--n", "3", "4", "--re", "100",
+           "--grading", "0", "--runs", str(tmp_path / "runs"), "--results", str(tmp_path), "--tag", "t"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    rows = json.loads((tmp_path / "bench_sizes_t.json").read_text())["rows"]
+    assert [r["n"] for r in rows] == [3, 4] and all(r["converged"] for r in rows)
+    assert [r["solver"] for r in rows] == ["mg", "mg"]  # 3^3 solved directly, 4^3 by two levels
+    assert [r["unknowns"] for r in rows] == [3 * 7**3 + 4**3, 3 * 9**3 + 5**3]
+    for r in rows:
+        assert r["s_per_m_unknowns"] == pytest.approx(r["wall_s"] / (r["unknowns"] / 1e6))
+        assert 0 < r["setup_share"] < 1
+    ratios = sorted(r["per_element_vs_median"] for r in rows)  # the median of two is their mean
+    assert ratios[0] < 1 < ratios[1] and ratios[0] + ratios[1] == pytest.approx(2.0)
+    md = (tmp_path / "bench_sizes_t.md").read_text()
+    assert f"| 4 | {rows[1]['unknowns']:,} | mg | {rows[1]['newton_steps']} |" in md
+    assert (tmp_path / "bench_sizes_t.png").stat().st_size > 5000
+    assert os.path.isdir(tmp_path / "runs" / "warmup")
