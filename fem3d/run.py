@@ -25,6 +25,7 @@ from .problems.distributed import add_parallel_arguments, start
 from gpucfd.errors import ArgumentParser, ConvergenceError, check_range, run_cli
 from .discretisation.fields import mid_plane
 from .problems.flow import Flow
+from .solvers.nonlinear import OUT_OF_REACH
 from .parallel.interrupt import agreed, graceful_stop, requested
 from .commands.memory import check_fits, largest_refinement
 from .discretisation.mesh import read_mesh
