@@ -14,8 +14,9 @@ initial guess). The nonlinear solver (fem3d.solvers.nonlinear) only sees this in
 
 ``mg``     flexible GMRES on the row-scaled system, preconditioned by one V-cycle of
            monolithic geometric multigrid with element-Vanka smoothing (fem3d.solvers.multigrid);
-           needs a refined mesh (fem3d.discretisation.refine), a structured box whose sides can be
-           halved at least once, or a mesh of at most DIRECT_MAX unknowns (then solved directly).
+           needs a refined mesh (fem3d.discretisation.refine), a structured box (under MPI one
+           whose sides can be halved at least once), or a mesh of at most DIRECT_MAX unknowns
+           (then solved directly).
 ``paper``  Kao & Sheu 2018: rows equilibrated to unit norm inside the element matrices,
            then Jacobi-preconditioned CG on the normal equations (Chronopoulos-Gear).
 ``auto``   mg where the mesh allows it, else paper (:meth:`LinearOptions.for_mesh`).
@@ -73,14 +74,14 @@ class LinearOptions:
 
     def for_mesh(self, mesh, ranks: int) -> "LinearOptions":
         """These options with ``auto`` resolved for ``mesh`` on ``ranks`` ranks: mg on a refined
-        mesh, a box that can be halved (fem3d.solvers.multigrid.coarse_levels) or a mesh small
+        mesh, a box with a coarser level (fem3d.solvers.multigrid.coarse_levels) or a mesh small
         enough to be solved directly (its multigrid is the direct solve alone), else paper;
         InputError for mg on a mesh that has none of these."""
         can = coarse_levels(mesh, ranks) > 0 or mesh.n_dofs <= DIRECT_MAX
         if self.solver == "mg" and not can:
             what = "a mesh read from a file" if mesh.grid is None else f"a {'x'.join(map(str, mesh.grid))} box on {ranks} rank(s)"
-            raise InputError(f"--solver mg needs a refined mesh (--refine 1 or more), a box whose sides are even with at "
-                             f"least 4 elements (and, under MPI, two element layers per rank along the longest side) or at "
+            raise InputError(f"--solver mg needs a refined mesh (--refine 1 or more), a box (under MPI one whose sides are even "
+                             f"with at least 4 elements and two element layers per rank along the longest side) or at "
                              f"most {DIRECT_MAX} unknowns; got {what} with {mesh.n_dofs}: use --solver paper or --refine")
         return replace(self, solver="mg" if can else "paper") if self.solver == "auto" else self
 
@@ -162,8 +163,8 @@ class MultigridSolver:
         if self.system is not system:
             levels = coarse_levels(system.mesh, system.dist.comm.size)
             if levels == 0 and system.dist.n_global > DIRECT_MAX:
-                raise InputError(f"--solver mg needs a refined mesh, a structured box whose sides can be halved or at most "
-                                 f"{DIRECT_MAX} unknowns; use --solver paper")
+                raise InputError(f"--solver mg needs a refined mesh, a structured box (under MPI one whose sides can be "
+                                 f"halved) or at most {DIRECT_MAX} unknowns; use --solver paper")
             self.mg, self.system, self.ready = Multigrid(system, levels, self.options.smoothing_steps), system, False
         if rebuild or not self.ready:
             self.ready = self.mg.setup()
