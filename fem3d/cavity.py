@@ -140,6 +140,7 @@ def main(argv=None) -> int:
             problem = lid_driven_problem(mesh, args.re, args.lid)
             problem.check_solvable()
             x0 = read_initial(args.initial, mesh.n_dofs) if args.initial else None
+            notes += [line for line in [linear.paper_reason(mesh, comm.size)] if line]
             linear = linear.for_mesh(mesh, comm.size)
             part = distribute(mesh, comm, backend, linear.alignment(mesh, comm.size))
             out = ensure_writable_dir(args.out)

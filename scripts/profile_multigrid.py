@@ -45,7 +45,7 @@ def profile(n: int, re: float, device: str, picard: int, repeats: int) -> dict:
     from fem3d.solvers.krylov import gmres_steps
     from fem3d.commands.memory import check_fits
     from fem3d.discretisation.mesh import box_mesh
-    from fem3d.solvers.multigrid import SMOOTHING_STEPS, halvings
+    from fem3d.solvers.multigrid import SMOOTHING_STEPS, coarse_levels
     from fem3d.problems.navier_stokes import NavierStokesSystem
     from fem3d.solvers.nonlinear import NonlinearOptions, NonlinearSolver
     from fem3d.problems.lid_driven import lid_driven_problem
@@ -56,9 +56,9 @@ def profile(n: int, re: float, device: str, picard: int, repeats: int) -> dict:
     xp = backend.xp
     check_fits(backend, "float64", "mg", n ** 3, 1, lambda e: f"--n {2 * int(e ** (1 / 3) / 2)} fits at most")
     mesh = box_mesh(n, grading=1.0)
-    levels = halvings(mesh.grid)
+    levels = coarse_levels(mesh)
     if levels == 0:
-        raise InputError(f"--n {n} cannot be halved: take an even number of at least 4")
+        raise InputError(f"--n {n} has no coarser level: take at least 6")
     system = NavierStokesSystem(lid_driven_problem(mesh, re, "y=1"), backend)
     linear = make_linear_solver(LinearOptions(solver="mg").for_mesh(mesh, 1))
     x = system.initial_guess()

@@ -27,15 +27,15 @@ def test_paper_and_mg_rows_on_a_small_box(tmp_path):
 
 
 def test_profile_multigrid_times_every_smoothed_level(tmp_path):
-    cmd = [sys.executable, os.path.join(SCRIPTS, "profile_multigrid.py"), "--device", "cpu", "--n", "4", "--re", "100",
+    cmd = [sys.executable, os.path.join(SCRIPTS, "profile_multigrid.py"), "--device", "cpu", "--n", "6", "--re", "100",
            "--repeats", "3", "--results", str(tmp_path), "--tag", "t"]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
     data = json.loads((tmp_path / "profile_multigrid_t.json").read_text())
-    (level,) = data["levels"]  # 4^3 -> 2^3, solved directly: one smoothed level
-    assert (level["elements"], level["unknowns"]) == (64, 2312)
+    (level,) = data["levels"]  # 6^3 -> 3^3, solved directly: one smoothed level
+    assert (level["elements"], level["unknowns"]) == (216, 6934)
     assert 0 < level["product_ms"] < level["smoothing_ms"] < data["cycle"]["v_cycle_ms"]  # a smoothing holds 10 products
     assert data["cycle"]["coarse_inverse_ms"] > 0
-    assert "| 0 | 64 | 2,312 |" in (tmp_path / "profile_multigrid_t.md").read_text()
+    assert "| 0 | 216 | 6,934 |" in (tmp_path / "profile_multigrid_t.md").read_text()
     bad = subprocess.run(cmd[:4] + ["--n", "5"], capture_output=True, text=True, timeout=120)
-    assert bad.returncode == 2 and bad.stderr.strip().endswith("--n 5 cannot be halved: take an even number of at least 4")
+    assert bad.returncode == 2 and bad.stderr.strip().endswith("--n 5 has no coarser level: take at least 6")

@@ -9,7 +9,7 @@ from gpucfd.errors import InputError
 from fem3d.discretisation.element import FACES, Q1, Q2, gauss_legendre
 from fem3d.discretisation.fields import evaluate, locate, pressure_weights
 from fem3d.discretisation.mesh import box_mesh, read_mesh
-from fem3d.solvers.multigrid import child_prolongations
+from fem3d.solvers.multigrid import REFINED, child_prolongations
 from fem3d.parallel.partition import partition_elements
 from fem3d.discretisation.refine import refine
 from support import curved_hex27, sample_mesh, twisted_mesh
@@ -87,7 +87,7 @@ def test_prolongation_of_a_coarse_field_is_exact(name):
     coarse = sample_mesh(name)
     fine = refine(coarse)
     xc = np.random.default_rng(7).standard_normal(coarse.n_dofs)
-    local = np.einsum("eij,ej->ei", child_prolongations()[fine.child_position], xc[coarse.dofs()[fine.parent]])
+    local = np.einsum("eij,ej->ei", child_prolongations()[REFINED[fine.child_position]], xc[coarse.dofs()[fine.parent]])
     xf = np.full(fine.n_dofs, np.nan)
     xf[fine.dofs()] = local
     assert np.abs(xf[fine.dofs()] - local).max() < 1e-12

@@ -198,12 +198,15 @@ def graded_coordinates(n: int, length: float, grading: float) -> np.ndarray:
     return 0.5 * length * (1.0 + np.tanh(grading * (2.0 * s - 1.0)) / np.tanh(grading))
 
 
-def box_mesh(nx: int, ny: int | None = None, nz: int | None = None, lengths=(1.0, 1.0, 1.0), origin=(0.0, 0.0, 0.0), grading=0.0) -> HexMesh:
+def box_mesh(nx: int, ny: int | None = None, nz: int | None = None, lengths=(1.0, 1.0, 1.0), origin=(0.0, 0.0, 0.0), grading=0.0,
+             vertices=None) -> HexMesh:
     """Structured box of nx*ny*nz elements; tags x0, x1, y0, y1, z0, z1 on its faces.
 
     ``grading`` (a number or one per axis, >= 0) clusters elements toward the walls
-    (see :func:`graded_coordinates`). Elements are boxes (affine map); mid nodes sit
-    at the midpoints. Colours: 8, by the parity of the element indices.
+    (see :func:`graded_coordinates`); ``vertices`` (three increasing arrays, (nx+1,),
+    (ny+1,), (nz+1,)) gives the vertex coordinates in place of lengths, origin and grading.
+    Elements are boxes (affine map); mid nodes sit at the midpoints. Colours: 8, by the
+    parity of the element indices.
     """
     ny = nx if ny is None else ny
     nz = nx if nz is None else nz
@@ -217,7 +220,8 @@ def box_mesh(nx: int, ny: int | None = None, nz: int | None = None, lengths=(1.0
     lengths = np.asarray(lengths, dtype=float)
     if (lengths <= 0).any():
         raise InputError(f"box lengths must be > 0 (got {lengths.tolist()})")
-    vert = [origin[d] + graded_coordinates(n[d], lengths[d], grading[d]) for d in range(3)]
+    vert = [origin[d] + graded_coordinates(n[d], lengths[d], grading[d]) for d in range(3)] if vertices is None else \
+        [np.asarray(v, dtype=float) for v in vertices]
     q2 = []
     for d in range(3):
         c = np.empty(2 * n[d] + 1)
@@ -242,7 +246,7 @@ def box_mesh(nx: int, ny: int | None = None, nz: int | None = None, lengths=(1.0
     geometry = points[cells[:, [a + 3 * b + 9 * c for c in (0, 2) for b in (0, 2) for a in (0, 2)]]]
     colours = (ex % 2) + 2 * (ey % 2) + 4 * (ez % 2)
     pvert = points[pressure_nodes]
-    lo, hi = np.asarray(origin, float), np.asarray(origin, float) + lengths
+    lo, hi = [v[0] for v in vert], [v[-1] for v in vert]
 
     def face_tag_of(keys):
         xyz = pvert[keys]  # (F, 4, 3)

@@ -1,18 +1,21 @@
 """Monolithic geometric multigrid for the linearised Q2-Q1 equations on nested hexahedral meshes.
 
-Levels are a chain of meshes, each refining the next coarser one: each element is one of
-the 8 children of a parent element (HexMesh.parent, child_position), placed by the
-parent's map, so each level's Q2 velocity and Q1 pressure spaces lie in the finer
-level's. The chain is a mesh's refinement history (fem3d.discretisation.refine: HexMesh.coarser, down to
-the mesh read from a file), continued on a structured box by its halvings (every other
-vertex; the parents and positions then come from the element indices). The prolongation P
-from a level to the next finer one interpolates each parent's velocity and pressure at
-the nodes of its children in reference coordinates: one 89 x 89 matrix P_c per child
-position c, the same for every parent. Coarse operators are Galerkin, A_coarse = P^T A P,
-and stay element-local because the spaces are nested: a parent's matrix is the sum over
-its children of P_c^T A_child P_c. Prescribed (Dirichlet) unknowns are left out of P on
-both levels; on the coarse level they keep the paper's rows (diagonal 1/S_k), so
-corrections never move them.
+Levels are a chain of meshes, each refining the next coarser one: each element is a child
+of a parent element (HexMesh.parent, child_position), placed by the parent's map, so each
+level's Q2 velocity and Q1 pressure spaces lie in the finer level's. The chain is a mesh's
+refinement history (fem3d.discretisation.refine: HexMesh.coarser, down to the mesh read from
+a file; 8 children per parent), continued on a structured box by coarser boxes
+(coarse_grids, split): along each side pairs of element layers share a parent and, where
+the side has an odd number of layers, the middle coarse layer has one child layer, so a
+parent has 1, 2, 4 or 8 children, each the lower half, the upper half or the whole of the
+parent along each axis (27 position codes). The prolongation P from a level to the next
+finer one interpolates each parent's velocity and pressure at the nodes of its children in
+reference coordinates: one 89 x 89 matrix P_c per position code c, the same for every
+parent, applied to all children of one code in one product. Coarse operators are Galerkin,
+A_coarse = P^T A P, and stay element-local because the spaces are nested: a parent's matrix
+is the sum over its children of P_c^T A_child P_c. Prescribed (Dirichlet) unknowns are left
+out of P on both levels; on the coarse level they keep the paper's rows (diagonal 1/S_k),
+so corrections never move them.
 
 The cycle works on matrices stored in float32 (STORAGE) with float64 vectors: the finest
 level holds a float32 copy of the system's matrices (refreshed at every linearisation,
@@ -30,8 +33,8 @@ unknown.
 
 Under MPI every level is partitioned by the partition of the chain's coarsest mesh
 (fem3d.parallel.partition.partition_elements: children follow their parents; a box is cut in slabs
-of whole coarsest elements), so parents and their children live on one rank; each level
-has its own Distribution and completes its interface sums like the fine operator.
+of whole coarsest elements, its coarser boxes halvings only), so parents and their children
+live on one rank; each level has its own Distribution and completes its interface sums like the fine operator.
 """
 from __future__ import annotations
 
@@ -50,7 +53,9 @@ from .vanka import Vanka
 
 STORAGE = np.float32  # the levels' matrices and smoothers: as many iterations as float64, each in half the time at 8^3, Re 400
 # on the CPU; at 40^3, Re 1000 on the H100 the solve takes 3-10 % less (the A/B runs of commit 8380826)
-MIN_COARSE = 2  # fewest elements per side of the coarsest box
+MIN_COARSE = 2  # sides of at most this many elements are not coarsened
+COARSE_MAX = 5_000  # a box of at most this many unknowns is not coarsened on one rank: the coarsest level of a
+# 40^3 box is its 5^3 (4,209 unknowns), of any N^3 box from 6^3 to 100^3 3^3 to 5^3 (1,093-4,209), solved directly
 DIRECT_MAX = 20_000  # most unknowns of a coarsest level solved directly: SuperLU's set-up took 0.5 s at 6,934 unknowns
 # (the 6^3 distorted cube), 1.9 s at 15,468 (a 8^3 box) and 8.7 s at 29,114 (10^3) on one core of the 2-core CPU with
 # the default pivot threshold (an upper bound: see PIVOT_THRESHOLD)
@@ -73,17 +78,32 @@ SMOOTHING_STEPS = 8  # GMRES steps of each smoothing. With 3 the cycle diverged 
 # 4.7 times longer, 5 steps needed 201 and 589 iterations in its last two Newton steps
 
 
-def halvings(grid, parts: int = 1) -> int:
-    """How many times the box ``grid`` can be halved: every side even at each step, at
-    least MIN_COARSE elements per side at the end, and (``parts`` ranks) at least one
-    coarsest element layer per rank along the slab axis (fem3d.parallel.partition)."""
+def box_unknowns(grid) -> int:
+    """Unknowns of the Q2-Q1 equations on a box of ``grid`` elements."""
+    return 3 * int(np.prod([2 * n + 1 for n in grid])) + int(np.prod([n + 1 for n in grid]))
+
+
+def coarse_grids(grid, parts: int = 1) -> list:
+    """The boxes (nx, ny, nz) below the box ``grid`` in the hierarchy on ``parts`` ranks, finest
+    first. One rank: a box with more than COARSE_MAX unknowns is coarsened, each side of more
+    than MIN_COARSE elements to half its elements rounded up (fem3d.solvers.multigrid.split).
+    More ranks: the box is halved while every side is even, the halves have at least
+    MIN_COARSE elements per side and one element layer per rank along the slab axis
+    (fem3d.parallel.partition)."""
+    grids = []
     if grid is None:
-        return 0
-    axis, k = int(np.argmax(grid)), 0
-    while all(g % 2 ** (k + 1) == 0 for g in grid) and min(grid) // 2 ** (k + 1) >= MIN_COARSE \
-            and grid[axis] // 2 ** (k + 1) >= parts:
-        k += 1
-    return k
+        return grids
+    g, axis = tuple(grid), int(np.argmax(grid))
+    while True:
+        if parts == 1:
+            nxt = tuple((n + 1) // 2 if n > MIN_COARSE else n for n in g)
+            if box_unknowns(g) <= COARSE_MAX or nxt == g:
+                return grids
+        else:
+            nxt = tuple(n // 2 for n in g)
+            if any(n % 2 for n in g) or min(nxt) < MIN_COARSE or nxt[axis] < parts:
+                return grids
+        grids.append(g := nxt)
 
 
 def chain(mesh) -> list:
@@ -96,41 +116,65 @@ def chain(mesh) -> list:
 
 def coarse_levels(mesh, parts: int = 1) -> int:
     """Levels below ``mesh`` in the multigrid hierarchy on ``parts`` ranks: the meshes it
-    refines and then the halvings of the box at the end of that chain."""
+    refines and then the coarse boxes below the box at the end of that chain."""
     meshes = chain(mesh)
-    return len(meshes) - 1 + halvings(meshes[-1].grid, parts)
+    return len(meshes) - 1 + len(coarse_grids(meshes[-1].grid, parts))
 
 
 def alignment(mesh, parts: int) -> int:
     """Element layers per partition unit of the box that ``mesh`` is or refines that keep
     the hierarchy's parents and children on one rank (1 for one rank or a chain that does
     not end in a box)."""
-    return 2 ** halvings(chain(mesh)[-1].grid, parts) if parts > 1 else 1
+    return 2 ** len(coarse_grids(chain(mesh)[-1].grid, parts)) if parts > 1 else 1
+
+
+def split(n: int):
+    """(parent (n,), position (n,)) of the n element layers along one side of a box in the
+    coarser box: with n > MIN_COARSE, pairs of layers (positions 0 and 1: the lower and upper
+    half of their parent) and, for odd n, one layer left whole (position 2) in the middle
+    coarse layer, away from the walls' boundary layers; with n <= MIN_COARSE every layer whole."""
+    layer = np.arange(n)
+    if n <= MIN_COARSE:
+        return layer, np.full(n, 2)
+    whole = 2 * (((n + 1) // 2 - 1) // 2) if n % 2 else n  # the fine layer left whole
+    shifted = layer + (layer > whole)
+    return shifted // 2, np.where(layer == whole, 2, shifted % 2)
+
+
+REFINED = np.array([0, 1, 3, 4, 9, 10, 12, 13])  # position code of refine's child i + 2 j + 4 k (fem3d.discretisation.refine)
 
 
 def coarser(mesh):
     """(coarse, parent, position) of ``mesh`` (a whole mesh or one rank's part): the next
     coarser whole mesh, the element of it that is each element's parent (E,) and the
-    element's child position (E,): from the refinement (fem3d.discretisation.refine), else the box halved."""
+    element's position code (E,) in it (fem3d.solvers.multigrid.child_prolongations): from
+    the refinement (fem3d.discretisation.refine), else the box coarsened side by side
+    (fem3d.solvers.multigrid.split; the coarse box's vertices sit at the fine vertex indices
+    they keep over the fine side's element count: nested where the fine box is the uniform unit box)."""
     if mesh.coarser is not None:
-        return mesh.coarser, mesh.parent, mesh.child_position
-    nx, ny, nz = mesh.grid
-    coarse = box_mesh(nx // 2, ny // 2, nz // 2)
+        return mesh.coarser, mesh.parent, REFINED[mesh.child_position]
+    (px, sx), (py, sy), (pz, sz) = sides = [split(n) for n in mesh.grid]
+    cx, cy, _ = grid = [int(p[-1]) + 1 for p, _ in sides]
+    vertices = [np.append(np.flatnonzero(np.diff(p, prepend=-1)), len(p)) / len(p) for p, _ in sides]
+    coarse = box_mesh(*grid, vertices=vertices)
     index = np.empty(coarse.n_elements, dtype=np.int64)
     index[coarse.element_ids] = np.arange(coarse.n_elements)
+    nx, ny, _ = mesh.grid
     ids = mesh.element_ids
     i, j, k = ids % nx, (ids // nx) % ny, ids // (nx * ny)
-    return coarse, index[i // 2 + (nx // 2) * (j // 2 + (ny // 2) * (k // 2))], i % 2 + 2 * (j % 2) + 4 * (k % 2)
+    return coarse, index[px[i] + cx * (py[j] + cy * pz[k])], sx[i] + 3 * sy[j] + 9 * sz[k]
 
 
 def child_prolongations() -> np.ndarray:
-    """(8, NL, NL): P_c maps a parent's local unknowns to those of its child at position
-    c = i + 2 j + 4 k (i, j, k in {0, 1} along the parent's xi, eta, zeta): values of the
-    parent's Q2 velocity (each component) and Q1 pressure at the child's nodes."""
-    out = np.zeros((8, NL, NL))
-    for c in range(8):
-        shift = 2 * np.array([c % 2, (c // 2) % 2, c // 4]) - 1
-        vel, pres = Q2.values((Q2.nodes + shift) / 2), Q1.values((Q1.nodes + shift) / 2)
+    """(27, NL, NL): P_c maps a parent's local unknowns to those of its child of position code
+    c = a + 3 b + 9 g, a, b, g the child's position along the parent's xi, eta, zeta (0: the
+    lower half, 1: the upper half, 2: the whole parent): values of the parent's Q2 velocity
+    (each component) and Q1 pressure at the child's nodes."""
+    out = np.zeros((27, NL, NL))
+    for c in range(27):
+        s = np.array([c % 3, (c // 3) % 3, c // 9])
+        scale, shift = np.where(s == 2, 1.0, 0.5), np.where(s == 2, 0.0, s - 0.5)
+        vel, pres = Q2.values(Q2.nodes * scale + shift), Q1.values(Q1.nodes * scale + shift)
         for d in range(3):
             out[c, 27 * d:27 * d + 27, 27 * d:27 * d + 27] = vel
         out[c, 81:, 81:] = pres
@@ -139,10 +183,12 @@ def child_prolongations() -> np.ndarray:
 
 class Level:
     """One level: its operator (element matrices), prescribed unknowns, valence, smoother
-    and, except on the coarsest, the transfer to the next coarser level: ``children``
-    (8, Ec) the local element of child position c of each coarse local element,
-    ``child_dofs`` (8, Ec, NL) their unknowns and ``child_weights`` (8, Ec, NL) the
-    partition-of-unity weights there."""
+    and, except on the coarsest, the transfer to the next coarser level: its elements as
+    children ordered by position code, ``groups`` a list of (code c, rows (slice of that
+    order), parents (m,), children (m,)) local coarse and fine elements of the children
+    at position c; ``child_dofs`` (Ef, NL) and ``parent_dofs`` (Ef, NL) the children's and
+    their parents' unknowns in that order, ``child_weights`` (Ef, NL) the partition-of-unity
+    weights at the children's."""
 
     def __init__(self, op: ElementOperator, mesh, fixed, valence):
         self.op, self.mesh, self.xp = op, mesh, op.xp
@@ -151,24 +197,29 @@ class Level:
         self.weights = 1.0 / valence
         self.free_weights = self.free * self.weights
         self.smoother = Vanka(op, mesh, valence)
-        self.children = self.child_dofs = self.child_weights = None
+        self.groups = self.child_dofs = self.parent_dofs = self.child_weights = None
         self.dirichlet = dirichlet_rows(self.xp, op.dofs, fixed, valence)  # its prescribed rows (coarse levels' Galerkin matrices)
 
     def prolong(self, coarse: "Level", xc, P):
         """P xc (complete on every rank): each child's values interpolated from its parent,
         weighted by 1 / valence and summed (a partition of unity: continuous fields)."""
-        op = self.op
-        vals = self.xp.matmul((xc * coarse.free)[coarse.op.dofs][None], P.transpose(0, 2, 1))  # (8, Ec, NL)
-        out = self.xp.zeros(op.n, dtype=np.float64)
+        op, xp = self.op, self.xp
+        parents = (xc * coarse.free)[coarse.op.dofs]  # (Ec, NL)
+        vals = xp.empty(self.child_dofs.shape, dtype=np.float64)
+        for c, rows, parent, _ in self.groups:
+            vals[rows] = parents[parent] @ P[c].T
+        out = xp.zeros(op.n, dtype=np.float64)
         op.backend.scatter_add(out, self.child_dofs.ravel(), (vals * self.child_weights).ravel())
         op.dist.sum_interface(out)
         return out * self.free
 
     def restrict(self, coarse: "Level", r, P):
         """P^T r (complete on every rank)."""
-        local = self.xp.matmul((r * self.free_weights)[self.child_dofs], P).sum(axis=0)  # (Ec, NL)
+        local = (r * self.free_weights)[self.child_dofs]  # (Ef, NL)
+        for c, rows, _, _ in self.groups:
+            local[rows] = local[rows] @ P[c]
         out = self.xp.zeros(coarse.op.n, dtype=np.float64)
-        coarse.op.backend.scatter_add(out, coarse.op.dofs.ravel(), local.ravel())
+        coarse.op.backend.scatter_add(out, self.parent_dofs.ravel(), local.ravel())
         coarse.op.dist.sum_interface(out)
         return out * coarse.free
 
@@ -179,10 +230,10 @@ class Level:
         P = P.astype(mats.dtype)
         coarse_free = coarse.free[coarse.op.dofs].astype(mats.dtype)
         mats.fill(0.0)
-        for c in range(8):
-            fine_free = self.free[self.child_dofs[c]].astype(mats.dtype)
-            a = self.op.mats[self.children[c], :, :NL] * fine_free[:, :, None] * fine_free[:, None, :]
-            mats += P[c].T @ a @ P[c]
+        for c, rows, parent, child in self.groups:
+            fine_free = self.free[self.child_dofs[rows]].astype(mats.dtype)
+            a = self.op.mats[child, :, :NL] * fine_free[:, :, None] * fine_free[:, None, :]
+            mats[parent] += P[c].T @ a @ P[c]  # a parent has one child of each position
         mats *= coarse_free[:, :, None] * coarse_free[:, None, :]
         apply_dirichlet_rows(mats, coarse.dirichlet)
 
@@ -310,25 +361,29 @@ class Multigrid:
         self.direct = CoarseSolve(coarsest, system.problem.enclosed) if coarsest.op.dist.n_global <= DIRECT_MAX else None
 
     def _children(self, fine: Level, coarse_mesh, parent, position):
-        """Set the fine level's transfer (children, child_dofs) to the coarse level whose local
-        element ``parent`` (E_fine,) is each fine element's parent, the element being its
-        child at ``position`` (E_fine,); returns the coarse level's prescribed unknowns (where
-        its nodes coincide with prescribed fine nodes)."""
+        """Set the fine level's transfer (groups, child_dofs, parent_dofs) to the coarse level
+        whose local element ``parent`` (E_fine,) is each fine element's parent, the element
+        being its child of position code ``position`` (E_fine,); returns the coarse level's
+        prescribed unknowns (where its nodes coincide with prescribed fine nodes)."""
         backend = fine.op.backend
         if (parent < 0).any():
             raise ValueError("multigrid: a parent element lives on another rank (partition not aligned)")
-        children = np.full((8, coarse_mesh.n_elements), -1, dtype=np.int64)
-        children[position, parent] = np.arange(len(parent))
-        if (children < 0).any():
+        volume = np.prod(np.where(np.stack([position % 3, position // 3 % 3, position // 9]) == 2, 1.0, 0.5), axis=0)
+        if not np.allclose(np.bincount(parent, volume, minlength=coarse_mesh.n_elements), 1.0):
             raise ValueError("multigrid: a child element lives on another rank (partition not aligned)")
+        order = np.argsort(position, kind="stable")
+        codes, starts = np.unique(position[order], return_index=True)
         fine_fixed = backend.to_numpy(fine.fixed)
         fine_dofs, coarse_dofs = backend.to_numpy(fine.op.dofs), coarse_mesh.dofs()
         fixed = np.zeros(coarse_mesh.n_dofs, dtype=bool)
         P = child_prolongations()
-        for c in range(8):
+        fine.groups = []
+        for c, first, last in zip(codes, starts, np.append(starts[1:], len(order))):
+            child, par = order[first:last], parent[order[first:last]]
             child_pos, parent_pos = np.nonzero(np.abs(P[c] - 1.0) < 1e-12)  # coinciding nodes
-            fixed[coarse_dofs[:, parent_pos]] = fine_fixed[fine_dofs[children[c]][:, child_pos]]
-        fine.children, fine.child_dofs = backend.asarray(children), backend.asarray(fine_dofs[children])
+            fixed[coarse_dofs[par][:, parent_pos]] = fine_fixed[fine_dofs[child][:, child_pos]]
+            fine.groups.append((int(c), slice(first, last), backend.asarray(par), backend.asarray(child)))
+        fine.child_dofs, fine.parent_dofs = backend.asarray(fine_dofs[order]), backend.asarray(coarse_dofs[parent[order]])
         fine.child_weights = fine.weights[fine.child_dofs]
         return backend.asarray(fixed)
 
