@@ -141,7 +141,8 @@ def solve_row(args, n: int, re: float, ranks: int, matrix_dtype: str, out_dir: s
 
     With --segment-steps K a full solve runs K nonlinear steps per call; when ``previous``
     (this row from an earlier call) stopped at that limit and its solution.npy is still
-    there, this call continues from it (--initial) and the row sums the segments."""
+    there, this call continues from it (--initial) and the row sums the segments (their
+    T_run, phases and process wall times)."""
     from fem3d.solvers.nonlinear import continuation_steps
 
     partial = n > args.solve_max
@@ -162,18 +163,22 @@ def solve_row(args, n: int, re: float, ranks: int, matrix_dtype: str, out_dir: s
     summary, seconds = run_case("fem3d.cavity", cmd_args, run_dir, launcher)
     steps = [s["seconds"] for stage in summary["continuation"] for s in stage["steps"]]
     segments = segments + [{"picard_steps": summary["nonlinear_steps"], "cg_iterations": summary["linear_iterations"],
-                            "t_run_s": summary["t_run_s"], "step_seconds": steps, "reason": summary["reason"]}]
+                            "t_run_s": summary["t_run_s"], "times_s": summary["times_s"], "wall_s": seconds,
+                            "step_seconds": steps, "reason": summary["reason"]}]
     picard = sum(g["picard_steps"] for g in segments)
     t_run = sum(g["t_run_s"] for g in segments)
+    walls = [g.get("wall_s") for g in segments]  # None for a segment recorded without its wall time
+    phases = [g.get("times_s") for g in segments]
     return {"n": n, "re": re, "ranks": ranks, "matrix_dtype": matrix_dtype, "partial": partial,
             "device": summary["device"], "elements": summary["mesh"]["elements"], "unknowns": summary["dofs"],
             "converged": summary["converged"], "reason": summary["reason"], "picard_steps": picard,
             "cg_iterations": sum(g["cg_iterations"] for g in segments), "t_run_s": t_run,
             "t_unit_us": t_run * 1e6 / (max(picard, 1) * summary["mesh"]["elements"]),
-            "times_s": summary["times_s"], "picard_step_s": float(np.mean([t for g in segments for t in g["step_seconds"]])),
+            "times_s": None if None in phases else {k: sum(t.get(k, 0.0) for t in phases) for k in phases[-1]},
+            "picard_step_s": float(np.mean([t for g in segments for t in g["step_seconds"]])),
             "segments": segments, "resumable": segmented and summary["reason"] == "max_steps",
             "solution": os.path.join(run_dir, "solution.npy"),
-            "validation": summary["validation"], "wall_s": seconds,
+            "validation": summary["validation"], "wall_s": None if None in walls else sum(walls),
             "command": " ".join([*launcher, summary["command"]])}
 
 

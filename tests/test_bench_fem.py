@@ -42,6 +42,8 @@ def test_phases_and_segmented_solve(tmp_path):
     assert s2["converged"] and len(s2["segments"]) == 2
     assert s2["picard_steps"] == sum(g["picard_steps"] for g in s2["segments"]) > 2
     assert s2["t_run_s"] == pytest.approx(sum(g["t_run_s"] for g in s2["segments"]))
+    assert s2["wall_s"] == pytest.approx(sum(g["wall_s"] for g in s2["segments"])) and s2["t_run_s"] <= s2["wall_s"]
+    assert sum(s2["times_s"][k] for k in ("data_preparation", "element_matrices", "linear_setup", "solve")) == pytest.approx(s2["t_run_s"])
     assert "cpu/2/float32" in data2["phases"]  # rows of the first call kept
     assert "## Table 3 layout: Re 400" in md and "| 2 | float64 | cpu |" in md
 
