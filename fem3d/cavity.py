@@ -36,14 +36,13 @@ from gpucfd.errors import ArgumentParser, ConvergenceError, InputError, check_ra
 from .parallel.interrupt import InterruptCheck, agreed, graceful_stop, requested
 from .commands.memory import check_fits, largest_refinement
 from .discretisation.mesh import box_mesh, read_mesh
-from .solvers.nonlinear import NonlinearSolver, continuation_steps, solve_continuation
+from .solvers.nonlinear import NonlinearSolver, continuation_steps, out_of_reach_hint, solve_continuation
 from gpucfd.output import ensure_writable_dir, save_npy
 from .parallel.partition import distribute
 from .problems.lid_driven import lid_driven_problem, read_initial
 from .problems.navier_stokes import RE_MAX
 from .discretisation.refine import REFINE_MAX, refine
 from .solvers.linear import make_linear_solver
-from .solvers.nonlinear import OUT_OF_REACH
 
 
 def build_mesh(args, fits, kind: str, ranks: int, warn):
@@ -140,7 +139,9 @@ def main(argv=None) -> int:
             problem = lid_driven_problem(mesh, args.re, args.lid)
             problem.check_solvable()
             x0 = read_initial(args.initial, mesh.n_dofs) if args.initial else None
-            notes += [line for line in [linear.paper_reason(mesh, comm.size)] if line]
+            slow = linear.paper_reason(mesh, comm.size)
+            if slow:
+                notes.append(slow)
             linear = linear.for_mesh(mesh, comm.size)
             part = distribute(mesh, comm, backend, linear.alignment(mesh, comm.size))
             out = ensure_writable_dir(args.out)
@@ -192,8 +193,7 @@ def main(argv=None) -> int:
             print(f"fem3d.cavity: interrupted by {signal.Signals(signum).name} {where}", file=sys.stderr, flush=True)
         return 128 + signum
     if not run.converged:
-        hint = ("; Newton cannot reach this flow from its start on this mesh: solve lower Reynolds numbers first "
-                "(--continuation auto) or use a finer mesh (--n)") if last.reason in OUT_OF_REACH else ""
+        hint = out_of_reach_hint(last.reason, "--continuation auto", "use a finer mesh (--n)")
         raise ConvergenceError(f"results in {out} are marked as not converged (Re {done[-1].re:g}, residual {last.residual:.2e} "
                                f"after {len(last.steps)} steps){hint}", last.reason)
     return 0

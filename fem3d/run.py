@@ -25,7 +25,7 @@ from .problems.distributed import add_parallel_arguments, start
 from gpucfd.errors import ArgumentParser, ConvergenceError, check_range, run_cli
 from .discretisation.fields import mid_plane
 from .problems.flow import Flow
-from .solvers.nonlinear import OUT_OF_REACH
+from .solvers.nonlinear import out_of_reach_hint
 from .parallel.interrupt import agreed, graceful_stop, requested
 from .commands.memory import check_fits, largest_refinement
 from .discretisation.mesh import read_mesh
@@ -99,8 +99,7 @@ def main(argv=None) -> int:
                   f"continue with --initial {os.path.join(out, 'solution.npy')}", file=sys.stderr, flush=True)
         return 128 + signum
     if not result.converged:
-        hint = ("; Newton cannot reach this flow from its start on this mesh: solve lower Reynolds numbers first "
-                "([solver] continuation) or refine the mesh (--refine)") if result.reason in OUT_OF_REACH else ""
+        hint = out_of_reach_hint(result.reason, "[solver] continuation", "refine the mesh (--refine)")
         raise ConvergenceError(f"results in {out} are marked as not converged (residual {result.residual:.2e}){hint}",
                                result.reason)
     return 0

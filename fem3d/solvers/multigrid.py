@@ -336,7 +336,7 @@ class Multigrid:
     coarser levels (fem3d.solvers.multigrid.coarse_levels; 0: the mesh itself is the coarsest
     level, solved directly). ``setup()`` after an assembly (the
     finest matrices, Galerkin coarse matrices, smoothers, coarse factorisation; False when
-    a Vanka block is singular on some rank), or ``refresh()`` to keep all but the finest
+    a Vanka block or the coarsest level is singular on some rank), or ``refresh()`` to keep all but the finest
     matrices; ``apply(r, out)``: out = one cycle applied to r."""
 
     def __init__(self, system, levels: int, smoothing_steps: int = SMOOTHING_STEPS):

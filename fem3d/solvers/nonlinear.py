@@ -64,6 +64,16 @@ def forcing_term(previous_eta: float, norm: float, previous_norm: float, largest
     return min(largest, max(eta, 0.5 * tol / norm))
 
 
+def out_of_reach_hint(reason: str, continuation: str, finer: str) -> str:
+    """The advice for a run that stopped for ``reason`` ('' unless it is one of OUT_OF_REACH);
+    ``continuation`` and ``finer`` name the command's ways to solve lower Reynolds numbers
+    first and to take a finer mesh."""
+    if reason not in OUT_OF_REACH:
+        return ""
+    return (f"; Newton cannot reach this flow from its start on this mesh: solve lower Reynolds numbers first "
+            f"({continuation}) or {finer}")
+
+
 @dataclass
 class NonlinearOptions:
     """tol: relative residual that ends the solve; max_steps: step limit; newton: take Newton
@@ -115,6 +125,16 @@ class Step:
     seconds: float
     forcing: float  # relative tolerance the linear solve was given
     rebuilt: bool = True  # the linear solver built its preconditioner for this step (False: kept an earlier one)
+
+    def line(self, solver: str, stopped: bool = False) -> str:
+        """The progress line of this step (``solver``: the linear solver's name); ``stopped``: the
+        step ended the iteration after its linear solve."""
+        head = (f"{self.kind:6s} {self.step:3d}  residual {self.residual:.3e}  {solver} {self.linear_iterations:5d} it "
+                f"({self.linear_reason}, relres {self.linear_relres:.1e} of {self.forcing:.0e}"
+                f"{'' if self.rebuilt else ', kept preconditioner'})")
+        if stopped:
+            return head + ": stopped"
+        return head + (f"  step {self.step_length:.3g}" if self.kind == "newton" else "") + f"  {self.seconds:7.2f} s"
 
 
 @dataclass
@@ -176,8 +196,7 @@ class NonlinearSolver:
                 if info.reason == "nan" or not info.relres < 1.0 or failures >= LINEAR_FAILURES:
                     steps.append(Step(k, state.kind, state.norm, info.iterations, info.reason, info.relres, 0.0,
                                       time.perf_counter() - t0, eta, rebuilt))
-                    log(f"{state.kind:6s} {k:3d}  residual {state.norm:.3e}  {self.linear.name} {info.iterations:5d} it "
-                        f"({info.reason}, relres {info.relres:.1e} of {eta:.0e}): stopped")
+                    log(steps[-1].line(self.linear.name, stopped=True))
                     reason = "nan" if info.reason == "nan" else "linear_solver"
                     break
                 next_kind = "newton" if newton or state.norm < opt.newton else "picard"
@@ -191,9 +210,7 @@ class NonlinearSolver:
                 step = Step(k, state.kind, state.norm, info.iterations, info.reason, info.relres, length, time.perf_counter() - t0,
                             eta, rebuilt)
                 steps.append(step)
-                log(f"{step.kind:6s} {k:3d}  residual {state.norm:.3e}  {self.linear.name} {info.iterations:5d} it "
-                    f"({info.reason}, relres {info.relres:.1e} of {eta:.0e}{'' if rebuilt else ', kept preconditioner'})"
-                    + (f"  step {length:.3g}" if state.kind == "newton" else "") + f"  {step.seconds:7.2f} s")
+                log(step.line(self.linear.name))
                 if next_kind == "newton" and not newton:
                     newton, mixer = True, Anderson(0)
                 x, state = x_new, new_state
