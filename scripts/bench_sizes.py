@@ -1,7 +1,8 @@
 """Time to solution against the mesh size: the lid-driven cube as a user runs it, every N.
 
     python scripts/bench_sizes.py --device cpu --re 400 --n 8 9 10 11 12 13 14 15 16 17 18 19 20 --grading 0 --tag cpu
-    python scripts/bench_sizes.py --device gpu --re 1000 --n $(seq 32 64) --tag h100
+    python scripts/bench_sizes.py --device gpu --re 1000 --n $(seq 32 48) --tag h100
+    python scripts/bench_sizes.py --device gpu --re 1000 --n $(seq 49 64) --tag h100 --add
 
 Runs ``python -m fem3d.cavity --re RE --n N --grading G --device D`` with the default
 ``--solver auto`` (each in its own process, after one untimed 4^3 run that compiles the
@@ -10,7 +11,9 @@ took, Newton steps, Krylov iterations per step, the multigrid set-up's share of 
 the process wall time, seconds per million unknowns and per element against the median
 over the sizes, the device memory at the peak and the largest deviation of the centre-line
 profiles from the published data. Saves benchmarks/results/bench_sizes_<tag>.{json,md,png}
-(the png: seconds per million unknowns against N).
+(the png: seconds per million unknowns against N). With ``--add`` the rows join those of
+the tag's saved record (a row of the same N replaced; ratios over all rows): a sweep longer
+than one sitting of a lent machine, recorded in the same session.
 """
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ import os
 import statistics
 import sys
 
-from gpucfd.errors import ArgumentParser, run_cli
+from gpucfd.errors import ArgumentParser, InputError, run_cli
 from bench_solvers import WARMUP_N, run
 from script_options import check_each, check_tag
 from timed_runs import record_memory
@@ -73,6 +76,16 @@ def plot(rows: list, path: str, title: str) -> None:
     plt.close(fig)
 
 
+def added(path: str, rows: list, commands: list):
+    """(rows, commands) of the record at ``path`` with ``rows`` added (a saved row of the
+    same N replaced), sorted by N."""
+    with open(path) as fh:
+        saved = json.load(fh)
+    new = {r["n"] for r in rows}
+    merged = [r for r in saved["rows"] if r["n"] not in new] + rows
+    return sorted(merged, key=lambda r: r["n"]), saved.get("commands", [saved.get("command")]) + commands
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["--child"]:
@@ -87,21 +100,28 @@ def main(argv=None) -> int:
     ap.add_argument("--runs", default="bench-sizes", help="folder for the runs' outputs")
     ap.add_argument("--results", default=os.path.join(ROOT, "benchmarks", "results"))
     ap.add_argument("--tag", required=True, help="suffix of the result files, e.g. cpu or h100")
+    ap.add_argument("--add", action="store_true", help="add the rows to the tag's saved record")
     args = ap.parse_args(argv)
     check_each("--n", args.n, 2, 200, integer=True)
     check_each("--re", [args.re], 0, 1e5, low_open=True)
     tag = check_tag(args.tag)
+    base = os.path.join(args.results, f"bench_sizes_{tag}")
+    if args.add and not os.path.exists(base + ".json"):
+        raise InputError(f"--add: no saved record {base}.json to add to")
     run(WARMUP_N, args.re, "auto", args.device, os.path.join(args.runs, "warmup"), [], args.grading)  # untimed: compiles
-    rows = rows_with_ratios([run(n, args.re, "auto", args.device, args.runs, [], args.grading) for n in args.n])
+    rows = [run(n, args.re, "auto", args.device, args.runs, [], args.grading) for n in args.n]
+    os.makedirs(args.results, exist_ok=True)
+    commands = ["python scripts/bench_sizes.py " + " ".join(argv)]
+    if args.add:
+        rows, commands = added(base + ".json", rows, commands)
+    rows = rows_with_ratios(rows)
     text = table(rows)
     print(text)
-    os.makedirs(args.results, exist_ok=True)
-    command = "python scripts/bench_sizes.py " + " ".join(argv)
-    base = os.path.join(args.results, f"bench_sizes_{tag}")
     with open(base + ".json", "w") as fh:
-        json.dump({"command": command, "warmup": f"one untimed {WARMUP_N}^3 run first", "rows": rows}, fh, indent=1)
+        json.dump({"commands": commands, "warmup": f"one untimed {WARMUP_N}^3 run first", "rows": rows}, fh, indent=1)
     with open(base + ".md", "w") as fh:
-        fh.write(f"# Time to solution against N, lid-driven cube at Re {args.re:g} ({rows[0]['device']})\n\n`{command}`\n\n"
+        fh.write(f"# Time to solution against N, lid-driven cube at Re {args.re:g} ({rows[0]['device']})\n\n"
+                 + "".join(f"`{c}`\n\n" for c in commands) +
                  f"`--solver auto`, grading {args.grading:g}; after one untimed {WARMUP_N}^3 run (kernels compiled and cached); "
                  "wall s: the process's, as a user runs it.\n\n" + text + "\n")
     plot(rows, base + ".png", f"lid-driven cube, Re {args.re:g}: {rows[0]['device']}")

@@ -28,3 +28,18 @@ def test_rows_ratios_table_and_plot(tmp_path):
     assert f"| 4 | {rows[1]['unknowns']:,} | mg | {rows[1]['newton_steps']} |" in md
     assert (tmp_path / "bench_sizes_t.png").stat().st_size > 5000
     assert os.path.isdir(tmp_path / "runs" / "warmup")
+    add = cmd[:5] + ["2"] + cmd[7:] + ["--add"]  # a second sitting: N = 2 joins the record
+    p = subprocess.run(add, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    record = json.loads((tmp_path / "bench_sizes_t.json").read_text())
+    assert [r["n"] for r in record["rows"]] == [2, 3, 4] and len(record["commands"]) == 2
+    assert [r["wall_s"] for r in record["rows"][1:]] == [r["wall_s"] for r in rows]
+    assert sorted(r["per_element_vs_median"] for r in record["rows"])[1] == pytest.approx(1.0)
+
+
+def test_add_without_a_record(tmp_path):
+    cmd = [sys.executable, os.path.join(SCRIPTS, "bench_sizes.py"), "--device", "cpu", "--n", "3", "--results", str(tmp_path),
+           "--tag", "none", "--add"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "--add: no saved record" in p.stderr
+    assert not os.listdir(tmp_path)
