@@ -11,9 +11,9 @@ took, Newton steps, Krylov iterations per step, the multigrid set-up's share of 
 the process wall time, seconds per million unknowns and per element against the median
 over the sizes, the device memory at the peak and the largest deviation of the centre-line
 profiles from the published data. Saves benchmarks/results/bench_sizes_<tag>.{json,md,png}
-(the png: seconds per million unknowns against N). With ``--add`` the rows join those of
-the tag's saved record (a row of the same N replaced; ratios over all rows): a sweep longer
-than one sitting of a lent machine, recorded in the same session.
+(the png: seconds per million unknowns against N), after every run. With ``--add`` the rows
+join those of the tag's saved record (a row of the same N replaced; ratios over all rows):
+a sweep longer than one sitting of a lent machine, recorded in the same session.
 """
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ import sys
 
 from gpucfd.errors import ArgumentParser, InputError, run_cli
 from bench_solvers import WARMUP_N, run
+from gpucfd.output import atomic_path
 from script_options import check_each, check_tag
 from timed_runs import record_memory
 
@@ -76,14 +77,27 @@ def plot(rows: list, path: str, title: str) -> None:
     plt.close(fig)
 
 
-def added(path: str, rows: list, commands: list):
-    """(rows, commands) of the record at ``path`` with ``rows`` added (a saved row of the
-    same N replaced), sorted by N."""
+def saved_record(path: str) -> tuple[list, list]:
+    """(rows, commands) of the record at ``path``."""
     with open(path) as fh:
         saved = json.load(fh)
-    new = {r["n"] for r in rows}
-    merged = [r for r in saved["rows"] if r["n"] not in new] + rows
-    return sorted(merged, key=lambda r: r["n"]), saved.get("commands", [saved.get("command")]) + commands
+    return saved["rows"], saved.get("commands", [saved.get("command")])
+
+
+def save(base: str, rows: list, commands: list, re: float, grading: float) -> None:
+    """Write ``rows`` (ratios added) as base.json, base.md and base.png, each atomically."""
+    rows = rows_with_ratios(sorted(rows, key=lambda r: r["n"]))
+    text = table(rows)
+    device = rows[0]["device"]
+    with atomic_path(base + ".json") as tmp, open(tmp, "w") as fh:
+        json.dump({"commands": commands, "warmup": f"one untimed {WARMUP_N}^3 run first", "rows": rows}, fh, indent=1)
+    with atomic_path(base + ".md") as tmp, open(tmp, "w") as fh:
+        fh.write(f"# Time to solution against N, lid-driven cube at Re {re:g} ({device})\n\n"
+                 + "".join(f"`{c}`\n\n" for c in commands) +
+                 f"`--solver auto`, grading {grading:g}; after one untimed {WARMUP_N}^3 run (kernels compiled and cached); "
+                 "wall s: the process's, as a user runs it.\n\n" + text + "\n")
+    with atomic_path(base + ".png") as tmp:
+        plot(rows, tmp, f"lid-driven cube, Re {re:g}: {device}")
 
 
 def main(argv=None) -> int:
@@ -108,23 +122,16 @@ def main(argv=None) -> int:
     base = os.path.join(args.results, f"bench_sizes_{tag}")
     if args.add and not os.path.exists(base + ".json"):
         raise InputError(f"--add: no saved record {base}.json to add to")
-    run(WARMUP_N, args.re, "auto", args.device, os.path.join(args.runs, "warmup"), [], args.grading)  # untimed: compiles
-    rows = [run(n, args.re, "auto", args.device, args.runs, [], args.grading) for n in args.n]
+    saved, commands = saved_record(base + ".json") if args.add else ([], [])
+    saved = [r for r in saved if r["n"] not in args.n]  # a saved row of the same N is replaced
+    commands.append("python scripts/bench_sizes.py " + " ".join(argv))
     os.makedirs(args.results, exist_ok=True)
-    commands = ["python scripts/bench_sizes.py " + " ".join(argv)]
-    if args.add:
-        rows, commands = added(base + ".json", rows, commands)
-    rows = rows_with_ratios(rows)
-    text = table(rows)
-    print(text)
-    with open(base + ".json", "w") as fh:
-        json.dump({"commands": commands, "warmup": f"one untimed {WARMUP_N}^3 run first", "rows": rows}, fh, indent=1)
-    with open(base + ".md", "w") as fh:
-        fh.write(f"# Time to solution against N, lid-driven cube at Re {args.re:g} ({rows[0]['device']})\n\n"
-                 + "".join(f"`{c}`\n\n" for c in commands) +
-                 f"`--solver auto`, grading {args.grading:g}; after one untimed {WARMUP_N}^3 run (kernels compiled and cached); "
-                 "wall s: the process's, as a user runs it.\n\n" + text + "\n")
-    plot(rows, base + ".png", f"lid-driven cube, Re {args.re:g}: {rows[0]['device']}")
+    run(WARMUP_N, args.re, "auto", args.device, os.path.join(args.runs, "warmup"), [], args.grading)  # untimed: compiles
+    rows = []
+    for n in args.n:  # the record is saved after every run: a sweep cut short keeps what it measured
+        rows.append(run(n, args.re, "auto", args.device, args.runs, [], args.grading))
+        save(base, saved + rows, commands, args.re, args.grading)
+    print(table(rows_with_ratios(sorted(saved + rows, key=lambda r: r["n"]))))
     return 0
 
 

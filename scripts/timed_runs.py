@@ -15,15 +15,16 @@ import time
 def record_memory(main, argv) -> int:
     """Run a command's ``main(argv)`` in this process, then save memory.json beside its
     summary (the ``--out`` folder): CuPy's pool at its size after the run (None without a
-    GPU) and this process's peak resident size, in bytes."""
+    GPU) and this process's peak resident size, in bytes, also when ``main`` raises."""
     from gpucfd.backend import cupy_module
 
-    code = main(argv)
-    cp = cupy_module()
-    pool = cp.get_default_memory_pool().total_bytes() if cp is not None and "cpu" not in argv else None
-    with open(os.path.join(argv[argv.index("--out") + 1], "memory.json"), "w") as fh:
-        json.dump({"device_pool_bytes": pool, "max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}, fh)
-    return code
+    try:
+        return main(argv)
+    finally:  # also after a run that stops with an error (not converged: ConvergenceError, exit 3)
+        cp = cupy_module()
+        pool = cp.get_default_memory_pool().total_bytes() if cp is not None and "cpu" not in argv else None
+        with open(os.path.join(argv[argv.index("--out") + 1], "memory.json"), "w") as fh:
+            json.dump({"device_pool_bytes": pool, "max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}, fh)
 
 
 def timed_child(script: str, args: list, out: str) -> tuple[float, dict, dict]:
