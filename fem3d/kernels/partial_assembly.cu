@@ -55,7 +55,7 @@ __device__ __forceinline__ double line(const double* f, int p0, int stride, cons
 
 // Value, gradient and Hessian (00, 11, 22, 01, 02, 12) at Gauss point t of velocity
 // component c: d[0], d[1 + k], d[4 + h].
-__device__ void interpolate_velocity(const Element& s, int c, int t, double d[10])
+__device__ __forceinline__ void interpolate_velocity(const Element& s, int c, int t, double d[10])
 {
     const int ix = t % 3, iy = (t / 3) % 3, iz = t / 9;
     double* const X = s.field(0);  // 3 orders along x
@@ -75,7 +75,7 @@ __device__ void interpolate_velocity(const Element& s, int c, int t, double d[10
 }
 
 // Pressure value at Gauss point t, and with ``gradient`` its reference gradient.
-__device__ void interpolate_pressure(const Element& s, int t, bool gradient, double p[4])
+__device__ __forceinline__ void interpolate_pressure(const Element& s, int t, bool gradient, double p[4])
 {
     double* const X = s.field(0);  // orders 0, 1 along x at (iz < 2, iy < 2, qx)
     double* const Y = s.field(2);  // (oy, ox) 00, 01, 10 at (iz < 2, qy, qx)
@@ -106,7 +106,7 @@ __device__ void interpolate_pressure(const Element& s, int t, bool gradient, dou
 // N_t f_value + sum_k dN_t/dxi_k (G_0k + sum_m mask_m(t) G_mk), class m = 1, 2, 3 being
 // the nodes in the middle along x, y, z: its mask enters at the contraction along
 // that direction (z, y, x in turn).
-__device__ double test_velocity(const Element& s, int t, const double f[13])
+__device__ __forceinline__ double test_velocity(const Element& s, int t, const double f[13])
 {
     const int i0 = t % 3, i1 = (t / 3) % 3, i2 = t / 9;
 #pragma unroll
@@ -163,7 +163,7 @@ __device__ double test_velocity(const Element& s, int t, const double f[13])
 // The transpose of test_velocity: the fields (value, G_0 (3), ..., G_3 (3)) at Gauss point
 // t of velocity component c of the local vector: f_value the value, G_mk the derivative
 // along k of the component restricted to the nodes of class m.
-__device__ void interpolate_velocity_by_class(const Element& s, int c, int t, double f[13])
+__device__ __forceinline__ void interpolate_velocity_by_class(const Element& s, int c, int t, double f[13])
 {
     const int i0 = t % 3, i1 = (t / 3) % 3, i2 = t / 9;
     const double* u = s.xs + c * NQ * EB;
@@ -214,7 +214,7 @@ __device__ void interpolate_velocity_by_class(const Element& s, int c, int t, do
 
 // The transpose of interpolate_velocity: node t's entry of sum over the points of
 // N_t d[0] + dN_t/dxi_k d[1 + k] + d2N_t/dxi_h d[4 + h].
-__device__ double velocity_to_nodes(const Element& s, int t, const double d[10])
+__device__ __forceinline__ double velocity_to_nodes(const Element& s, int t, const double d[10])
 {
     const int i0 = t % 3, i1 = (t / 3) % 3, i2 = t / 9;
 #pragma unroll
@@ -250,7 +250,7 @@ __device__ double velocity_to_nodes(const Element& s, int t, const double d[10])
 
 // The transpose of interpolate_pressure: pressure node t's (t < 8) entry of sum over the
 // points of M_t p[0] (+ dM_t/dxi_k p[1 + k] with ``gradient``).
-__device__ double pressure_to_nodes(const Element& s, int t, bool gradient, const double p[4])
+__device__ __forceinline__ double pressure_to_nodes(const Element& s, int t, bool gradient, const double p[4])
 {
     const int nf = gradient ? 4 : 1;
     for (int k = 0; k < nf; ++k) s.field(k)[t * EB] = p[k];
@@ -294,7 +294,6 @@ __device__ double pressure_to_nodes(const Element& s, int t, bool gradient, cons
 struct Gathered {
     int g[4];
     double x[4], pres[4];
-    int rows;
 };
 
 #define PA_SHARED                                                              \
@@ -305,17 +304,18 @@ struct Gathered {
     if (t * EB + le < 39) s_tab[t * EB + le] = tables[t * EB + le];            \
     const Element s = {s_xs + le, s_w + le, s_tab, s_tab + 27};
 
-__device__ Gathered gather(const Element& s, int t, long e, int E, bool valid, const int* dofs, const double* x,
+__device__ __forceinline__ Gathered gather(const Element& s, int t, long e, int E, bool valid, const int* dofs, const double* x,
                            const double* pres, bool transpose)
 {
     Gathered r;
-    r.rows = t < 8 ? 4 : 3;
-    for (int k = 0; k < r.rows; ++k) {
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
         const int row = k * NQ + t;
-        r.g[k] = valid ? dofs[row * (long)E + e] : 0;
-        r.x[k] = valid ? x[r.g[k]] : 0.0;
-        r.pres[k] = valid ? pres[r.g[k]] : 0.0;
-        s.xs[row * EB] = transpose && r.pres[k] != 0.0 ? 0.0 : r.x[k];
+        const bool load = valid && (k < 3 || t < 8);
+        r.g[k] = load ? dofs[row * (long)E + e] : 0;
+        r.x[k] = load ? x[r.g[k]] : 0.0;
+        r.pres[k] = load ? pres[r.g[k]] : 0.0;
+        if (k < 3 || t < 8) s.xs[row * EB] = transpose && r.pres[k] != 0.0 ? 0.0 : r.x[k];
     }
     __syncthreads();
     return r;
@@ -323,10 +323,11 @@ __device__ Gathered gather(const Element& s, int t, long e, int E, bool valid, c
 
 // Adds row results y (u, v, w at node t, and p at node t < 8) into out: on a prescribed
 // row 1/S_k x_k instead (forward), or besides (transposed).
-__device__ void scatter(const Gathered& r, const double y[4], bool valid, bool transpose, double* out)
+__device__ __forceinline__ void scatter(const Gathered& r, int t, const double y[4], bool valid, bool transpose, double* out)
 {
     if (!valid) return;
-    for (int k = 0; k < r.rows; ++k) {
+#pragma unroll
+    for (int k = 0; k < (t < 8 ? 4 : 3); ++k) {
         const double v = transpose ? y[k] + r.pres[k] * r.x[k] : (r.pres[k] != 0.0 ? r.pres[k] * r.x[k] : y[k]);
         atomicAdd(out + r.g[k], v);
     }
@@ -338,59 +339,80 @@ __device__ __forceinline__ double point(const double* points, int ld, int f, int
 }
 
 template <bool NEWTON>
-__device__ void apply(const double* __restrict__ points, int ld, const int* __restrict__ dofs, int E,
+__device__ __forceinline__ void apply(const double* __restrict__ points, int ld, const int* __restrict__ dofs, int E,
                       const double* __restrict__ tables, const double* __restrict__ pres,
                       const double* __restrict__ x, double* __restrict__ out, double nu)
 {
     PA_SHARED
     const Gathered r = gather(s, t, e, E, valid, dofs, x, pres, false);
     double d[3][10], p[4];
+    #pragma unroll
     for (int c = 0; c < 3; ++c) interpolate_velocity(s, c, t, d[c]);
     interpolate_pressure(s, t, true, p);
 #define P(f) point(points, ld, (f), t, e, valid)
     double jinv[3][3], adv[3], tau[4], v[3], R[3];
+    #pragma unroll
     for (int k = 0; k < 3; ++k) {
         adv[k] = P(F_ADV + k);
+        #pragma unroll
         for (int i = 0; i < 3; ++i) jinv[k][i] = P(F_JINV + 3 * k + i);
     }
+    #pragma unroll
     for (int m = 0; m < 4; ++m) tau[m] = P(F_TAU + m);
     const double wq = P(F_WQ);
     double metric[6], curv[3];
+    #pragma unroll
     for (int h = 0; h < 6; ++h) metric[h] = P(F_METRIC + h);
+    #pragma unroll
     for (int k = 0; k < 3; ++k) curv[k] = P(F_CURV + k);
+    #pragma unroll
     for (int c = 0; c < 3; ++c) {  // v = a . grad u_c (+ u . grad a_c); R = v - nu lap u_c + dp/dx_c
         double vc = 0.0, lap = 0.0, gp = 0.0;
+        #pragma unroll
         for (int k = 0; k < 3; ++k) {
             vc += adv[k] * d[c][1 + k];
             lap -= curv[k] * d[c][1 + k];
             gp += p[1 + k] * jinv[k][c];
         }
+        #pragma unroll
         for (int h = 0; h < 6; ++h) lap += (h < 3 ? 1.0 : 2.0) * metric[h] * d[c][4 + h];
         if (NEWTON)
+            #pragma unroll
             for (int k = 0; k < 3; ++k) vc += P(F_GRAD_A + 3 * c + k) * d[k][0];
         v[c] = vc;
         R[c] = vc - nu * lap + gp;
     }
     double strong[3] = {0.0, 0.0, 0.0}, dtu[4] = {0.0, 0.0, 0.0, 0.0}, ju[3] = {0.0, 0.0, 0.0};
     if (NEWTON) {
+        #pragma unroll
         for (int c = 0; c < 3; ++c) strong[c] = P(F_STRONG + c);
+        #pragma unroll
         for (int m = 0; m < 4; ++m)
+            #pragma unroll
             for (int k = 0; k < 3; ++k) dtu[m] += P(F_DTAU + 3 * m + k) * d[k][0];
+        #pragma unroll
         for (int k = 0; k < 3; ++k)
+            #pragma unroll
             for (int i = 0; i < 3; ++i) ju[k] += jinv[k][i] * d[i][0];
     }
     double div = 0.0;
+    #pragma unroll
     for (int k = 0; k < 3; ++k)
+        #pragma unroll
         for (int c = 0; c < 3; ++c) div += d[c][1 + k] * jinv[k][c];
     const int sym[3][3] = {{0, 3, 4}, {3, 1, 5}, {4, 5, 2}};
     double y[4];
+    #pragma unroll
     for (int c = 0; c < 3; ++c) {  // fields value, G_m (flux of class m along k, times wq)
         double f[13];
         f[0] = v[c] * wq;
+        #pragma unroll
         for (int k = 0; k < 3; ++k) {
             const double X = wq * (adv[k] * R[c] + ju[k] * strong[c]), Y = wq * adv[k] * strong[c];
+            #pragma unroll
             for (int m = 0; m < 4; ++m) f[1 + 3 * m + k] = tau[m] * X + dtu[m] * Y;
             double gal = -p[0] * jinv[k][c];
+            #pragma unroll
             for (int l = 0; l < 3; ++l) gal += nu * metric[sym[k][l]] * d[c][1 + l];
             f[1 + k] += wq * gal;
         }
@@ -399,31 +421,37 @@ __device__ void apply(const double* __restrict__ points, int ld, const int* __re
 #undef P
     const double q[4] = {div * wq, 0.0, 0.0, 0.0};
     y[3] = pressure_to_nodes(s, t, false, q);
-    scatter(r, y, valid, false, out);
+    scatter(r, t, y, valid, false, out);
 }
 
 template <bool NEWTON>
-__device__ void apply_t(const double* __restrict__ points, int ld, const int* __restrict__ dofs, int E,
+__device__ __forceinline__ void apply_t(const double* __restrict__ points, int ld, const int* __restrict__ dofs, int E,
                         const double* __restrict__ tables, const double* __restrict__ pres,
                         const double* __restrict__ x, double* __restrict__ out, double nu)
 {
     PA_SHARED
     const Gathered r = gather(s, t, e, E, valid, dofs, x, pres, true);
     double z[3][13], p[4];
+    #pragma unroll
     for (int c = 0; c < 3; ++c) interpolate_velocity_by_class(s, c, t, z[c]);
     interpolate_pressure(s, t, false, p);
 #define P(f) point(points, ld, (f), t, e, valid)
     double jinv[3][3], adv[3], tau[4];
+    #pragma unroll
     for (int k = 0; k < 3; ++k) {
         adv[k] = P(F_ADV + k);
+        #pragma unroll
         for (int i = 0; i < 3; ++i) jinv[k][i] = P(F_JINV + 3 * k + i);
     }
+    #pragma unroll
     for (int m = 0; m < 4; ++m) tau[m] = P(F_TAU + m);
     const double wq = P(F_WQ);
     // sd (m, c) the duals of s, Rd of R, vd of v, div of div u
     double sd[4][3], Rd[3], vd[3];
+    #pragma unroll
     for (int c = 0; c < 3; ++c) {
         Rd[c] = 0.0;
+        #pragma unroll
         for (int m = 0; m < 4; ++m) {
             sd[m][c] = wq * (adv[0] * z[c][1 + 3 * m] + adv[1] * z[c][2 + 3 * m] + adv[2] * z[c][3 + 3 * m]);
             Rd[c] += tau[m] * sd[m][c];
@@ -432,7 +460,9 @@ __device__ void apply_t(const double* __restrict__ points, int ld, const int* __
     }
     const double div = p[0] * wq;
     double q[4] = {0.0, 0.0, 0.0, 0.0};
+    #pragma unroll
     for (int k = 0; k < 3; ++k)
+        #pragma unroll
         for (int c = 0; c < 3; ++c) {
             q[0] -= wq * z[c][1 + k] * jinv[k][c];
             q[1 + k] += jinv[k][c] * Rd[c];
@@ -440,41 +470,56 @@ __device__ void apply_t(const double* __restrict__ points, int ld, const int* __
     double u0[3] = {0.0, 0.0, 0.0};  // duals of the values of u
     if (NEWTON) {
         double strong[3], ts[3];  // ts_k = sum_{m,c} tau_m F_kmc r_c
+        #pragma unroll
         for (int c = 0; c < 3; ++c) strong[c] = P(F_STRONG + c);
+        #pragma unroll
         for (int k = 0; k < 3; ++k) {
             ts[k] = 0.0;
+            #pragma unroll
             for (int m = 0; m < 4; ++m)
+                #pragma unroll
                 for (int c = 0; c < 3; ++c) ts[k] += tau[m] * wq * z[c][1 + 3 * m + k] * strong[c];
         }
+        #pragma unroll
         for (int dd = 0; dd < 3; ++dd) {
+            #pragma unroll
             for (int c = 0; c < 3; ++c) u0[dd] += P(F_GRAD_A + 3 * c + dd) * vd[c];
+            #pragma unroll
             for (int m = 0; m < 4; ++m) {
                 double rs = 0.0;
+                #pragma unroll
                 for (int c = 0; c < 3; ++c) rs += strong[c] * sd[m][c];
                 u0[dd] += P(F_DTAU + 3 * m + dd) * rs;
             }
+            #pragma unroll
             for (int k = 0; k < 3; ++k) u0[dd] += jinv[k][dd] * ts[k];
         }
     }
     double metric[6], curv[3];
+    #pragma unroll
     for (int h = 0; h < 6; ++h) metric[h] = P(F_METRIC + h);
+    #pragma unroll
     for (int k = 0; k < 3; ++k) curv[k] = P(F_CURV + k);
 #undef P
     const int sym[3][3] = {{0, 3, 4}, {3, 1, 5}, {4, 5, 2}};
     double y[4];
+    #pragma unroll
     for (int c = 0; c < 3; ++c) {
         double dual[10];
         dual[0] = u0[c];
+        #pragma unroll
         for (int k = 0; k < 3; ++k) {
             double g = nu * curv[k] * Rd[c] + adv[k] * vd[c] + div * jinv[k][c];
+            #pragma unroll
             for (int l = 0; l < 3; ++l) g += nu * metric[sym[k][l]] * wq * z[c][1 + l];
             dual[1 + k] = g;
         }
+        #pragma unroll
         for (int h = 0; h < 6; ++h) dual[4 + h] = -nu * (h < 3 ? 1.0 : 2.0) * metric[h] * Rd[c];
         y[c] = velocity_to_nodes(s, t, dual);
     }
     y[3] = pressure_to_nodes(s, t, true, q);
-    scatter(r, y, valid, true, out);
+    scatter(r, t, y, valid, true, out);
 }
 
 #define PA_ARGS                                                                                          \
