@@ -1,0 +1,194 @@
+"""Element products of the Q2-Q1 SUPG Navier-Stokes operator by sum factorisation
+(fem3d.solvers.partial_assembly): out += sum_e C_e^T A_e C_e x, or with A_e^T, A_e the
+element's Picard matrix or Newton Jacobian with the prescribed rows of Algorithm 1.
+
+points      (F, Q, ld) float64 point data: the fields of :data:`FIELDS` (F = 26 Picard,
+            50 Newton) stacked along the first axis, Q = 27 Gauss points in tensor order,
+            elements last, padded to ld, a multiple of :data:`ELEMENTS_PER_BLOCK`
+tables      (39,) float64 the 1D tables at the 3 Gauss points: Q2 (3, 3, 3) [order: value,
+            first, second derivative][point][node], then Q1 (2, 3, 2) (:func:`tables`)
+local_dofs  (NL, E) int32 unknown of each local unknown (27 u, 27 v, 27 w, 8 p; nodes in
+            tensor order)
+pres        (n,) float64 1/S_k at prescribed unknown k, 0 at free ones: a prescribed
+            unknown's row is 1/S_k x_k in every element (fem3d.discretisation.assembly.
+            dirichlet_rows)
+nu          the viscosity 1/Re; ``jacobian``: Newton (else Picard); ``transpose``: A_e^T
+x, out      (n,) float64; the products are added into out
+
+:func:`products_numpy` is the reference; :func:`products_cuda` runs partial_assembly.cu,
+one launch per product, with the gather of x, the prescribed rows and the scatter-add
+(atomic, so the summation order varies in the last bits) inside.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from gpucfd.backend import cuda_module, einsum
+from ..discretisation.element import Q1, Q2, gauss_legendre
+
+GRAD = [1, 3, 9]  # first derivatives along xi, eta, zeta among the 27 orders (3 per direction) of to_points
+HESS = [2, 6, 18, 4, 10, 12]  # second derivatives 00, 11, 22, 01, 02, 12
+GRAD1 = [1, 2, 4]  # the same among 8 orders (2 per direction): the Q1 table, the test contractions
+PACK, SYM = [0, 4, 8, 1, 2, 5], [[0, 3, 4], [3, 1, 5], [4, 5, 2]]  # symmetric (3, 3) <-> packed (00, 11, 22, 01, 02, 12)
+PICARD = (("jinv", (3, 3)), ("wq", ()), ("metric", (6,)), ("curv", (3,)), ("adv", (3,)), ("tau", (4,)))
+NEWTON = PICARD + (("grad_a", (3, 3)), ("strong", (3,)), ("dtau", (4, 3)))
+FIELDS = {False: PICARD, True: NEWTON}  # by ``jacobian``; the offsets F_* in partial_assembly.cu follow this order
+ELEMENTS_PER_BLOCK = 8  # EB of partial_assembly.cu
+_MID = (Q2.node_indices == 1).T.astype(np.float64)
+CLASSES = np.concatenate([np.ones((1, 27)), _MID])  # (4, 27) mask_m(i): all nodes, the middle ones along xi, eta, zeta
+
+
+def tables() -> np.ndarray:
+    """(39,) the Q2 (3, 3, 3) and Q1 (2, 3, 2) 1D tables at the 3 Gauss points, flattened."""
+    x, _ = gauss_legendre(3)
+    return np.concatenate([Q2.tables_1d(x).ravel(), Q1.tables_1d(x)[:2].ravel()])
+
+
+def split_tables(t):
+    """The Q2 (3, 3, 3) and Q1 (2, 3, 2) tables of :func:`tables` (views)."""
+    return t[:27].reshape(3, 3, 3), t[27:].reshape(2, 3, 2)
+
+
+def to_points(v, T):
+    """Derivatives at the 3 x 3 x 3 Gauss points of the tensor-product fields v (B, n, n, n, E)
+    (nodes along zeta, eta, xi; E elements last), from the 1D tables T (o, 3, n) (order, point,
+    node): (o**3, B, Q, E), derivative orders (oz, oy, ox) and points in tensor order. Three
+    1D contractions, along xi, eta, zeta."""
+    o, _, n = T.shape
+    B, E = v.shape[0], v.shape[-1]
+    t = T[:, None] @ v.reshape(B * n * n, n, E)  # (ox, B, z, y, qx, E)
+    t = T[:, None] @ t.reshape(o * B * n, n, 3 * E)  # (oy, ox, B, z, qy, qx, E)
+    t = T[:, None] @ t.reshape(o * o * B, n, 9 * E)  # (oz, oy, ox, B, qz, qy, qx, E)
+    return t.reshape(o**3, B, 27, E)
+
+
+def to_nodes(g, T):
+    """The transpose of :func:`to_points`: (o**3, B, Q, E) -> (B, n**3, E)."""
+    o, _, n = T.shape
+    B, E = g.shape[1], g.shape[-1]
+    Tt = T.transpose(0, 2, 1)[:, None]  # (o, 1, n, 3)
+    t = (Tt @ g.reshape(o, o * o * B, 3, 9 * E)).sum(axis=0)  # (oy, ox, B, c, qy, qx, E)
+    t = (Tt @ t.reshape(o, o * B * n, 3, 3 * E)).sum(axis=0)  # (ox, B, c, b, qx, E)
+    t = (Tt @ t.reshape(o, B * n * n, 3, E)).sum(axis=0)  # (B, c, b, a, E)
+    return t.reshape(B, n**3, E)
+
+
+def laplacian_coefficients(xp, d):
+    """(9, Q, E): lap v = sum_o coefficient_o * (derivative GRAD + HESS [o] of v), from the point data d."""
+    return xp.concatenate([-d["curv"], d["metric"][:3], 2.0 * d["metric"][3:]])
+
+
+def pack(xp, d: dict, jacobian: bool):
+    """The fields d (name: (*shape, Q, E)) of FIELDS[jacobian] as ``points`` (F, Q, ld) and
+    a dict of views of it with the shapes of d."""
+    E = d["wq"].shape[-1]
+    ld = -(-E // ELEMENTS_PER_BLOCK) * ELEMENTS_PER_BLOCK
+    sizes = [int(np.prod(shape)) for _, shape in FIELDS[jacobian]]
+    points = xp.zeros((sum(sizes), 27, ld))
+    views, offset = {}, 0
+    for (name, shape), size in zip(FIELDS[jacobian], sizes):
+        views[name] = points[offset:offset + size, :, :E].reshape(shape + (27, E))
+        views[name][...] = d[name]
+        offset += size
+    return points, views
+
+
+def unpack(points, E: int, jacobian: bool) -> dict:
+    """The fields of ``points`` (F, Q, ld) as views (name: (*shape, Q, E)), the inverse of :func:`pack`."""
+    views, offset = {}, 0
+    for name, shape in FIELDS[jacobian]:
+        size = int(np.prod(shape))
+        views[name] = points[offset:offset + size, :, :E].reshape(shape + (27, E))
+        offset += size
+    return views
+
+
+def element_products(local, d, T2, T1, nu: float, jacobian: bool):
+    """A_e x_e (NL, E) of the local vectors ``local`` (NL, E) with point data ``d`` (views as
+    :func:`unpack`), before the prescribed rows. The row of test node i and velocity
+    component c is the momentum row of fem3d.solvers.partial_assembly."""
+    xp = np
+    E = local.shape[1]
+    U = to_points(local[:81].reshape(3, 3, 3, 3, E), T2)  # (27, 3, Q, E)
+    P = to_points(local[81:].reshape(1, 2, 2, 2, E), T1)[:, 0]  # (8, Q, E)
+    u, g, jinv, wq = U[0], U[GRAD], d["jinv"], d["wq"]  # g (k, c, Q, E): d u_c / d xi_k
+    v = einsum(xp, "kqe,kcqe->cqe", d["adv"], g)  # a . grad u_c
+    if jacobian:
+        v += einsum(xp, "cdqe,dqe->cqe", d["grad_a"], u)  # + u . grad a_c
+    R = v - nu * einsum(xp, "oqe,ocqe->cqe", laplacian_coefficients(xp, d), U[GRAD + HESS])
+    R += einsum(xp, "kqe,kiqe->iqe", P[GRAD1], jinv)
+    s = d["tau"][:, None] * R  # (m, c, Q, E)
+    if jacobian:
+        s += einsum(xp, "mdqe,dqe->mqe", d["dtau"], u)[:, None] * d["strong"]
+    flux = d["adv"][:, None, None] * s  # (k, m, c, Q, E): tested with dN_i/dxi_k
+    if jacobian:
+        flux += einsum(xp, "kiqe,iqe->kqe", jinv, u)[:, None, None] * (d["tau"][:, None] * d["strong"])
+    flux[:, 0] += nu * einsum(xp, "klqe,lcqe->kcqe", d["metric"][SYM], g) - P[0] * jinv
+    test = xp.zeros((8, 4, 3, 27, E))
+    test[GRAD1] = flux * wq
+    test[0, 0] = v * wq
+    nodes = to_nodes(test.reshape(8, 12, 27, E), T2[:2]).reshape(4, 3, 27, E)
+    div = einsum(xp, "kcqe,kcqe->qe", g, jinv) * wq
+    return xp.concatenate([einsum(xp, "mcne,mn->cne", nodes, CLASSES).reshape(81, E), to_nodes(div[None, None], T1[:1])[0]])
+
+
+def transposed_products(local, d, T2, T1, nu: float, jacobian: bool):
+    """A_e^T x_e (NL, E), as :func:`element_products` with each step transposed."""
+    xp = np
+    E = local.shape[1]
+    masked = CLASSES[:, None, :, None] * local[:81].reshape(1, 3, 27, E)  # (m, c, 27, E)
+    Z = to_points(masked.reshape(12, 3, 3, 3, E), T2[:2]).reshape(8, 4, 3, 27, E)
+    jinv, wq = d["jinv"], d["wq"]
+    F = Z[GRAD1] * wq  # (k, m, c, Q, E): the duals of flux
+    sd = einsum(xp, "kqe,kmcqe->mcqe", d["adv"], F)  # of s
+    Rd = (d["tau"][:, None] * sd).sum(axis=0)  # of R (c, Q, E)
+    vd = Z[0, 0] * wq + Rd  # of v
+    div = to_points(local[81:].reshape(1, 2, 2, 2, E), T1[:1])[0, 0] * wq  # the dual of div u
+    U = xp.zeros((27, 3, 27, E))  # the duals of the derivatives of u at the points
+    U[GRAD + HESS] = -nu * laplacian_coefficients(xp, d)[:, None] * Rd
+    U[GRAD] += d["adv"][:, None] * vd + nu * einsum(xp, "klqe,lcqe->kcqe", d["metric"][SYM], F[:, 0]) + div * jinv
+    if jacobian:
+        U[0] = einsum(xp, "cdqe,cqe->dqe", d["grad_a"], vd)
+        U[0] += einsum(xp, "mdqe,mqe->dqe", d["dtau"], (d["strong"] * sd).sum(axis=1))
+        U[0] += einsum(xp, "kdqe,kqe->dqe", jinv, einsum(xp, "mqe,kmcqe,cqe->kqe", d["tau"], F, d["strong"]))
+    P = xp.zeros((8, 1, 27, E))
+    P[0, 0] = -einsum(xp, "kcqe,kcqe->qe", F[:, 0], jinv)
+    P[GRAD1, 0] = einsum(xp, "kcqe,cqe->kqe", jinv, Rd)
+    return xp.concatenate([to_nodes(U, T2).reshape(81, E), to_nodes(P, T1)[0]])
+
+
+def products_numpy(points, tables, local_dofs, pres, nu: float, jacobian: bool, transpose: bool, x, out, chunk: int = 128):
+    """NumPy reference, ``chunk`` elements at a time (temporaries of about 60 kB each per element)."""
+    E = local_dofs.shape[1]
+    d = unpack(points, E, jacobian)
+    T2, T1 = split_tables(tables)
+    product = transposed_products if transpose else element_products
+    local, diag = x[local_dofs], pres[local_dofs]  # (NL, E)
+    fixed = diag != 0.0
+    prescribed = diag * local
+    if transpose:
+        local[fixed] = 0.0  # the other entries of a prescribed row are zero
+    y = np.empty_like(local)
+    for s in range(0, E, chunk):
+        c = slice(s, min(s + chunk, E))
+        y[:, c] = product(local[:, c], {k: v[..., c] for k, v in d.items()}, T2, T1, nu, jacobian)
+    y = y + prescribed if transpose else np.where(fixed, prescribed, y)
+    out += np.bincount(local_dofs.ravel(), weights=y.ravel(), minlength=out.size)
+
+
+def products_cuda(points, tables, local_dofs, pres, nu: float, jacobian: bool, transpose: bool, x, out, chunk: int = 0):
+    """CuPy: one launch of pa_picard, pa_newton, pa_picard_t or pa_newton_t
+    (partial_assembly.cu), ELEMENTS_PER_BLOCK elements per block of 8 x 27 threads
+    (``chunk`` unused)."""
+    name = ("pa_newton" if jacobian else "pa_picard") + ("_t" if transpose else "")
+    kernel = cuda_module("fem3d.kernels", "partial_assembly.cu", (f"-DEB={ELEMENTS_PER_BLOCK}",)).get_function(name)
+    E = local_dofs.shape[1]
+    if E:
+        kernel((-(-E // ELEMENTS_PER_BLOCK),), (ELEMENTS_PER_BLOCK, 27),
+               (points, np.int32(points.shape[2]), local_dofs, np.int32(E), tables, pres, x, out, np.float64(nu)))
+
+
+def for_backend(backend):
+    """The implementation for ``backend``."""
+    return products_cuda if backend.is_gpu else products_numpy
+
