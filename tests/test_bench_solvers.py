@@ -19,11 +19,11 @@ def test_paper_and_mg_rows_on_a_small_box(tmp_path):
     assert abs(paper["largest_deviation"] - mg["largest_deviation"]) < 1e-4  # the same discrete flow
     assert mg["linear_iterations"] < paper["linear_iterations"] / 10
     assert paper["setups"] == paper["steps"] and 1 <= mg["setups"] <= mg["steps"]  # mg may keep a preconditioner
-    assert os.path.isdir(tmp_path / "runs" / "warmup" / "mg_n4_re100")  # the untimed run came first
+    assert os.path.isdir(tmp_path / "runs" / "warmup" / "mg_n8_re100")  # the untimed run came first
     md = (tmp_path / "bench_solvers_t.md").read_text()
     speed = paper["run_s"] / mg["run_s"]
     assert f"| 4 | 100 | mg | {mg['steps']} ({mg['newton_steps']}) | {mg['setups']} | {mg['linear_iterations']} |" in md
-    assert f"{speed:.1f}x" in md and "untimed 4^3 run" in md
+    assert f"{speed:.1f}x" in md and "untimed 8^3 run" in md
 
 
 def test_profile_multigrid_times_every_smoothed_level(tmp_path):

@@ -44,6 +44,10 @@ CONTINUATION_TOL = 1e-4  # residual tolerance of the intermediate Reynolds numbe
 EW_GAMMA = 0.9  # Eisenstat-Walker choice 2: eta = EW_GAMMA (|F_k| / |F_k-1|)^2
 EW_SAFEGUARD = 0.1  # ... and at least EW_GAMMA eta_k-1^2 when that exceeds this
 OUT_OF_REACH = ("linear_solver", "stagnated", "diverged")  # stop reasons that say the flow is out of Newton's reach
+BACKOFFS = 2  # continuation stages split after one stopped out of reach, at most, in a run: the 46^3 box at Re 1000
+# (H100) stagnated at residual 5.4e-3 from Re 400 (line search at its shortest step), where 45^3 and 47^3 converged
+SPLIT_STAGNATION = 6  # stagnation steps of a stage that can still be split: 46^3 at Re 1000 stopped improving after 6
+# Newton steps and spent 14 more; the longest plateau of a stage that converged (45^3-50^3, H100) was 3 steps
 LINEAR_FAILURES = 2  # steps in a row whose linear solve ended unconverged that stop the iteration: 4^3 box at Re 1e5
 # without continuation stopped after 3 steps (CPU) where it spent 200 s and 5 steps of 750-1250 FGMRES iterations
 REUSE_LIMIT = 4  # a solve with a kept preconditioner stops after this many times the iterations of the solve before
@@ -314,25 +318,40 @@ class Stage:
 
 def solve_continuation(solver: NonlinearSolver, stages: list[float], re: float, x0=None, log=None, on_stage=None) -> list:
     """Solve at each Reynolds number of ``stages`` (to CONTINUATION_TOL, or the final
-    tolerance if tighter), then at ``re``, each from the last iterate (``x0``: this rank's
-    initial guess or None). ``on_stage(stage)`` is called after each converged stage (a
-    restartable checkpoint). Stops at the first stage that does not converge. Returns the
-    list of Stage."""
+    tolerance if tighter), then at ``re``, each from the last converged iterate (``x0``:
+    this rank's initial guess or None). ``on_stage(stage)`` is called after each converged
+    stage (a restartable checkpoint). A stage that stops out of reach (OUT_OF_REACH) after
+    a converged one is split: the geometric mean of the two Reynolds numbers is solved
+    first, from the converged stage's iterate, at most BACKOFFS times in a run; such a
+    stage stagnates after SPLIT_STAGNATION steps (or the options' fewer). Otherwise
+    the first stage that does not converge ends the run. Returns the list of Stage, the
+    stages that did not converge included."""
     log = log or (lambda line: None)
     options, out, x = solver.options, [], x0
+    plan, reached, backoffs = stages + [re], None, 0
     try:
-        for stage_re in stages + [re]:
+        while plan:
+            stage_re = plan[0]
             solver.system.problem.re = stage_re
-            solver.options = options if stage_re == re else replace(options, tol=max(options.tol, CONTINUATION_TOL))
-            if stages:  # a header per stage where there are several
+            stage_options = options if stage_re == re else replace(options, tol=max(options.tol, CONTINUATION_TOL))
+            if reached is not None and backoffs < BACKOFFS:  # a split can follow: give up on this stage sooner
+                stage_options = replace(stage_options, stagnation=min(options.stagnation, SPLIT_STAGNATION))
+            solver.options = stage_options
+            if len(plan) > 1 or out:  # a header per stage where there are several
                 log(f"Re {stage_re:g}" + (" (continuation)" if stage_re != re else ""))
             result = solver.solve(x0=x, log=lambda line: log("  " + line))
             out.append(Stage(stage_re, result))
-            if not result.converged:
+            if result.converged:
+                if on_stage is not None:
+                    on_stage(out[-1])
+                x, reached = result.x, stage_re
+                plan.pop(0)
+            elif reached is not None and result.reason in OUT_OF_REACH and backoffs < BACKOFFS:
+                backoffs += 1
+                plan.insert(0, float(f"{math.sqrt(reached * stage_re):.3g}"))
+                log(f"Re {stage_re:g} {result.reason} from Re {reached:g}: Re {plan[0]:g} first")
+            else:
                 break
-            if on_stage is not None:
-                on_stage(out[-1])
-            x = result.x
     finally:
         solver.options = options
     return out
