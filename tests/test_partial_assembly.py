@@ -36,7 +36,7 @@ def both_operators(mesh, backend, kind, seed=0):
     x = backend.asarray(np.random.default_rng(seed).standard_normal(mesh.n_dofs))
     state = system.assemble(x, kind)
     scale_rows(system.op.mats, system.op.dofs, None, state.scale)
-    op = PartialAssemblyOperator(backend, mesh.dofs(), mesh.n_dofs, system.dirichlet, chunk=50)
+    op = PartialAssemblyOperator(backend, mesh.dofs(), mesh.colour_offsets, mesh.n_dofs, system.dirichlet, chunk=50)
     op.linearise(system.geometry, nodal_velocity(xp, x, mesh.n_nodes)[system.cells], RE, system.tables, force,
                  x[system.op.dofs[:, 81:]], kind == "newton", state.scale)
     return system, op
@@ -68,9 +68,10 @@ def test_sum_factorised_products_equal_stored_matrices(backend, name, kind):
 @pytest.mark.parametrize("name", ["box", "distorted"])
 def test_cuda_products_equal_the_numpy_reference(name, kind):
     """fem3d.kernels.partial_assembly: A x and A^T x by the CUDA kernel agree with the NumPy
-    reference and with the stored matrices to 1e-12 relative (its atomic adds sum in a
-    varying order), on the graded box (12 elements: a thread block only half filled) and
-    the distorted mesh."""
+    reference and with the stored matrices to 1e-12 relative (the kernel sums each entry
+    over its elements colour by colour, bincount in element order), on the graded box
+    (12 elements in colours of 1 to 2: thread blocks mostly empty, colour ranges starting
+    at elements that are no multiple of 8) and the distorted mesh."""
     if cupy_module() is None:
         pytest.skip("no CUDA GPU")
     mesh = mesh_named(name)
@@ -82,6 +83,30 @@ def test_cuda_products_equal_the_numpy_reference(name, kind):
     for got, ref, stored in zip(products(op, gpu, v), products(reference, cpu, v), products(system.op, cpu, v)):
         assert np.linalg.norm(got - ref) <= 1e-12 * np.linalg.norm(ref)
         assert np.linalg.norm(got - stored) <= 1e-12 * np.linalg.norm(stored)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", ["picard", "newton"])
+@pytest.mark.parametrize("name", ["distorted", "channel"])
+def test_cuda_products_are_deterministic(name, kind):
+    """Two products of the same vector by the CUDA kernel are the same bits (matvec and
+    rmatvec): one launch per colour adds without atomics, as the stored operator does."""
+    if cupy_module() is None:
+        pytest.skip("no CUDA GPU")
+    gpu = get_backend("gpu")
+    _, op = both_operators(mesh_named(name), gpu, kind)
+    v = np.random.default_rng(2).standard_normal(op.n)
+    first, second = products(op, gpu, v), products(op, gpu, v)
+    for a, b in zip(first, second):
+        assert np.array_equal(a.view(np.int64), b.view(np.int64))
+
+
+def test_colour_offsets_must_split_the_elements(backend):
+    """PartialAssemblyOperator refuses colour offsets that are no ranges covering all elements."""
+    mesh = sample_mesh("box")
+    for offsets in ([0, mesh.n_elements - 1], [1, mesh.n_elements], [0, 5, 3, mesh.n_elements], [0]):
+        with pytest.raises(ValueError):
+            PartialAssemblyOperator(backend, mesh.dofs(), offsets, mesh.n_dofs)
 
 
 def test_upwind_and_newton_terms_are_active(backend):

@@ -1,22 +1,31 @@
 // Products of the Q2-Q1 SUPG Navier-Stokes operator (Picard matrix or Newton Jacobian) by
 // sum factorisation from the point data of fem3d.solvers.partial_assembly: the math of
 // products_numpy in fem3d.kernels.partial_assembly, fused with the gather of x, the
-// prescribed rows and the scatter-add into out.
+// prescribed rows and the scatter-add into out. One launch per colour.
 //
 // points  (F, 27, ld) float64 point data, fields in the order of FIELDS in
 //         fem3d.kernels.partial_assembly (offsets below), Gauss points in tensor order,
-//         elements last (ld >= E, a multiple of EB so that each block's loads are aligned)
+//         elements last (ld >= E, a multiple of EB: each (field, point) row starts
+//         64-byte aligned)
 // dofs    (NL, E) int32 unknown of each local unknown: 27 u, 27 v, 27 w, 8 p
 // tables  (39,) the 1D tables: Q2 (3, 3, 3) [order][point][node], then Q1 (2, 3, 2)
 // pres    (n,) diagonal 1/S_k of prescribed unknown k, 0 on free unknowns
-// x, out  (n,) float64; out += sum_e C_e^T A_e C_e x (or A_e^T), by atomicAdd
+// x, out  (n,) float64, distinct arrays; out += sum_e C_e^T A_e C_e x (or A_e^T) over the
+//         elements e0 <= e < e0 + count, one colour: no two of them share an unknown
 //
-// One block of EB x 27 threads takes EB elements: threadIdx.x the element (fastest, so
-// a warp reads 4 Gauss points x EB consecutive elements of a field: whole 32-byte
-// sectors), threadIdx.y the node or Gauss point (both 3 x 3 x 3). Each 1D contraction
-// of the sum factorisation is one step: every thread computes its position's output
-// from a line of 3 (or 2) values in shared memory, then the block synchronises.
+// One block of EB x 27 threads takes EB elements e0 + EB blockIdx.x + threadIdx.x:
+// threadIdx.x the element (fastest, so a warp reads 4 Gauss points x EB consecutive
+// elements of a field: per point two whole 32-byte sectors when e0 is a multiple of 4,
+// else parts of three; any e0 is correct), threadIdx.y the node or Gauss point (both
+// 3 x 3 x 3). Each 1D contraction of the sum factorisation is one step: every
+// thread computes its position's output from a line of 3 (or 2) values in shared
+// memory, then the block synchronises.
 // Shared fields are (field, position, element), element fastest.
+//
+// The scatter is a plain read-add-write, deterministic: thread (element, t) adds rows
+// t, 27 + t, 54 + t (and 81 + t, t < 8) of its element, the element's 89 unknowns are
+// distinct and the colour's elements share none, so no entry of out is written twice in
+// a launch; the launches of the colours follow each other in a fixed order.
 
 #ifndef EB
 #define EB 8
@@ -299,8 +308,9 @@ struct Gathered {
 #define PA_SHARED                                                              \
     __shared__ double s_xs[96 * EB], s_w[W_FIELDS * NQ * EB], s_tab[39];       \
     const int le = threadIdx.x, t = threadIdx.y;                               \
-    const long e = (long)blockIdx.x * EB + le;                                 \
-    const bool valid = e < E;                                                  \
+    const int k_in_colour = blockIdx.x * EB + le;                              \
+    const bool valid = k_in_colour < count;                                    \
+    const long e = (long)e0 + k_in_colour;                                     \
     if (t * EB + le < 39) s_tab[t * EB + le] = tables[t * EB + le];            \
     const Element s = {s_xs + le, s_w + le, s_tab, s_tab + 27};
 
@@ -322,14 +332,15 @@ __device__ __forceinline__ Gathered gather(const Element& s, int t, long e, int 
 }
 
 // Adds row results y (u, v, w at node t, and p at node t < 8) into out: on a prescribed
-// row 1/S_k x_k instead (forward), or besides (transposed).
+// row 1/S_k x_k instead (forward), or besides (transposed). Plain read-add-write: no
+// other thread of the launch writes these entries (the colour, see the top).
 __device__ __forceinline__ void scatter(const Gathered& r, int t, const double y[4], bool valid, bool transpose, double* out)
 {
     if (!valid) return;
 #pragma unroll
     for (int k = 0; k < (t < 8 ? 4 : 3); ++k) {
         const double v = transpose ? y[k] + r.pres[k] * r.x[k] : (r.pres[k] != 0.0 ? r.pres[k] * r.x[k] : y[k]);
-        atomicAdd(out + r.g[k], v);
+        out[r.g[k]] += v;
     }
 }
 
@@ -340,7 +351,7 @@ __device__ __forceinline__ double point(const double* points, int ld, int f, int
 
 template <bool NEWTON>
 __device__ __forceinline__ void apply(const double* __restrict__ points, int ld, const int* __restrict__ dofs, int E,
-                      const double* __restrict__ tables, const double* __restrict__ pres,
+                      int e0, int count, const double* __restrict__ tables, const double* __restrict__ pres,
                       const double* __restrict__ x, double* __restrict__ out, double nu)
 {
     PA_SHARED
@@ -426,7 +437,7 @@ __device__ __forceinline__ void apply(const double* __restrict__ points, int ld,
 
 template <bool NEWTON>
 __device__ __forceinline__ void apply_t(const double* __restrict__ points, int ld, const int* __restrict__ dofs, int E,
-                        const double* __restrict__ tables, const double* __restrict__ pres,
+                        int e0, int count, const double* __restrict__ tables, const double* __restrict__ pres,
                         const double* __restrict__ x, double* __restrict__ out, double nu)
 {
     PA_SHARED
@@ -523,10 +534,10 @@ __device__ __forceinline__ void apply_t(const double* __restrict__ points, int l
 }
 
 #define PA_ARGS                                                                                          \
-    const double* __restrict__ points, int ld, const int* __restrict__ dofs, int E,                     \
+    const double* __restrict__ points, int ld, const int* __restrict__ dofs, int E, int e0, int count,   \
         const double* __restrict__ tables, const double* __restrict__ pres, const double* __restrict__ x, \
         double* __restrict__ out, double nu
-#define PA_PASS points, ld, dofs, E, tables, pres, x, out, nu
+#define PA_PASS points, ld, dofs, E, e0, count, tables, pres, x, out, nu
 
 extern "C" __global__ void __launch_bounds__(EB * NQ) pa_picard(PA_ARGS) { apply<false>(PA_PASS); }
 extern "C" __global__ void __launch_bounds__(EB * NQ) pa_newton(PA_ARGS) { apply<true>(PA_PASS); }

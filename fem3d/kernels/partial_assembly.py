@@ -13,11 +13,14 @@ pres        (n,) float64 1/S_k at prescribed unknown k, 0 at free ones: a prescr
             unknown's row is 1/S_k x_k in every element (fem3d.discretisation.assembly.
             dirichlet_rows)
 nu          the viscosity 1/Re; ``jacobian``: Newton (else Picard); ``transpose``: A_e^T
-x, out      (n,) float64; the products are added into out
+x, out      (n,) float64, distinct arrays; the products are added into out
+colour_offsets  host sequence: colour c is elements colour_offsets[c]:colour_offsets[c+1],
+            no two of which share an unknown (fem3d.discretisation.mesh.HexMesh)
 
-:func:`products_numpy` is the reference; :func:`products_cuda` runs partial_assembly.cu,
-one launch per product, with the gather of x, the prescribed rows and the scatter-add
-(atomic, so the summation order varies in the last bits) inside.
+:func:`products_numpy` is the reference (colours unused: bincount sums race-free);
+:func:`products_cuda` runs partial_assembly.cu, one launch per colour, with the gather of
+x, the prescribed rows and the scatter-add (a plain read-add-write, race-free within a
+colour, so the sums are the same bits in every run) inside.
 """
 from __future__ import annotations
 
@@ -157,8 +160,10 @@ def transposed_products(local, d, T2, T1, nu: float, jacobian: bool):
     return xp.concatenate([to_nodes(U, T2).reshape(81, E), to_nodes(P, T1)[0]])
 
 
-def products_numpy(points, tables, local_dofs, pres, nu: float, jacobian: bool, transpose: bool, x, out, chunk: int = 128):
-    """NumPy reference, ``chunk`` elements at a time (temporaries of about 60 kB each per element)."""
+def products_numpy(points, tables, local_dofs, pres, nu: float, jacobian: bool, transpose: bool, x, out, colour_offsets=None,
+                   chunk: int = 128):
+    """NumPy reference, ``chunk`` elements at a time (temporaries of about 60 kB each per
+    element); ``colour_offsets`` unused (bincount adds race-free in a fixed order)."""
     E = local_dofs.shape[1]
     d = unpack(points, E, jacobian)
     T2, T1 = split_tables(tables)
@@ -176,16 +181,20 @@ def products_numpy(points, tables, local_dofs, pres, nu: float, jacobian: bool, 
     out += np.bincount(local_dofs.ravel(), weights=y.ravel(), minlength=out.size)
 
 
-def products_cuda(points, tables, local_dofs, pres, nu: float, jacobian: bool, transpose: bool, x, out, chunk: int = 0):
-    """CuPy: one launch of pa_picard, pa_newton, pa_picard_t or pa_newton_t
-    (partial_assembly.cu), ELEMENTS_PER_BLOCK elements per block of 8 x 27 threads
-    (``chunk`` unused)."""
+def products_cuda(points, tables, local_dofs, pres, nu: float, jacobian: bool, transpose: bool, x, out, colour_offsets,
+                  chunk: int = 0):
+    """CuPy: one launch per colour of pa_picard, pa_newton, pa_picard_t or pa_newton_t
+    (partial_assembly.cu) over the colour's elements, ELEMENTS_PER_BLOCK of them per block
+    of 8 x 27 threads (``chunk`` unused)."""
     name = ("pa_newton" if jacobian else "pa_picard") + ("_t" if transpose else "")
     kernel = cuda_module("fem3d.kernels", "partial_assembly.cu", (f"-DEB={ELEMENTS_PER_BLOCK}",)).get_function(name)
-    E = local_dofs.shape[1]
-    if E:
-        kernel((-(-E // ELEMENTS_PER_BLOCK),), (ELEMENTS_PER_BLOCK, 27),
-               (points, np.int32(points.shape[2]), local_dofs, np.int32(E), tables, pres, x, out, np.float64(nu)))
+    E, ld = local_dofs.shape[1], np.int32(points.shape[2])
+    for c in range(len(colour_offsets) - 1):
+        e0, e1 = int(colour_offsets[c]), int(colour_offsets[c + 1])
+        if e1 > e0:
+            kernel((-(-(e1 - e0) // ELEMENTS_PER_BLOCK),), (ELEMENTS_PER_BLOCK, 27),
+                   (points, ld, local_dofs, np.int32(E), np.int32(e0), np.int32(e1 - e0), tables, pres, x, out,
+                    np.float64(nu)))
 
 
 def for_backend(backend):

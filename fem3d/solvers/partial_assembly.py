@@ -17,8 +17,9 @@ node class: mask_0 = 1 with tau_0 the sum of the end-node terms of the three dir
 mask_k (k = 1, 2, 3) the middle nodes along direction k with tau_k the middle-node term
 minus the end-node term along k (fem3d.discretisation.upwind.tau_by_direction); the row of
 pressure node l is int M_l div u. The element products are fem3d.kernels.partial_assembly:
-a NumPy reference and a CUDA kernel (one launch per product); the point data are computed
-against the array module xp. The solvers do not use this operator yet.
+a NumPy reference and a CUDA kernel (one launch per colour, so the scatter-add needs no
+atomics and a product is the same bits in every run, as the stored operator's); the point
+data are computed against the array module xp. The solvers do not use this operator yet.
 """
 from __future__ import annotations
 
@@ -46,6 +47,10 @@ class PartialAssemblyOperator:
 
     dofs  (E, NL) unknown (of this rank's vector) of each local unknown: 27 u, 27 v, 27 w, 8 p,
           nodes in tensor order (fem3d.discretisation.element); kept as local_dofs (NL, E)
+    colour_offsets  colour c is elements colour_offsets[c]:colour_offsets[c+1], no two of
+          which share an unknown (mesh.colour_offsets, as for ElementOperator): the CUDA
+          products add one colour per launch without atomics. Required also on the CPU,
+          whose products do not need it, so that one construction serves both backends
     rows  the prescribed rows, fem3d.discretisation.assembly.dirichlet_rows of ``dofs`` (or None)
     dist  fem3d.parallel.partition.Distribution of the n unknowns (default: one process)
 
@@ -62,12 +67,16 @@ class PartialAssemblyOperator:
     63368 bytes of a stored float64 element matrix.
     """
 
-    def __init__(self, backend, dofs, n: int, rows=None, dist=None, chunk: int | None = None):
+    def __init__(self, backend, dofs, colour_offsets, n: int, rows=None, dist=None, chunk: int | None = None):
         self.backend = backend
         xp = self.xp = backend.xp
         self.n = int(n)
         self.dist = dist or Distribution.serial(backend, n)
         self.local_dofs = backend.asarray(np.ascontiguousarray(backend.to_numpy(dofs).T), dtype=np.int32)
+        self.colour_offsets = [int(v) for v in colour_offsets]
+        offsets = np.array(self.colour_offsets)
+        if offsets.size < 2 or offsets[0] != 0 or offsets[-1] != dofs.shape[0] or np.any(np.diff(offsets) < 0):
+            raise ValueError(f"colour_offsets {self.colour_offsets} do not split the {dofs.shape[0]} elements into ranges")
         self.pres = xp.zeros(self.n)  # 1/S_k at prescribed unknowns: the same in every element (dirichlet_rows)
         if rows is not None:
             e, r, diag = rows
@@ -127,7 +136,7 @@ class PartialAssemblyOperator:
             x = self.scale * x
         out.fill(0)
         self.products(self.points, self.tables, self.local_dofs, self.pres, self.nu, self.jacobian, transpose, x, out,
-                      self.chunk)
+                      self.colour_offsets, self.chunk)
         self.dist.sum_interface(out)
         if not transpose and self.scale is not None:
             out *= self.scale
