@@ -139,10 +139,10 @@ def main(argv=None) -> int:
             problem = lid_driven_problem(mesh, args.re, args.lid)
             problem.check_solvable()
             x0 = read_initial(args.initial, mesh.n_dofs) if args.initial else None
-            slow = linear.paper_reason(mesh, comm.size)
+            slow = linear.paper_reason(mesh)
             if slow:
                 notes.append(slow)
-            linear = linear.for_mesh(mesh, comm.size)
+            linear = linear.for_mesh(mesh)
             part = distribute(mesh, comm, backend, linear.alignment(mesh, comm.size))
             out = ensure_writable_dir(args.out)
         for line in notes if root else []:

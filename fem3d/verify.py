@@ -54,7 +54,7 @@ def run_case(case, n: int, backend, comm, nonlinear: NonlinearOptions, linear: L
     mesh = box_mesh(n)
     problem = FlowProblem.with_boundary_velocity(mesh, case.re, lambda x: case.velocity(np, x), force=case.force)
     with agreed_errors(comm):
-        linear = linear.for_mesh(mesh, comm.size)
+        linear = linear.for_mesh(mesh)
         part = distribute(mesh, comm, backend, linear.alignment(mesh, comm.size))
     system = partitioned_system(problem, part, backend, linear.matrix_dtype, prepared_since=t0)
     result = NonlinearSolver(system, make_linear_solver(linear, progress), nonlinear, progress).solve(log=log)

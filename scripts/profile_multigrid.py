@@ -60,7 +60,7 @@ def profile(n: int, re: float, device: str, picard: int, repeats: int) -> dict:
     if levels == 0:
         raise InputError(f"--n {n} has no coarser level: take at least 6")
     system = NavierStokesSystem(lid_driven_problem(mesh, re, "y=1"), backend)
-    linear = make_linear_solver(LinearOptions(solver="mg").for_mesh(mesh, 1))
+    linear = make_linear_solver(LinearOptions(solver="mg").for_mesh(mesh))
     x = system.initial_guess()
     if picard:
         x = backend.asarray(NonlinearSolver(system, linear, NonlinearOptions(newton=0.0, max_steps=picard)).solve().x)

@@ -35,7 +35,7 @@ def poiseuille(mesh, driven_by="pressure"):
 
 def solve(problem, backend, solver):
     system = NavierStokesSystem(problem, backend)
-    linear = make_linear_solver(LinearOptions(solver=solver).for_mesh(problem.mesh, 1))
+    linear = make_linear_solver(LinearOptions(solver=solver).for_mesh(problem.mesh))
     result = NonlinearSolver(system, linear, NonlinearOptions(tol=1e-11)).solve()
     assert result.converged, result.reason
     return system, result

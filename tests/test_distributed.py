@@ -261,23 +261,37 @@ def test_verification_errors_match_single_process(ranks):
             assert abs(row["errors"][f] - ref["errors"][f]) <= 1e-9 * ref["errors"][f]
 
 
+MG_MESHES = {"box": lambda: box_mesh(8, 4, 4, grading=1.0), "odd box": lambda: box_mesh(9, 6, 6, grading=1.0),
+             "deep box": lambda: box_mesh(12, 4, 4, lengths=(3.0, 1.0, 1.0)), "refined annulus": lambda: refine(sample_mesh("annulus"))}
+
+
 @pytest.mark.mpi
-@pytest.mark.parametrize("name", ["box", "refined annulus"])
-def test_mg_solver_matches_single_process(ranks, name):
-    """The multigrid solver on ranks gives the single-process solution: on a box (levels
-    partitioned in slabs of whole coarse elements) and on the hex27 annulus refined once
-    (its elements bisected, the children on their parent's rank), end plates sliding."""
+@pytest.mark.parametrize("name", list(MG_MESHES))
+def test_mg_solver_matches_single_process(ranks, name, monkeypatch):
+    """The multigrid solver on ranks gives the single-process solution with its FGMRES
+    iterations: on boxes (the single process's hierarchy: 8x4x4 solved directly; 9x6x6 over
+    a 5x3x3 level replicated on every rank; 12x4x4 cubes, coarsened down to 1,000 unknowns, over
+    6x2x2 partitioned and 3x2x2 replicated) and on the hex27 annulus refined once (its
+    elements bisected, the children on their parent's rank), end plates sliding."""
     backend, comm = ranks
-    mesh = box_mesh(8, 4, 4, grading=1.0) if name == "box" else refine(sample_mesh("annulus"))
-    problem = lid_driven_problem(mesh, 100.0, "y=1" if name == "box" else "ends")
-    linear = LinearOptions(solver="mg").for_mesh(mesh, comm.size)
+    if name == "deep box":
+        monkeypatch.setattr("fem3d.solvers.multigrid.COARSE_MAX", 1000)
+    mesh = MG_MESHES[name]()
+    problem = lid_driven_problem(mesh, 100.0, "ends" if name == "refined annulus" else "y=1")
+    linear = LinearOptions(solver="mg").for_mesh(mesh)
     part = distribute(mesh, comm, backend, linear.alignment(mesh, comm.size))
-    result = NonlinearSolver(partitioned_system(problem, part, backend), make_linear_solver(linear), TIGHT).solve()
+    solver = make_linear_solver(linear)
+    result = NonlinearSolver(partitioned_system(problem, part, backend), solver, TIGHT).solve()
     x = part.dist.gather(result.x)
     assert result.converged and all(s.linear_reason == "converged" for s in result.steps)
+    if name == "deep box":  # partitioned, partitioned, replicated (the children's sums completed over the ranks)
+        assert [level.op.dist.is_serial for level in solver.mg.levels] == [False, False, True]
+        assert [level.gathered for level in solver.mg.levels] == [False, True, False]
     if comm.rank == 0:
         ref = NonlinearSolver(NavierStokesSystem(problem, backend), make_linear_solver(LinearOptions(solver="mg")), TIGHT).solve()
         assert ref.converged and len(ref.steps) == len(result.steps)
+        its, ref_its = (sum(s.linear_iterations for s in r.steps) for r in (result, ref))
+        assert abs(its - ref_its) <= 0.1 * ref_its, (its, ref_its)
         assert relative(x, ref.x) < 1e-8
 
 

@@ -11,7 +11,7 @@ from fem3d.problems.exact import TrigFlow
 from fem3d.solvers.krylov import FGMRES
 from fem3d.discretisation.mesh import box_mesh
 from fem3d.solvers.multigrid import (COARSE_MAX, Multigrid, alignment, box_unknowns, child_prolongations, coarse_grids,
-                                     coarse_levels, split)
+                                     coarse_levels, coarsest_unknowns, distributed_grids, split)
 from fem3d.problems.navier_stokes import FlowProblem, NavierStokesSystem
 from fem3d.solvers.nonlinear import NonlinearOptions, NonlinearSolver
 from fem3d.problems.lid_driven import lid_driven_problem
@@ -55,19 +55,22 @@ def prolongation_matrix(mg, k=0):
 
 
 def test_coarse_grids_and_alignment():
-    """One rank: every side of more than 2 elements to half rounded up until at most COARSE_MAX
-    unknowns; more ranks: halvings while every side is even; the odd side's whole layer in
-    the middle."""
+    """Every side of more than 2 elements to half rounded up until at most COARSE_MAX unknowns,
+    the odd side's whole layer in the middle, on any number of ranks; under MPI the leading
+    boxes that halve the slab axis with at least 2 layers per rank stay partitioned."""
     assert [coarse_grids((n, n, n)) for n in (2, 5, 6, 9)] == [[], [], [(3, 3, 3)], [(5, 5, 5)]]
     assert coarse_grids((11, 11, 11)) == [(6, 6, 6), (3, 3, 3)] and coarse_grids((6, 5, 7)) == [(3, 3, 4)]
     assert coarse_grids((200, 2, 2)) == [(100, 2, 2), (50, 2, 2), (25, 2, 2)]
     for n in range(6, 101):
         grids = coarse_grids((n, n, n))
         assert grids and box_unknowns(grids[-1]) <= COARSE_MAX < box_unknowns(([(n, n, n)] + grids)[-2]), n
-    assert coarse_grids((8, 4, 4), parts=3) == [(4, 2, 2)] and len(coarse_grids((8, 8, 8), parts=4)) == 1
-    assert coarse_grids((9, 9, 9), parts=2) == [] and len(coarse_grids((40, 40, 40), parts=2)) == 3
+    assert coarse_grids((40, 40, 40)) == [(20, 20, 20), (10, 10, 10), (5, 5, 5)]
+    assert [distributed_grids((40, 40, 40), p) for p in (1, 2, 3, 4, 5, 6, 8)] == [3, 3, 2, 2, 2, 1, 1]
+    assert distributed_grids((42, 42, 42), 2) == 1 and distributed_grids((9, 9, 9), 2) == 0  # 21 and 9 layers: odd
+    assert distributed_grids((9, 10, 2), 2) == 0  # (5, 5, 2): the longest side would no longer be the slab axis
     assert coarse_grids(None) == [] and coarse_levels(box_mesh(9)) == 1 and coarse_levels(refine(box_mesh(9))) == 2
-    assert alignment(box_mesh(8, 4, 4), 3) == 2 and alignment(box_mesh(8), 1) == 1
+    assert alignment(box_mesh(40), 3) == 4 and alignment(box_mesh(8), 1) == 1 and alignment(refine(box_mesh(42)), 2) == 2
+    assert coarsest_unknowns(box_mesh(40)) == box_unknowns((5, 5, 5)) and coarsest_unknowns(refine(twisted_mesh(3))) == 3 * 7**3 + 4**3
     parent, position = split(9)
     assert parent.tolist() == [0, 0, 1, 1, 2, 3, 3, 4, 4] and position.tolist() == [0, 1, 0, 1, 2, 0, 1, 0, 1]
     assert [p.tolist() for p in split(2)] == [[0, 1], [2, 2]] and split(3)[1].tolist() == [2, 0, 1]
@@ -237,12 +240,12 @@ def test_coarse_solve_is_exact_up_to_the_pressure_level(backend, name):
 def test_auto_says_when_it_takes_the_paper_solver():
     """One line naming the cause and the change, only where auto falls back to paper."""
     big = twisted_mesh(10)  # a mesh with no coarser level and 29,114 unknowns
-    line = LinearOptions().paper_reason(big, 1)
+    line = LinearOptions().paper_reason(big)
     assert line.startswith("--solver auto takes the paper solver") and "29,114 unknowns" in line and "--refine" in line
-    assert "on 3 ranks" in LinearOptions().paper_reason(box_mesh(9), 3) and "\n" not in line
-    assert LinearOptions().for_mesh(big, 1).solver == "paper"
+    assert "\n" not in line and "the mesh it refines (1,000 elements)" in LinearOptions().paper_reason(refine(big))
+    assert LinearOptions().for_mesh(big).solver == "paper"
     for options, mesh in ((LinearOptions(), box_mesh(9)), (LinearOptions(solver="paper"), big), (LinearOptions(), box_mesh(1))):
-        assert options.paper_reason(mesh, 1) is None
+        assert options.paper_reason(mesh) is None
 
 
 def test_a_singular_coarsest_level_fails_the_set_up_instead_of_raising(backend):
@@ -256,7 +259,7 @@ def test_a_singular_coarsest_level_fails_the_set_up_instead_of_raising(backend):
     mg = Multigrid(system, 0)
     for mg.direct.dense in (False, True):
         assert not mg.setup()
-    assert LinearOptions().for_mesh(mesh, 1).solver == "paper" and LinearOptions().for_mesh(box_mesh(3), 1).solver == "mg"
+    assert LinearOptions().for_mesh(mesh).solver == "paper" and LinearOptions().for_mesh(box_mesh(3)).solver == "mg"
 
 
 def test_fgmres_with_multigrid_solves_the_newton_system_in_few_iterations():
@@ -307,7 +310,7 @@ def test_mg_and_paper_solvers_give_the_same_cavity_flow(mesh, re):
     xs, its = {}, {}
     for name in ("mg", "paper"):
         system = NavierStokesSystem(lid_driven_problem(mesh, re, "y=1"), cpu)
-        result = NonlinearSolver(system, make_linear_solver(LinearOptions(solver=name).for_mesh(mesh, 1)),
+        result = NonlinearSolver(system, make_linear_solver(LinearOptions(solver=name).for_mesh(mesh)),
                                  NonlinearOptions(tol=1e-9, newton=1.0)).solve()
         assert result.converged
         xs[name], its[name] = result.x, result.linear_iterations
@@ -326,7 +329,7 @@ def test_odd_boxes_take_as_many_fgmres_iterations_as_their_even_neighbours():
     its = {}
     for n in (6, 7, 8):
         system, mg, _ = hierarchy(cpu, n=n, grading=1.0)
-        assert LinearOptions().for_mesh(system.mesh, 1).solver == "mg" and len(mg.levels) == 2
+        assert LinearOptions().for_mesh(system.mesh).solver == "mg" and len(mg.levels) == 2
         z = np.random.default_rng(4).standard_normal(system.n)
         z[system.fixed] = 0.0
         info = FGMRES(1e-8, 50, 200).solve(system.op, system.op.to_scipy() @ z, np.zeros(system.n), mg)
@@ -338,16 +341,17 @@ def test_odd_boxes_take_as_many_fgmres_iterations_as_their_even_neighbours():
 def test_solver_choice_and_bad_options():
     auto = LinearOptions(solver="auto")
     assert LinearOptions().solver == "auto"
-    assert auto.for_mesh(box_mesh(4), 1).solver == "mg" and auto.for_mesh(box_mesh(8, 4, 4), 3).solver == "mg"
-    assert auto.for_mesh(box_mesh(9), 1).solver == "mg" and auto.for_mesh(box_mesh(6, 5, 7), 1).solver == "mg"
-    assert auto.for_mesh(box_mesh(9), 3).solver == "paper"  # under MPI only halvings
+    assert auto.for_mesh(box_mesh(4)).solver == "mg" and auto.for_mesh(box_mesh(8, 4, 4)).solver == "mg"
+    assert auto.for_mesh(box_mesh(9)).solver == "mg" and auto.for_mesh(box_mesh(6, 5, 7)).solver == "mg"
     # no coarser level, but at most DIRECT_MAX unknowns: mg is the direct solve alone
-    assert auto.for_mesh(box_mesh(5), 1).solver == "mg" and auto.for_mesh(box_mesh(4), 3).solver == "mg"
-    assert auto.for_mesh(sample_mesh("distorted"), 1).solver == "mg"
-    assert auto.for_mesh(refine(sample_mesh("distorted")), 3).solver == "mg" and auto.for_mesh(refine(box_mesh(5)), 1).solver == "mg"
-    assert LinearOptions(solver="paper").for_mesh(box_mesh(4), 1).solver == "paper"
-    with pytest.raises(InputError, match="--solver mg needs a refined mesh .* or at most 20000 unknowns; got a 9x9x9 box on 3"):
-        LinearOptions(solver="mg").for_mesh(box_mesh(9), 3)
+    assert auto.for_mesh(box_mesh(5)).solver == "mg" and auto.for_mesh(sample_mesh("distorted")).solver == "mg"
+    assert auto.for_mesh(refine(sample_mesh("distorted"))).solver == "mg" and auto.for_mesh(refine(box_mesh(5))).solver == "mg"
+    assert LinearOptions(solver="paper").for_mesh(box_mesh(4)).solver == "paper"
+    with pytest.raises(InputError, match="--solver mg needs a hierarchy whose coarsest level has at most 20,000 unknowns and "
+                                         "more than one element: the mesh it refines .1,000 elements. has 29,114 unknowns"):
+        LinearOptions(solver="mg").for_mesh(refine(twisted_mesh(10)))
+    with pytest.raises(InputError, match="the mesh has one element; use --solver paper"):
+        LinearOptions(solver="mg").for_mesh(box_mesh(1))
     with pytest.raises(InputError, match="--solver must be one of auto, mg, paper"):
         LinearOptions(solver="amg")
     with pytest.raises(InputError, match="--smoothing-steps"):

@@ -18,7 +18,7 @@ from support import sample_mesh
 
 def nonlinear_solve(problem, backend, options=None, linear=None, matrix_dtype="float64", log=None):
     system = NavierStokesSystem(problem, backend, matrix_dtype=matrix_dtype)
-    return NonlinearSolver(system, linear or make_linear_solver(LinearOptions().for_mesh(problem.mesh, 1)), options).solve(log=log)
+    return NonlinearSolver(system, linear or make_linear_solver(LinearOptions().for_mesh(problem.mesh)), options).solve(log=log)
 
 
 def solve(case, mesh, backend, options=None, matrix_dtype="float64"):

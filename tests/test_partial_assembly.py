@@ -129,3 +129,11 @@ def test_bytes_per_element(backend):
     for kind, per_point in (("picard", 26), ("newton", 50)):
         _, op = both_operators(mesh, backend, kind)
         assert op.bytes_per_element == per_point * 27 * 8 + NL * 4 < NL * NL * 8 / 5
+
+
+def test_node_classes_follow_the_q2_node_order():
+    """The kernels' middle-node masks (built without the element module) are Q2's."""
+    from fem3d.discretisation.element import Q2
+
+    assert np.array_equal(kernels.CLASSES[1:], (Q2.node_indices == 1).T)
+    assert np.array_equal(kernels.CLASSES[0], np.ones(27))

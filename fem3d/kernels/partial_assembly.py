@@ -6,7 +6,7 @@ points      (F, Q, ld) float64 point data: the fields of :data:`FIELDS` (F = 26 
             50 Newton) stacked along the first axis, Q = 27 Gauss points in tensor order,
             elements last, padded to ld, a multiple of :data:`ELEMENTS_PER_BLOCK`
 tables      (39,) float64 the 1D tables at the 3 Gauss points: Q2 (3, 3, 3) [order: value,
-            first, second derivative][point][node], then Q1 (2, 3, 2) (:func:`tables`)
+            first, second derivative][point][node], then Q1 (2, 3, 2) (fem3d.solvers.partial_assembly.tables)
 local_dofs  (NL, E) int32 unknown of each local unknown (27 u, 27 v, 27 w, 8 p; nodes in
             tensor order)
 pres        (n,) float64 1/S_k at prescribed unknown k, 0 at free ones: a prescribed
@@ -27,7 +27,6 @@ from __future__ import annotations
 import numpy as np
 
 from gpucfd.backend import cuda_module, einsum
-from ..discretisation.element import Q1, Q2, gauss_legendre
 
 GRAD = [1, 3, 9]  # first derivatives along xi, eta, zeta among the 27 orders (3 per direction) of to_points
 HESS = [2, 6, 18, 4, 10, 12]  # second derivatives 00, 11, 22, 01, 02, 12
@@ -37,18 +36,12 @@ PICARD = (("jinv", (3, 3)), ("wq", ()), ("metric", (6,)), ("curv", (3,)), ("adv"
 NEWTON = PICARD + (("grad_a", (3, 3)), ("strong", (3,)), ("dtau", (4, 3)))
 FIELDS = {False: PICARD, True: NEWTON}  # by ``jacobian``; the offsets F_* in partial_assembly.cu follow this order
 ELEMENTS_PER_BLOCK = 8  # EB of partial_assembly.cu
-_MID = (Q2.node_indices == 1).T.astype(np.float64)
-CLASSES = np.concatenate([np.ones((1, 27)), _MID])  # (4, 27) mask_m(i): all nodes, the middle ones along xi, eta, zeta
-
-
-def tables() -> np.ndarray:
-    """(39,) the Q2 (3, 3, 3) and Q1 (2, 3, 2) 1D tables at the 3 Gauss points, flattened."""
-    x, _ = gauss_legendre(3)
-    return np.concatenate([Q2.tables_1d(x).ravel(), Q1.tables_1d(x)[:2].ravel()])
+_ALONG = np.stack([np.arange(27) % 3, np.arange(27) // 3 % 3, np.arange(27) // 9])  # (3, 27) node index along xi, eta, zeta
+CLASSES = np.concatenate([np.ones((1, 27)), _ALONG == 1])  # (4, 27) mask_m(i): all nodes, the middle ones along xi, eta, zeta
 
 
 def split_tables(t):
-    """The Q2 (3, 3, 3) and Q1 (2, 3, 2) tables of :func:`tables` (views)."""
+    """The Q2 (3, 3, 3) and Q1 (2, 3, 2) tables of fem3d.solvers.partial_assembly.tables (views)."""
     return t[:27].reshape(3, 3, 3), t[27:].reshape(2, 3, 2)
 
 

@@ -180,7 +180,10 @@ class NcclComm(MPIComm):
         if isinstance(buf, np.ndarray):
             return super().allreduce(buf)
         nc, nccl = self.nc, self.nccl
-        self._queue(lambda s: nc.allReduce(buf.data.ptr, buf.data.ptr, buf.size, nccl.NCCL_FLOAT64, nccl.NCCL_SUM, s))
+        kind = {np.dtype(np.float64): nccl.NCCL_FLOAT64, np.dtype(np.float32): nccl.NCCL_FLOAT32}[buf.dtype]  # KeyError: other types
+        if not buf.flags.c_contiguous:
+            raise ValueError("NCCL allreduce needs a contiguous buffer")
+        self._queue(lambda s: nc.allReduce(buf.data.ptr, buf.data.ptr, buf.size, kind, nccl.NCCL_SUM, s))
         return buf
 
     def exchange(self, sends: dict, recvs: dict) -> None:

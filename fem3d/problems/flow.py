@@ -76,10 +76,10 @@ class Flow:
         backend, communicator = setup(device, comm) if isinstance(comm, str) else (device, comm)
         stages = continuation_steps(continuation, self.re)
         linear = linear or LinearOptions()
-        slow = linear.paper_reason(self.mesh, communicator.size)
+        slow = linear.paper_reason(self.mesh)
         if slow:
             (warn or warnings.warn)(slow)
-        linear = linear.for_mesh(self.mesh, communicator.size)
+        linear = linear.for_mesh(self.mesh)
         part = distribute(self.mesh, communicator, backend, linear.alignment(self.mesh, communicator.size))
         system = partitioned_system(self.problem, part, backend, linear.matrix_dtype, prepared_since=t_start)
         solver = NonlinearSolver(system, make_linear_solver(linear, progress), nonlinear, InterruptCheck(communicator))

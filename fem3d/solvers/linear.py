@@ -14,9 +14,9 @@ initial guess). The nonlinear solver (fem3d.solvers.nonlinear) only sees this in
 
 ``mg``     flexible GMRES on the row-scaled system, preconditioned by one V-cycle of
            monolithic geometric multigrid with element-Vanka smoothing (fem3d.solvers.multigrid);
-           needs a refined mesh (fem3d.discretisation.refine), a structured box (under MPI one
-           whose sides can be halved at least once), or a mesh of at most DIRECT_MAX unknowns
-           (then solved directly).
+           needs a hierarchy (a refined mesh, fem3d.discretisation.refine, then coarser boxes
+           where it is or refines a structured box) whose coarsest level has at most
+           DIRECT_MAX unknowns (a mesh that small is solved directly).
 ``paper``  Kao & Sheu 2018: rows equilibrated to unit norm inside the element matrices,
            then Jacobi-preconditioned CG on the normal equations (Chronopoulos-Gear).
 ``auto``   mg where the mesh allows it, else paper (:meth:`LinearOptions.for_mesh`).
@@ -34,7 +34,7 @@ from ..discretisation.assembly import row_norms_squared, scale_rows
 from gpucfd.errors import InputError, check_range
 from ..kernels.ebe import matrix_storage
 from .krylov import FGMRES, NormalEquationsCG, NormalJacobi, SolveInfo
-from .multigrid import DIRECT_MAX, SMOOTHING_STEPS, Multigrid, alignment, coarse_levels
+from .multigrid import DIRECT_MAX, SMOOTHING_STEPS, Multigrid, alignment, chain, coarse_levels, coarsest_unknowns
 
 SOLVERS = ("auto", "mg", "paper")
 REBUILD_AFTER = 0  # mg: iterations of a linear solve up to which its preconditioner serves the next step too. 3 took
@@ -72,42 +72,45 @@ class LinearOptions:
         check_range("--rebuild-after", self.rebuild_after, low=0, high=1000, integer=True)
         matrix_storage(self.matrix_dtype)
 
-    def for_mesh(self, mesh, ranks: int) -> "LinearOptions":
-        """These options with ``auto`` resolved for ``mesh`` on ``ranks`` ranks: mg on a refined
-        mesh, a box with a coarser level (fem3d.solvers.multigrid.coarse_levels) or a mesh small
-        enough to be solved directly (more than one element: its multigrid is the direct solve
-        alone), else paper;
-        InputError for mg on a mesh that has none of these."""
-        can = _multigrid_possible(mesh, ranks)
+    def for_mesh(self, mesh) -> "LinearOptions":
+        """These options with ``auto`` resolved for ``mesh``: mg where its hierarchy
+        (fem3d.solvers.multigrid.coarse_levels: a refined mesh, a box, or the mesh alone) ends
+        in a level of at most DIRECT_MAX unknowns and the mesh has more than one element, else
+        paper; InputError for mg on a mesh where it cannot run."""
+        can = _multigrid_possible(mesh)
         if self.solver == "mg" and not can:
-            what = "a mesh read from a file" if mesh.grid is None else f"a {'x'.join(map(str, mesh.grid))} box on {ranks} rank(s)"
-            raise InputError(f"--solver mg needs a refined mesh (--refine 1 or more), a box (under MPI one whose sides are even "
-                             f"with at least 4 elements and two element layers per rank along the longest side) or at "
-                             f"most {DIRECT_MAX} unknowns; got {what} with {mesh.n_dofs}: use --solver paper or --refine")
+            raise InputError(f"--solver mg needs a hierarchy whose coarsest level has at most {DIRECT_MAX:,} unknowns and more "
+                             f"than one element: {_why_not(mesh)}; use --solver paper")
         return replace(self, solver="mg" if can else "paper") if self.solver == "auto" else self
 
-    def paper_reason(self, mesh, ranks: int) -> str | None:
+    def paper_reason(self, mesh) -> str | None:
         """One line saying that ``auto`` takes the paper solver on ``mesh`` (much slower than mg),
         why and what to change; None where it takes mg, for another choice, and for a single
         element (a toy the paper solver does at once)."""
-        if self.solver != "auto" or _multigrid_possible(mesh, ranks) or mesh.n_elements == 1:
+        if self.solver != "auto" or _multigrid_possible(mesh) or mesh.n_elements == 1:
             return None
-        why = (f"the mesh has no coarser level and {mesh.n_dofs:,} unknowns, more than the {DIRECT_MAX:,} of a direct "
-               f"solve: give a coarser mesh and --refine K" if mesh.grid is None else
-               f"on {ranks} ranks multigrid needs a box whose sides are even, with at least 4 elements and two element "
-               f"layers per rank along the longest side; got {'x'.join(map(str, mesh.grid))}: take such a size or one rank")
-        return f"--solver auto takes the paper solver, much slower than multigrid: {why}"
+        return f"--solver auto takes the paper solver, much slower than multigrid: {_why_not(mesh)}"
 
     def alignment(self, mesh, ranks: int) -> int:
         """Element layers per partition unit (fem3d.parallel.partition.distribute) for this solver."""
         return alignment(mesh, ranks) if self.solver == "mg" else 1
 
 
-def _multigrid_possible(mesh, ranks: int) -> bool:
-    """mg can solve ``mesh`` on ``ranks`` ranks: it has coarser levels, or more than one element
-    (one element's matrix is singular when its velocity is prescribed: spurious pressure
-    modes, which the paper solver's least squares tolerates) and at most DIRECT_MAX unknowns."""
-    return coarse_levels(mesh, ranks) > 0 or 1 < mesh.n_elements and mesh.n_dofs <= DIRECT_MAX
+def _multigrid_possible(mesh) -> bool:
+    """mg can solve ``mesh``: its hierarchy's coarsest level has at most DIRECT_MAX unknowns, and
+    the mesh more than one element (one element's matrix is singular when its velocity is
+    prescribed: spurious pressure modes, which the paper solver's least squares tolerates)."""
+    return 1 < mesh.n_elements and coarsest_unknowns(mesh) <= DIRECT_MAX
+
+
+def _why_not(mesh) -> str:
+    """Why mg cannot solve ``mesh`` and what to change."""
+    if mesh.n_elements == 1:
+        return "the mesh has one element"
+    coarsest = chain(mesh)[-1]
+    what = "the mesh" if coarsest is mesh else f"the mesh it refines ({coarsest.n_elements:,} elements)"
+    return (f"{what} has {coarsest.n_dofs:,} unknowns, more than the {DIRECT_MAX:,} of a direct solve: give a coarser "
+            f"mesh and --refine K")
 
 
 class PaperSolver:
@@ -181,11 +184,11 @@ class MultigridSolver:
 
     def setup(self, system, state, rebuild: bool = True) -> None:
         if self.system is not system:
-            levels = coarse_levels(system.mesh, system.dist.comm.size)
-            if levels == 0 and system.dist.n_global > DIRECT_MAX:
-                raise InputError(f"--solver mg needs a refined mesh, a structured box (under MPI one whose sides can be "
-                                 f"halved) or at most {DIRECT_MAX} unknowns; use --solver paper")
-            self.mg, self.system, self.ready = Multigrid(system, levels, self.options.smoothing_steps), system, False
+            if not _multigrid_possible(system.mesh):
+                raise InputError(f"--solver mg needs a hierarchy whose coarsest level has at most {DIRECT_MAX:,} unknowns: "
+                                 f"{_why_not(system.mesh)}; use --solver paper")
+            self.mg = Multigrid(system, coarse_levels(system.mesh), self.options.smoothing_steps)
+            self.system, self.ready = system, False
         if rebuild or not self.ready:
             self.ready = self.mg.setup()
         else:

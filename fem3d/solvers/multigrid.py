@@ -25,16 +25,20 @@ half the bytes; the Krylov method around it keeps the float64 operator.
 
 One application is a V(1,1) cycle: ``smoothing_steps`` GMRES steps preconditioned by the
 element Vanka smoother (fem3d.solvers.vanka) before and after the coarse correction; the coarsest
-level is solved exactly when it has at most DIRECT_MAX unknowns (its assembled matrix, the
-same on every rank: SciPy's SuperLU on the host; on a GPU up to DENSE_MAX unknowns, its
-dense inverse on the device), else by COARSE_STEPS smoothing steps. The pressure level of
-an enclosed flow (no outflow boundary) is fixed on the coarsest level at one pressure
-unknown.
+level (at most DIRECT_MAX unknowns) is solved exactly: its assembled matrix, the same on
+every rank, by SciPy's SuperLU on the host, or on a GPU up to DENSE_MAX unknowns by its
+dense inverse on the device. The pressure level of an enclosed flow (no outflow boundary)
+is fixed on the coarsest level at one pressure unknown.
 
-Under MPI every level is partitioned by the partition of the chain's coarsest mesh
-(fem3d.parallel.partition.partition_elements: children follow their parents; a box is cut in slabs
-of whole coarsest elements, its coarser boxes halvings only), so parents and their children
-live on one rank; each level has its own Distribution and completes its interface sums like the fine operator.
+Under MPI the hierarchy is the one of a single process. The levels of a mesh's refinement
+history and the leading coarse boxes that halve the box's slab axis
+(fem3d.solvers.multigrid.distributed_grids) are partitioned by the partition of the
+coarsest of them (fem3d.parallel.partition.partition_elements: children follow their
+parents; a box is cut in slabs of whole coarse layers), so parents and their children
+live on one rank and each such level completes its interface sums like the fine operator.
+The coarser boxes are replicated: every rank holds the whole level and does its work
+alike, and the sums of the children of the first of them (restriction, Galerkin
+matrices) are completed over all ranks (Level.gathered).
 """
 from __future__ import annotations
 
@@ -48,12 +52,15 @@ from ..kernels.ebe import NL
 from .krylov import gmres_steps
 from ..discretisation.mesh import box_mesh
 from .operators import ElementOperator
-from ..parallel.partition import distribute_owned, partition_elements
+from ..parallel.comm import SerialComm
+from ..parallel.partition import distribute, distribute_owned, partition_elements
 from .vanka import Vanka
 
 STORAGE = np.float32  # the levels' matrices and smoothers: as many iterations as float64, each in half the time at 8^3, Re 400
 # on the CPU; at 40^3, Re 1000 on the H100 the solve takes 3-10 % less (the A/B runs of commit 8380826)
 MIN_COARSE = 2  # sides of at most this many elements are not coarsened
+BALANCE_UNITS = 2  # under MPI, coarse boxes stay partitioned while they keep this many layers per rank along the slab
+# axis (the finest level's slabs then differ by at most 1.5 times); the coarser ones are replicated on every rank
 COARSE_MAX = 5_000  # a box of at most this many unknowns is not coarsened on one rank: the coarsest level of a
 # 40^3 box is its 5^3 (4,209 unknowns), of any N^3 box from 6^3 to 100^3 3^3 to 5^3 (1,093-4,209), solved directly
 DIRECT_MAX = 20_000  # most unknowns of a coarsest level solved directly: SuperLU's set-up took 0.5 s at 6,934 unknowns
@@ -64,12 +71,11 @@ PERMC_SPEC = "MMD_AT_PLUS_A"  # SuperLU's column ordering: fill and set-up time 
 PIVOT_THRESHOLD = 0.1  # SuperLU pivots when a diagonal entry is below this fraction of its column's largest: the
 # default 1.0 pivots the saddle-point rows far from the fill-reducing order (DFG coarse level, 9,670 unknowns: 18.6 s and
 # 36 M entries in L + U against 0.29 s and 3.8 M, the same residual 1e-14)
-DENSE_MAX = 12_000  # most unknowns of a coarsest level inverted as a dense matrix on a GPU: on the H100 (its host's
-# SuperLU beside it) inversion and product took 0.21 s and 0.06 ms at 4,209 unknowns (a 40^3 box's coarsest), against
-# 0.29 s and 2.9 ms (solve and copies) by SuperLU; 0.48 s and 0.14 ms against 0.87 s and 8.9 ms at 6,934. On the CPU the
-# dense inverse took 14.2 s at 6,934 unknowns
+DENSE_MAX = 5_000  # most unknowns of a coarsest level inverted as a dense matrix on a GPU (a box's coarsest has at most
+# COARSE_MAX): on the H100 (its host's SuperLU beside it) inversion and product took 0.21 s and 0.06 ms at 4,209 unknowns
+# (a 40^3 box's coarsest), against 0.29 s and 2.9 ms (solve and copies) by SuperLU; 0.48 s and 0.14 ms against 0.87 s and
+# 8.9 ms at 6,934. On the CPU the dense inverse took 14.2 s at 6,934 unknowns
 _THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="coarse-lu")  # the host factorisation beside the device work
-COARSE_STEPS = 20  # smoothing steps that stand in for a coarsest level too large for LU
 SMOOTHING_STEPS = 8  # GMRES steps of each smoothing. With 3 the cycle diverged (error factor 1.07) on graded boxes
 # of 20^3 elements and more at Re <= 100; 5 contracts by 0.27 there (benchmarks/results/bench_solvers_smoothing*_h100.md).
 # 40^3 box, Re 1000, one H100: 50 iterations in 12 Newton steps, 12.2-14.4 s with 8; 60 in 15 steps, 14.9-15.5 s with
@@ -83,27 +89,39 @@ def box_unknowns(grid) -> int:
     return 3 * int(np.prod([2 * n + 1 for n in grid])) + int(np.prod([n + 1 for n in grid]))
 
 
-def coarse_grids(grid, parts: int = 1) -> list:
-    """The boxes (nx, ny, nz) below the box ``grid`` in the hierarchy on ``parts`` ranks, finest
-    first. One rank: a box with more than COARSE_MAX unknowns is coarsened, each side of more
-    than MIN_COARSE elements to half its elements rounded up (fem3d.solvers.multigrid.split).
-    More ranks: the box is halved while every side is even, the halves have at least
-    MIN_COARSE elements per side and one element layer per rank along the slab axis
-    (fem3d.parallel.partition)."""
+def coarse_grids(grid) -> list:
+    """The boxes (nx, ny, nz) below the box ``grid`` in the hierarchy, finest first: a box
+    with more than COARSE_MAX unknowns is coarsened, each side of more than MIN_COARSE
+    elements to half its elements rounded up (fem3d.solvers.multigrid.split). The same on
+    any number of ranks (fem3d.solvers.multigrid.distributed_grids)."""
     grids = []
     if grid is None:
         return grids
-    g, axis = tuple(grid), int(np.argmax(grid))
-    while True:
-        if parts == 1:
-            nxt = tuple((n + 1) // 2 if n > MIN_COARSE else n for n in g)
-            if box_unknowns(g) <= COARSE_MAX or nxt == g:
-                return grids
-        else:
-            nxt = tuple(n // 2 for n in g)
-            if any(n % 2 for n in g) or min(nxt) < MIN_COARSE or nxt[axis] < parts:
-                return grids
+    g = tuple(grid)
+    while box_unknowns(g) > COARSE_MAX:
+        nxt = tuple((n + 1) // 2 if n > MIN_COARSE else n for n in g)
+        if nxt == g:
+            break
         grids.append(g := nxt)
+    return grids
+
+
+def distributed_grids(grid, parts: int) -> int:
+    """How many of coarse_grids(grid) are partitioned across ``parts`` ranks, the rest being
+    replicated on every rank (fem3d.solvers.multigrid.Multigrid): the leading boxes that halve
+    the longest side of ``grid`` (the slab axis of fem3d.parallel.partition.slab_owners) into
+    pairs of layers and keep at least BALANCE_UNITS coarse layers per rank along it, so that
+    slabs of whole coarse layers differ by at most 1.5 times."""
+    grids = coarse_grids(grid)
+    if parts == 1 or not grids:
+        return len(grids)
+    axis = int(np.argmax(grid))
+    layers, count = grid[axis], 0
+    for g in grids:
+        if layers % 2 or 2 * g[axis] != layers or g[axis] < BALANCE_UNITS * parts or int(np.argmax(g)) != axis:
+            break
+        layers, count = g[axis], count + 1
+    return count
 
 
 def chain(mesh) -> list:
@@ -114,18 +132,26 @@ def chain(mesh) -> list:
     return meshes
 
 
-def coarse_levels(mesh, parts: int = 1) -> int:
-    """Levels below ``mesh`` in the multigrid hierarchy on ``parts`` ranks: the meshes it
-    refines and then the coarse boxes below the box at the end of that chain."""
+def coarse_levels(mesh) -> int:
+    """Levels below ``mesh`` in the multigrid hierarchy: the meshes it refines and then the
+    coarse boxes below the box at the end of that chain."""
     meshes = chain(mesh)
-    return len(meshes) - 1 + len(coarse_grids(meshes[-1].grid, parts))
+    return len(meshes) - 1 + len(coarse_grids(meshes[-1].grid))
+
+
+def coarsest_unknowns(mesh) -> int:
+    """Unknowns of the coarsest level of ``mesh``'s hierarchy (fem3d.solvers.multigrid.coarse_levels)."""
+    last = chain(mesh)[-1]
+    grids = coarse_grids(last.grid)
+    return box_unknowns(grids[-1]) if grids else last.n_dofs
 
 
 def alignment(mesh, parts: int) -> int:
     """Element layers per partition unit of the box that ``mesh`` is or refines that keep
-    the hierarchy's parents and children on one rank (1 for one rank or a chain that does
-    not end in a box)."""
-    return 2 ** len(coarse_grids(chain(mesh)[-1].grid, parts)) if parts > 1 else 1
+    the distributed levels' parents and children on one rank (1 for one rank or a chain that
+    does not end in a box)."""
+    grid = chain(mesh)[-1].grid
+    return 2 ** distributed_grids(grid, parts) if parts > 1 and grid is not None else 1
 
 
 def split(n: int):
@@ -198,6 +224,7 @@ class Level:
         self.free_weights = self.free * self.weights
         self.smoother = Vanka(op, mesh, valence)
         self.groups = self.child_dofs = self.parent_dofs = self.child_weights = None
+        self.gathered = False
         self.dirichlet = dirichlet_rows(self.xp, op.dofs, fixed, valence)  # its prescribed rows (coarse levels' Galerkin matrices)
 
     def prolong(self, coarse: "Level", xc, P):
@@ -220,7 +247,10 @@ class Level:
             local[rows] = local[rows] @ P[c]
         out = self.xp.zeros(coarse.op.n, dtype=np.float64)
         coarse.op.backend.scatter_add(out, self.parent_dofs.ravel(), local.ravel())
-        coarse.op.dist.sum_interface(out)
+        if self.gathered:
+            self.op.dist.allreduce(out)
+        else:
+            coarse.op.dist.sum_interface(out)
         return out * coarse.free
 
     def galerkin(self, coarse: "Level", P) -> None:
@@ -234,6 +264,8 @@ class Level:
             fine_free = self.free[self.child_dofs[rows]].astype(mats.dtype)
             a = self.op.mats[child, :, :NL] * fine_free[:, :, None] * fine_free[:, None, :]
             mats[parent] += P[c].T @ a @ P[c]  # a parent has one child of each position
+        if self.gathered:  # the children of a replicated level's elements live on several ranks
+            self.op.dist.allreduce(mats)
         mats *= coarse_free[:, :, None] * coarse_free[:, None, :]
         apply_dirichlet_rows(mats, coarse.dirichlet)
 
@@ -347,29 +379,40 @@ class Multigrid:
         self.system_op = system.op
         fine = ElementOperator(backend, backend.to_numpy(system.op.dofs), mesh.colour_offsets, system.op.n, dist, STORAGE)
         self.levels = [Level(fine, mesh, system.fixed, system.valence)]
-        for _ in range(levels):
+        meshes = chain(mesh)
+        partitioned = len(meshes) - 1 + distributed_grids(meshes[-1].grid, comm.size)  # levels below: replicated
+        for k in range(1, levels + 1):
             whole, parent, position = coarser(self.levels[-1].mesh)
-            part = distribute_owned(whole, partition_elements(whole, comm.size, alignment(whole, comm.size)), comm, backend)
+            if k <= partitioned:
+                part = distribute_owned(whole, partition_elements(whole, comm.size, alignment(whole, comm.size)), comm, backend)
+            else:
+                part = distribute(whole, SerialComm(), backend)
             local = np.full(whole.n_elements, -1, dtype=np.int64)
             local[part.elements] = np.arange(len(part.elements))
             dofs = part.mesh.dofs()
             op = ElementOperator(backend, dofs, part.mesh.colour_offsets, part.mesh.n_dofs, part.dist, STORAGE)
             valence = part.dist.sum_interface(backend.asarray(np.bincount(dofs.ravel(), minlength=part.mesh.n_dofs).astype(np.float64)))
-            fixed = self._children(self.levels[-1], part.mesh, local[parent], position)
+            fixed = self._children(self.levels[-1], part.mesh, local[parent], position, gathered=comm.size > 1 and k == partitioned + 1)
             self.levels.append(Level(op, part.mesh, fixed, valence))
         coarsest = self.levels[-1]
-        self.direct = CoarseSolve(coarsest, system.problem.enclosed) if coarsest.op.dist.n_global <= DIRECT_MAX else None
+        if coarsest.op.dist.n_global > DIRECT_MAX:
+            raise ValueError(f"multigrid: the coarsest level has {coarsest.op.dist.n_global} unknowns, more than DIRECT_MAX")
+        self.direct = CoarseSolve(coarsest, system.problem.enclosed)
 
-    def _children(self, fine: Level, coarse_mesh, parent, position):
+    def _children(self, fine: Level, coarse_mesh, parent, position, gathered: bool = False):
         """Set the fine level's transfer (groups, child_dofs, parent_dofs) to the coarse level
         whose local element ``parent`` (E_fine,) is each fine element's parent, the element
         being its child of position code ``position`` (E_fine,); returns the coarse level's
-        prescribed unknowns (where its nodes coincide with prescribed fine nodes)."""
+        prescribed unknowns (where its nodes coincide with prescribed fine nodes). ``gathered``:
+        the coarse level is replicated on every rank and the fine one partitioned, so the
+        coarse sums of the children add over the ranks (Level.gathered)."""
         backend = fine.op.backend
+        fine.gathered = gathered
+        total = fine.op.dist.allreduce if gathered else (lambda a: a)
         if (parent < 0).any():
             raise ValueError("multigrid: a parent element lives on another rank (partition not aligned)")
         volume = np.prod(np.where(np.stack([position % 3, position // 3 % 3, position // 9]) == 2, 1.0, 0.5), axis=0)
-        if not np.allclose(np.bincount(parent, volume, minlength=coarse_mesh.n_elements), 1.0):
+        if not np.allclose(total(np.bincount(parent, volume, minlength=coarse_mesh.n_elements)), 1.0):
             raise ValueError("multigrid: a child element lives on another rank (partition not aligned)")
         order = np.argsort(position, kind="stable")
         codes, starts = np.unique(position[order], return_index=True)
@@ -385,7 +428,7 @@ class Multigrid:
             fine.groups.append((int(c), slice(first, last), backend.asarray(par), backend.asarray(child)))
         fine.child_dofs, fine.parent_dofs = backend.asarray(fine_dofs[order]), backend.asarray(coarse_dofs[parent[order]])
         fine.child_weights = fine.weights[fine.child_dofs]
-        return backend.asarray(fixed)
+        return backend.asarray(total(fixed.astype(np.float64)) > 0)
 
     def refresh(self) -> None:
         """Copy the system's current matrices into the finest level (rounded to STORAGE)."""
@@ -398,12 +441,10 @@ class Multigrid:
         ok = True
         for fine, coarse in zip(self.levels, self.levels[1:]):
             fine.galerkin(coarse, self.P)
-        if self.direct is not None:
-            self.direct.setup()
-        for level in self.levels if self.direct is None else self.levels[:-1]:
+        self.direct.setup()
+        for level in self.levels[:-1]:
             ok = level.smoother.setup() and ok
-        if self.direct is not None:
-            ok = self.direct.wait() and ok
+        ok = self.direct.wait() and ok
         dist = self.levels[0].op.dist
         return dist.allreduce_scalar(0.0 if ok else 1.0) == 0.0
 
@@ -413,7 +454,7 @@ class Multigrid:
     def _cycle(self, k: int, b):
         level = self.levels[k]
         if k == len(self.levels) - 1:
-            return self.direct.solve(b) if self.direct is not None else self._smooth(level, None, b, COARSE_STEPS)
+            return self.direct.solve(b)
         x = self._smooth(level, None, b, self.steps)
         r = b - level.op.matvec(x, self.xp.empty_like(b))
         coarse = self.levels[k + 1]

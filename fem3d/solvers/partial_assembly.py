@@ -27,6 +27,7 @@ import numpy as np
 
 from gpucfd.backend import einsum
 from ..discretisation.assembly import laplacian_metric
+from ..discretisation.element import Q1, Q2, gauss_legendre
 from ..discretisation.geometry import det_and_inverse, jacobians
 from ..discretisation.upwind import tau_and_derivative_by_direction, tau_by_direction
 from ..kernels import partial_assembly as kernels
@@ -38,6 +39,13 @@ from ..parallel.partition import Distribution
 def _fields(xp, v):
     """v (E, Q, ...) laid out as stored: (..., Q, E), contiguous."""
     return xp.ascontiguousarray(xp.moveaxis(v, (0, 1), (-1, -2)))
+
+
+def tables() -> np.ndarray:
+    """(39,) the Q2 (3, 3, 3) and Q1 (2, 3, 2) 1D tables at the 3 Gauss points, flattened
+    (fem3d.kernels.partial_assembly: order, point, node)."""
+    x, _ = gauss_legendre(3)
+    return np.concatenate([Q2.tables_1d(x).ravel(), Q1.tables_1d(x)[:2].ravel()])
 
 
 class PartialAssemblyOperator:
@@ -81,7 +89,7 @@ class PartialAssemblyOperator:
         if rows is not None:
             e, r, diag = rows
             self.pres[self.local_dofs[r, e]] = diag
-        self.tables = xp.asarray(kernels.tables())
+        self.tables = xp.asarray(tables())
         self.q2, self.q1 = kernels.split_tables(self.tables)  # (3, 3, 3), (2, 3, 2): order, point, node
         self.products = kernels.for_backend(backend)
         self.points, self.data, self.scale, self.nu, self.jacobian = None, {}, None, None, False
