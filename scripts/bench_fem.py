@@ -14,6 +14,11 @@ phases  (--parts phases) for each N and element-matrix storage (--matrix-dtypes)
         same run, the fused CG vector kernels, one CG iteration (difference of two
         runs of different lengths), and device memory per element. --cpu-max N adds
         the same on the NumPy path for N <= that, for the speed-up over our own CPU code.
+        Beside the stored matrices, the sum-factorised operator (fem3d.solvers.
+        partial_assembly: the CUDA kernel, or its NumPy reference on the CPU): one A and
+        one A^T product of each, Picard matrix and Newton Jacobian about the same iterate,
+        in ms and M unknowns per second, bytes stored per element, and the relative
+        difference of the products (the run stops if above 1e-10 with float64 storage).
 solves  (--parts solves) ``python -m fem3d.cavity`` for each N and Re with the
         validation's settings (grading 1, tolerances as the cavity's defaults,
         continuation from Re 400): T_run (data preparation, element matrices,
@@ -51,6 +56,7 @@ PAPER = {
              64: (526862.8, None, 4500.1, 4158.7), 75: (636523.9, None, None, 4734.0)},
 }
 CG_LENGTHS = {"gpu": (10, 60), "cpu": (2, 5)}  # CG runs whose time difference gives one iteration
+PA_TOLERANCE = 1e-10  # largest relative difference of sum-factorised and stored float64 products
 
 
 def phase_row(backend, n: int, matrix_dtype: str, grading: float, copy_gbs, padded: bool) -> dict:
@@ -116,7 +122,45 @@ def phase_row(backend, n: int, matrix_dtype: str, grading: float, copy_gbs, padd
         row["device_memory_total"] = int(xp.cuda.Device().mem_info[1])
     if padded and gpu:
         row.update(padded_product(backend, op, x, nbytes, copy_gbs))
+    row.update(stored_and_sum_factorised(backend, system, x))
     return row
+
+
+def stored_and_sum_factorised(backend, system, x) -> dict:
+    """One A and one A^T product of the stored matrices (the system's storage) and of the
+    sum-factorised operator (fem3d.solvers.partial_assembly, float64 point data), Picard
+    and Newton, both about the same iterate (``x`` plus seeded noise 0.1 N(0, 1) at the
+    free unknowns, so that every term is active), rows weighted as the solver's: ms, M
+    unknowns per second, bytes per element and the relative difference of the products
+    (exits if above PA_TOLERANCE with float64 storage). Overwrites the stored matrices."""
+    from fem3d.discretisation.assembly import scale_rows
+    from fem3d.kernels.ebe import NL
+
+    xp, gpu, n = backend.xp, backend.is_gpu, system.n
+    rng = np.random.default_rng(0)
+    iterate = x + 0.1 * xp.where(system.fixed, 0.0, backend.asarray(rng.standard_normal(n)))
+    v = backend.asarray(rng.standard_normal(n))
+    stored, out = system.op, {}
+    for kind in ("picard", "newton"):
+        state = system.assemble(iterate, kind)
+        scale_rows(stored.mats, stored.dofs, None, state.scale)
+        pa = system.partial_assembly(iterate, kind, state.scale)
+        row, products = {"pa_bytes_per_element": pa.bytes_per_element}, {}
+        for name, op in (("stored", stored), ("pa", pa)):
+            for product, f in (("a", op.matvec), ("at", op.rmatvec)):
+                y = products[name, product] = xp.empty(n)
+                t = backend.time_call(lambda: f(v, y), repeat=10 if gpu else 2, warmup=2 if gpu else 1)
+                row[f"{name}_{product}_ms"] = t * 1e3
+                row[f"{name}_{product}_munknowns_s"] = n / t / 1e6
+        row["rel_diff"] = max(float(xp.linalg.norm(products["pa", p] - products["stored", p])
+                                    / xp.linalg.norm(products["stored", p])) for p in ("a", "at"))
+        out[kind] = row
+        del pa
+    itemsize = stored.mats.dtype.itemsize
+    rel = max(r["rel_diff"] for r in out.values())
+    if itemsize == 8 and rel > PA_TOLERANCE:
+        raise SystemExit(f"sum-factorised and stored products differ by {rel:.2e} (relative) at {n} unknowns")
+    return {"operators": out, "stored_bytes_per_element": NL * NL * itemsize, "pa_rel_diff": rel}
 
 
 def padded_product(backend, op, x, nbytes, copy_gbs) -> dict:
@@ -194,6 +238,11 @@ def fmt(v, spec=".1f", none="–", suffix=""):
     return none if v is None else format(v, spec) + suffix
 
 
+def rate(v) -> str:
+    """M unknowns per second: whole numbers, two digits below 10 (the CPU at toy sizes)."""
+    return f"{v:,.0f}" if v >= 10 else f"{v:.2g}"
+
+
 def markdown(data: dict) -> str:
     meta, phases, solves = data["meta"], data["phases"], data["solves"]
     lines = [f"# fem3d performance ({meta.get('device', '?')})", "", *[f"`{c}`" for c in meta.get("commands", [])], ""]
@@ -218,6 +267,24 @@ def markdown(data: dict) -> str:
             lines += ["", "Rows padded to 96 columns (the earlier layout), same products: "
                       + "; ".join(f"N {p['n']} {p['matrix_dtype']}: A {p['padded_a_ms']:.3f} ms ({p['padded_a_fraction']:.0%}), "
                                   f"A^T {p['padded_at_ms']:.3f} ms ({p['padded_at_fraction']:.0%})" for p in padded) + "."]
+        lines += ["", "## Sum-factorised operator against the stored matrices", "",
+                  "One product of the stored element matrices (the row's storage) and of the sum-factorised operator "
+                  "(fem3d.solvers.partial_assembly), both about the initial guess plus seeded noise at the free unknowns, "
+                  "rows weighted as the solver's; M unknowns/s = unknowns / seconds / 1e6. Bytes per element: the stored "
+                  "matrix (89 x 89 entries) against the point data and unknown indices; difference: largest "
+                  "||PA x - A x|| / ||A x|| of the two products.", "",
+                  "| N | storage | device | unknowns | operator | stored A ms | stored A^T ms | PA A ms | PA A^T ms "
+                  "| stored A / A^T M unknowns/s | PA A / A^T M unknowns/s | bytes / element stored / PA | difference |",
+                  "|---:|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for p in sorted(phases.values(), key=lambda r: (r["kind"] != "gpu", r["n"], r["matrix_dtype"])):
+            head = f"| {p['n']} | {p['matrix_dtype']} | {p['kind']} | {p['unknowns']:,} |"
+            if "operators" not in p:  # recorded before these were measured
+                lines.append(head + " – |" + " |" * 8)
+            for kind, o in p.get("operators", {}).items():
+                lines.append(f"{head} {kind} | {o['stored_a_ms']:.3f} | {o['stored_at_ms']:.3f} | {o['pa_a_ms']:.3f} | "
+                             f"{o['pa_at_ms']:.3f} | {rate(o['stored_a_munknowns_s'])} / {rate(o['stored_at_munknowns_s'])} | "
+                             f"{rate(o['pa_a_munknowns_s'])} / {rate(o['pa_at_munknowns_s'])} | "
+                             f"{p['stored_bytes_per_element']:,} / {o['pa_bytes_per_element']:,} | {o['rel_diff']:.1e} |")
         lines += ["", "## Phases (seconds)", "",
                   "| N | storage | device | mesh | set-up | element matrices | preconditioner | CG iteration (ms) | CPU/GPU: element matrices | preconditioner | CG iteration |",
                   "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
@@ -330,7 +397,9 @@ def main(argv=None) -> int:
                 save(path, data)
                 print(f"N {n} {dtype} {be.kind}: A {row['a_ms']:.3f} ms ({row['a_gbs']:.0f} GB/s), A^T {row['at_ms']:.3f} ms "
                       f"({row['at_gbs']:.0f} GB/s), CG iteration {row['cg_iteration_ms']:.3f} ms, element matrices "
-                      f"{row['element_matrices_s']:.3f} s, preconditioner {row['preconditioner_s']:.3f} s", flush=True)
+                      f"{row['element_matrices_s']:.3f} s, preconditioner {row['preconditioner_s']:.3f} s; M unknowns/s "
+                      + ", ".join(f"{k} A stored {o['stored_a_munknowns_s']:,.0f}, PA {o['pa_a_munknowns_s']:,.0f}"
+                                  for k, o in row["operators"].items()) + f" (PA - stored: {row['pa_rel_diff']:.1e})", flush=True)
     if "solves" in args.parts:
         previous = {}
         if os.path.exists(path + ".json"):

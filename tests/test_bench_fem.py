@@ -7,14 +7,17 @@ import sys
 import pytest
 
 from fem3d.kernels import ebe
+from fem3d.kernels.ebe import NL
 
-SCRIPTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPTS = os.path.join(ROOT, "scripts")
 
 
 def bench(tmp_path, *args):
     cmd = [sys.executable, os.path.join(SCRIPTS, "bench_fem.py"), "--device", "cpu", "--results", str(tmp_path),
            "--runs", str(tmp_path / "runs"), "--tag", "t", *args]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])))  # this checkout's packages
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
     assert p.returncode == 0, p.stderr
     return json.loads((tmp_path / "fem_t.json").read_text()), (tmp_path / "fem_t.md").read_text()
 
@@ -32,6 +35,19 @@ def test_phases_and_segmented_solve(tmp_path):
     assert data["phases"]["cpu/2/float32"]["product_bytes"] == ebe.bytes_moved(8, p["unknowns"], 4)
     assert p["a_gbs"] == pytest.approx(p["product_bytes"] / p["a_ms"] / 1e6)
     assert p["cg_iteration_ms"] > 0 and p["element_matrices_s"] > 0 and p["preconditioner_s"] > 0
+    # the sum-factorised operator beside the stored matrices, Picard and Newton: the same products
+    for dtype, itemsize in (("float64", 8), ("float32", 4)):
+        q = data["phases"][f"cpu/2/{dtype}"]
+        assert q["stored_bytes_per_element"] == NL * NL * itemsize
+        for kind, per_point in (("picard", 26), ("newton", 50)):
+            o = q["operators"][kind]
+            assert o["pa_bytes_per_element"] == per_point * 27 * 8 + NL * 4
+            for key in ("stored_a", "stored_at", "pa_a", "pa_at"):
+                assert o[f"{key}_ms"] > 0
+                assert o[f"{key}_munknowns_s"] == pytest.approx(q["unknowns"] / o[f"{key}_ms"] / 1e3)
+            assert 0 <= o["rel_diff"] <= (1e-12 if itemsize == 8 else 1e-6)
+        assert q["pa_rel_diff"] == max(o["rel_diff"] for o in q["operators"].values())
+    assert "| 2 | float64 | cpu | 402 | newton |" in md
     s = data["solves"]["1/2/400/float64"]
     assert s["segments"][0]["picard_steps"] == 2 and s["resumable"] == (s["reason"] == "max_steps")
     assert s["t_unit_us"] == pytest.approx(s["t_run_s"] * 1e6 / (s["picard_steps"] * 8))
@@ -65,3 +81,16 @@ def test_tables_set_our_unit_time_beside_the_papers():
     assert cells[3] == f"{expected_cpu:.1f}" and cells[4] == "60.5"
     assert cells[6:10] == ["265879.9", "3924.4", "3215.1", "2956.2"]
     assert cells[10] == f"{expected_cpu / 60.47:.0f}x" and cells[11] == f"{3924.4 / 60.47:.0f}x"
+    # a phase row recorded before the sum-factorised operator was measured: blank cells
+    assert "| 40 | float64 | cpu | 1,663,244 | – |" + " |" * 8 in md.splitlines()
+
+
+def test_a_sum_factorised_operator_unlike_the_stored_one_stops_the_run(monkeypatch):
+    """phase_row exits, naming the difference, when the products differ by more than PA_TOLERANCE."""
+    sys.path.insert(0, SCRIPTS)
+    import bench_fem
+    from gpucfd.backend import get_backend
+
+    monkeypatch.setattr(bench_fem, "PA_TOLERANCE", 0.0)  # round-off alone exceeds it
+    with pytest.raises(SystemExit, match="sum-factorised and stored products differ by"):
+        bench_fem.phase_row(get_backend("cpu"), 2, "float64", 1.0, None, False)

@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 
 from fem3d.discretisation.assembly import scale_rows
-from fem3d.discretisation.fields import nodal_velocity
 from fem3d.discretisation.mesh import read_mesh
 from fem3d.kernels import partial_assembly as kernels
 from fem3d.kernels.ebe import NL
@@ -30,16 +29,12 @@ def both_operators(mesh, backend, kind, seed=0):
     """The stored operator D A (Picard) or D J (Newton) of NavierStokesSystem about a random
     iterate, with a body force, the Dirichlet rows and the rows weighted by the residual's
     scale, and the sum-factorised operator of the same (in chunks of 50 elements)."""
-    xp = backend.xp
     problem = FlowProblem.with_boundary_velocity(mesh, RE, lambda x: np.tile([1.0, 0.5, 0.0], (len(x), 1)), force=force)
     system = NavierStokesSystem(problem, backend)
     x = backend.asarray(np.random.default_rng(seed).standard_normal(mesh.n_dofs))
     state = system.assemble(x, kind)
     scale_rows(system.op.mats, system.op.dofs, None, state.scale)
-    op = PartialAssemblyOperator(backend, mesh.dofs(), mesh.colour_offsets, mesh.n_dofs, system.dirichlet, chunk=50)
-    op.linearise(system.geometry, nodal_velocity(xp, x, mesh.n_nodes)[system.cells], RE, system.tables, force,
-                 x[system.op.dofs[:, 81:]], kind == "newton", state.scale)
-    return system, op
+    return system, system.partial_assembly(x, kind, state.scale, chunk=50)
 
 
 def products(op, backend, v):

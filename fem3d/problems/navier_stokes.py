@@ -29,6 +29,7 @@ from ..discretisation.fields import nodal_velocity, pressure_weights
 from ..kernels.ebe import matrix_storage
 from ..discretisation.mesh import HexMesh
 from ..solvers.operators import ElementOperator
+from ..solvers.partial_assembly import PartialAssemblyOperator
 from ..parallel.partition import Distribution
 
 RE_MAX = 1e5  # largest Reynolds number accepted
@@ -198,6 +199,17 @@ class NavierStokesSystem:
             b_norm = self.dist.norm(scale * load)
             norm = self.dist.norm(scale * residual) / (b_norm if b_norm > 0 else 1.0)
         return Linearisation(kind, residual, scale, norm)
+
+    def partial_assembly(self, x, kind: str, scale=None, chunk: int | None = None) -> PartialAssemblyOperator:
+        """The operator that assemble(x, kind) stores, A(x) ("picard") or J(x) ("newton")
+        with the Dirichlet rows, by sum factorisation instead (fem3d.solvers.partial_assembly;
+        ``chunk`` elements per NumPy batch); with ``scale`` (n,) the row-weighted D A, as
+        the stored one after scale_rows(op.mats, op.dofs, None, scale)."""
+        op = PartialAssemblyOperator(self.backend, self.op.dofs, self.mesh.colour_offsets, self.n, self.dirichlet,
+                                     self.dist, chunk)
+        op.linearise(self.geometry, nodal_velocity(self.xp, x, self.mesh.n_nodes)[self.cells], self.problem.re,
+                     self.tables, self.problem.force, x[self.op.dofs[:, 81:]], kind == "newton", scale)
+        return op
 
     def equation_residual(self, x):
         """F(x) (n,) of the discrete equations in every row, the prescribed ones too (where
