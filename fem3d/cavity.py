@@ -134,7 +134,7 @@ def main(argv=None) -> int:
             if not backend.is_gpu and comm.local_size > cores:
                 notes.append(f"{comm.local_size} ranks share this node's {cores} CPU cores: oversubscribed ranks wait on "
                              f"each other (4 ranks on 2 cores took 3x the time of one rank); start at most {cores}")
-            fits = lambda e, largest: check_fits(backend, linear.matrix_dtype, linear.solver, e, comm.size, largest)  # noqa: E731
+            fits = lambda e, largest: check_fits(backend, linear.matrix_dtype, linear.solver, e, comm.size, largest, linear.assembly)  # noqa: E731
             mesh, mesh_info = build_mesh(args, fits, backend.kind, comm.size, notes.append)
             problem = lid_driven_problem(mesh, args.re, args.lid)
             problem.check_solvable()
@@ -147,7 +147,7 @@ def main(argv=None) -> int:
             out = ensure_writable_dir(args.out)
         for line in notes if root else []:
             print(f"fem3d.cavity: warning: {line}", file=sys.stderr, flush=True)
-        system = partitioned_system(problem, part, backend, linear.matrix_dtype, prepared_since=t_start)
+        system = partitioned_system(problem, part, backend, linear.matrix_dtype, prepared_since=t_start, assembly=linear.assembly)
         say = (lambda s: print(s, flush=True)) if root and not args.quiet else (lambda s: None)
         ranks = f" on {comm.size} ranks ({comm.name})" if comm.size > 1 else ""
         say(f"cavity Re {args.re:g}: {mesh.n_elements} elements, {mesh.n_dofs} unknowns, {backend.describe()}{ranks}")

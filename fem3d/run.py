@@ -73,7 +73,7 @@ def main(argv=None) -> int:
                                 integer=True)
             mesh = read_mesh(case.mesh_file, case.tag_field)
             check_fits(backend, linear.matrix_dtype, linear.solver, mesh.n_elements * 8 ** times, comm.size,
-                       lambda e: largest_refinement(mesh.n_elements, e))
+                       lambda e: largest_refinement(mesh.n_elements, e), linear.assembly)
             mesh = refine(mesh, times)
             flow = Flow(mesh, case.boundaries, nu=case.nu, re=case.re)
             x0 = read_initial(args.initial, mesh.n_dofs) if args.initial else None

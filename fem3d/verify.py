@@ -56,7 +56,7 @@ def run_case(case, n: int, backend, comm, nonlinear: NonlinearOptions, linear: L
     with agreed_errors(comm):
         linear = linear.for_mesh(mesh)
         part = distribute(mesh, comm, backend, linear.alignment(mesh, comm.size))
-    system = partitioned_system(problem, part, backend, linear.matrix_dtype, prepared_since=t0)
+    system = partitioned_system(problem, part, backend, linear.matrix_dtype, prepared_since=t0, assembly=linear.assembly)
     result = NonlinearSolver(system, make_linear_solver(linear, progress), nonlinear, progress).solve(log=log)
     errors = l2_errors(backend, part.mesh, backend.asarray(result.x), case.velocity, case.pressure,
                        total=part.dist.allreduce)
@@ -109,7 +109,8 @@ def main(argv=None) -> int:
         nonlinear, linear = nonlinear_options(args), linear_options(args)
         for n in args.n:
             check_range("--n", n, low=1, high=10**4, integer=True)
-            check_fits(backend, linear.matrix_dtype, linear.solver, n**3, comm.size, lambda e: f"--n {int(e ** (1 / 3))} fits at most")
+            check_fits(backend, linear.matrix_dtype, linear.solver, n**3, comm.size, lambda e: f"--n {int(e ** (1 / 3))} fits at most",
+                       linear.assembly)
         check_writable_file(args.out)
     names = ["paper", "manufactured"] if args.case == "both" else [args.case]
     say = (lambda s: print(s, flush=True)) if root else (lambda s: None)

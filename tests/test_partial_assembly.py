@@ -9,7 +9,11 @@ from fem3d.discretisation.mesh import read_mesh
 from fem3d.kernels import partial_assembly as kernels
 from fem3d.kernels.ebe import NL
 from fem3d.problems.navier_stokes import FlowProblem, NavierStokesSystem
-from fem3d.solvers.partial_assembly import PartialAssemblyOperator
+from fem3d.solvers.partial_assembly import ASSEMBLIES, PartialAssemblyOperator
+from fem3d.solvers.linear import LinearOptions, make_linear_solver
+from fem3d.solvers.nonlinear import NonlinearOptions, NonlinearSolver
+from fem3d.discretisation.mesh import box_mesh
+from gpucfd.errors import InputError
 from gpucfd.backend import cupy_module, get_backend
 from support import MESHES, sample_mesh
 
@@ -118,12 +122,13 @@ def test_upwind_and_newton_terms_are_active(backend):
 
 
 def test_bytes_per_element(backend):
-    """26 (Picard) or 50 (Newton) float64 numbers per Gauss point and the NL unknowns: a
-    tenth or a sixth of a stored float64 element matrix."""
+    """50 float64 numbers per Gauss point (the Newton Jacobian's; the Picard matrix uses 26 of
+    them) and the NL unknowns: a sixth of a stored float64 element matrix."""
     mesh = sample_mesh("box")
-    for kind, per_point in (("picard", 26), ("newton", 50)):
+    for kind in ("picard", "newton"):
         _, op = both_operators(mesh, backend, kind)
-        assert op.bytes_per_element == per_point * 27 * 8 + NL * 4 < NL * NL * 8 / 5
+        assert op.bytes_per_element == 50 * 27 * 8 + NL * 4 < NL * NL * 8 / 5
+        assert sum(a[..., 0].nbytes for a in op.data.values()) == (50 if kind == "newton" else 26) * 27 * 8
 
 
 def test_node_classes_follow_the_q2_node_order():
@@ -132,3 +137,33 @@ def test_node_classes_follow_the_q2_node_order():
 
     assert np.array_equal(kernels.CLASSES[1:], (Q2.node_indices == 1).T)
     assert np.array_equal(kernels.CLASSES[0], np.ones(27))
+
+
+@pytest.mark.parametrize("name", ["box", "distorted"])
+def test_multigrid_with_sum_factorised_products_reaches_the_same_solution(backend, name):
+    """--assembly partial: FGMRES on the sum-factorised Newton operator, multigrid on the
+    float32 element matrices the system keeps for it (shared, not copied), gives the stored
+    operator's Newton steps, FGMRES iterations and solution (to the solver tolerance)."""
+    mesh = mesh_named(name)
+    problem = FlowProblem.with_boundary_velocity(mesh, RE, lambda x: np.tile([1.0, 0.5, 0.0], (len(x), 1)), force=force)
+    results = {}
+    for assembly in ASSEMBLIES:
+        system = NavierStokesSystem(problem, backend, assembly=assembly)
+        linear = make_linear_solver(LinearOptions(solver="mg", assembly=assembly).for_mesh(mesh))
+        results[assembly] = NonlinearSolver(system, linear, NonlinearOptions(tol=1e-10)).solve()
+        shared = linear.mg.levels[0].op is system.elements
+        assert shared == (assembly == "partial") and isinstance(system.op, PartialAssemblyOperator) == shared
+        assert system.elements.mats.dtype == (np.float32 if shared else np.float64)
+    ref, got = results["element"], results["partial"]
+    assert ref.converged and got.converged
+    assert [s.linear_iterations for s in got.steps] == [s.linear_iterations for s in ref.steps]
+    assert np.abs(got.x - ref.x).max() <= 1e-8 * np.abs(ref.x).max()
+
+
+def test_partial_assembly_needs_the_multigrid_solver():
+    with pytest.raises(InputError, match="--assembly partial needs --solver mg or auto"):
+        LinearOptions(solver="paper", assembly="partial")
+    with pytest.raises(InputError, match="--assembly must be one of element, partial"):
+        LinearOptions(assembly="matrix-free")
+    with pytest.raises(InputError, match="--assembly partial needs the mg solver, which cannot run here: the mesh has one"):
+        LinearOptions(assembly="partial").for_mesh(box_mesh(1))

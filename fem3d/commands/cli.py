@@ -46,6 +46,10 @@ def add_solver_arguments(ap, tol: float, max_steps: int | None = None, newton: f
                         f"many iterations; 0 for no such rule (see --keep-factor) (default {lin.rebuild_after})")
     g.add_argument("--matrix-dtype", default="float64",
                    help=f"storage of the element matrices: {' or '.join(MATRIX_DTYPES)} (half the memory and time per product; default float64)")
+    g.add_argument("--assembly", default=lin.assembly,
+                   help="element: the linearisation stored as element matrices; partial: applied by sum factorisation, with "
+                        "float32 element matrices for multigrid only (mg solver; about 125 instead of 180 kB per element on a "
+                        f"GPU, so larger meshes fit) (default {lin.assembly})")
 
 
 def nonlinear_options(args) -> NonlinearOptions:
@@ -58,5 +62,5 @@ def nonlinear_options(args) -> NonlinearOptions:
 def linear_options(args) -> LinearOptions:
     """LinearOptions from parsed arguments (ranges checked there)."""
     return LinearOptions(solver=args.solver, max_iterations=args.max_linear, check_every=args.check_every,
-                         matrix_dtype=args.matrix_dtype, restart=args.restart, smoothing_steps=args.smoothing_steps,
+                         matrix_dtype=args.matrix_dtype, assembly=args.assembly, restart=args.restart, smoothing_steps=args.smoothing_steps,
                          rebuild_after=args.rebuild_after)

@@ -26,17 +26,21 @@ DEVICE_BYTES = {
     ("gpu", "float32", "mg"): (182e3, 2.2e9),  # 7.11 GB at 30^3 (the pool keeps freed blocks: no lower than float64)
     ("cpu", "float64", "mg"): (245e3, 0.05e9),  # 0.38 GB at 12^3, 1.91 GB at 20^3
     ("cpu", "float32", "mg"): (217e3, 0.05e9),  # 0.34 GB at 12^3, 1.67 GB at 20^3
+    ("gpu", "partial", "mg"): (125e3, 2.2e9),  # estimate: float64 mg's less its float64 matrices, plus the point data
+    ("cpu", "partial", "mg"): (200e3, 0.05e9),  # estimate
 }
 HOST_MESH_BYTES = 4e3  # per element of the whole mesh: connectivity, coordinates, geometry, boundary faces
 
 
-def check_fits(backend, matrix_dtype: str, solver: str, mesh_elements: int, ranks: int, largest) -> None:
+def check_fits(backend, matrix_dtype: str, solver: str, mesh_elements: int, ranks: int, largest, assembly: str = "element") -> None:
     """InputError unless this rank's share of a mesh of ``mesh_elements`` elements split
     over ``ranks`` fits its device, and the whole mesh its host, with the linear solver
-    ``solver`` (fem3d.solvers.linear.SOLVERS; auto is counted as mg, the larger). ``largest(n)``
-    words the hint for a mesh of n elements, e.g. "--n 92 fits at most"."""
+    ``solver`` (fem3d.solvers.linear.SOLVERS; auto is counted as mg, the larger) and
+    ``assembly`` (fem3d.solvers.partial_assembly.ASSEMBLIES). ``largest(n)`` words the hint
+    for a mesh of n elements, e.g. "--n 92 fits at most"."""
     elements = -(-mesh_elements // ranks)
-    per_element, fixed = DEVICE_BYTES[(backend.kind, matrix_dtype, "paper" if solver == "paper" else "mg")]
+    storage = "partial" if assembly == "partial" else matrix_dtype
+    per_element, fixed = DEVICE_BYTES[(backend.kind, storage, "paper" if solver == "paper" else "mg")]
     if backend.is_gpu:
         checks = [(per_element, fixed, elements, ranks, backend.free_bytes(), "GPU"),
                   (HOST_MESH_BYTES, 0.0, mesh_elements, 1, host_free_bytes(), "host")]
@@ -48,7 +52,7 @@ def check_fits(backend, matrix_dtype: str, solver: str, mesh_elements: int, rank
         if need > free:
             fits = max(0, int((free - base) // per)) * share
             raise InputError(f"{mesh_elements:,} elements need about {need / 2**30:.3g} GiB of {where} memory"
-                             f"{' per rank' if ranks > 1 and share > 1 else ''} ({matrix_dtype} element matrices), "
+                             f"{' per rank' if ranks > 1 and share > 1 else ''} ({'partial assembly' if storage == 'partial' else matrix_dtype + ' element matrices'}), "
                              f"{max(free, 0) / 2**30:.3g} GiB is free: {largest(fits)}")
 
 

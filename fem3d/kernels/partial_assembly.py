@@ -74,19 +74,12 @@ def laplacian_coefficients(xp, d):
     return xp.concatenate([-d["curv"], d["metric"][:3], 2.0 * d["metric"][3:]])
 
 
-def pack(xp, d: dict, jacobian: bool):
-    """The fields d (name: (*shape, Q, E)) of FIELDS[jacobian] as ``points`` (F, Q, ld) and
-    a dict of views of it with the shapes of d."""
-    E = d["wq"].shape[-1]
+def allocate(xp, E: int):
+    """Zeroed ``points`` (F, Q, ld) for E elements, F the fields of the Newton Jacobian (those
+    of the Picard matrix are their first ones: one array serves both), ld E padded to a
+    multiple of ELEMENTS_PER_BLOCK."""
     ld = -(-E // ELEMENTS_PER_BLOCK) * ELEMENTS_PER_BLOCK
-    sizes = [int(np.prod(shape)) for _, shape in FIELDS[jacobian]]
-    points = xp.zeros((sum(sizes), 27, ld))
-    views, offset = {}, 0
-    for (name, shape), size in zip(FIELDS[jacobian], sizes):
-        views[name] = points[offset:offset + size, :, :E].reshape(shape + (27, E))
-        views[name][...] = d[name]
-        offset += size
-    return points, views
+    return xp.zeros((sum(int(np.prod(shape)) for _, shape in NEWTON), 27, ld))
 
 
 def unpack(points, E: int, jacobian: bool) -> dict:

@@ -81,7 +81,7 @@ class Flow:
             (warn or warnings.warn)(slow)
         linear = linear.for_mesh(self.mesh)
         part = distribute(self.mesh, communicator, backend, linear.alignment(self.mesh, communicator.size))
-        system = partitioned_system(self.problem, part, backend, linear.matrix_dtype, prepared_since=t_start)
+        system = partitioned_system(self.problem, part, backend, linear.matrix_dtype, prepared_since=t_start, assembly=linear.assembly)
         solver = NonlinearSolver(system, make_linear_solver(linear, progress), nonlinear, InterruptCheck(communicator))
         x0 = None if initial is None else np.asarray(initial, dtype=np.float64)[part.dist.gdofs]
         done = solve_continuation(solver, stages, self.re, x0, log)

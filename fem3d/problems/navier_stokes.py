@@ -11,6 +11,12 @@ the element matrices (the paper's Algorithm 1). The pressure of an enclosed flow
 outflow boundary) is defined up to a constant: its iterates are shifted to zero mean
 (integral of p = 0); an outflow boundary fixes the level itself.
 
+With ``assembly="partial"`` the products of the linearisation (the Krylov method's
+operator) are applied by sum factorisation from point data instead
+(fem3d.solvers.partial_assembly, as MFEM's partial assembly level), and the element matrices
+are kept only in float32, for a preconditioner (multigrid's smoother and coarse levels):
+a GPU then holds 43 instead of 95 kB of operators per element.
+
 On several ranks each holds its part of the mesh (fem3d.parallel.partition): the same code, with
 a Distribution that completes interface sums and reduces dot products.
 """
@@ -29,7 +35,7 @@ from ..discretisation.fields import nodal_velocity, pressure_weights
 from ..kernels.ebe import matrix_storage
 from ..discretisation.mesh import HexMesh
 from ..solvers.operators import ElementOperator
-from ..solvers.partial_assembly import PartialAssemblyOperator
+from ..solvers.partial_assembly import ASSEMBLIES, PartialAssemblyOperator
 from ..parallel.partition import Distribution
 
 RE_MAX = 1e5  # largest Reynolds number accepted
@@ -131,10 +137,17 @@ class NavierStokesSystem:
 
     matrix_dtype: storage of the element matrices, float64 or float32 (half the memory and
     bytes per product; the linear systems are then the rounded ones); chunk: elements per
-    batch of element matrices (bounds the temporaries)."""
+    batch of element matrices (bounds the temporaries); assembly: one of ASSEMBLIES
+    ("partial": the element matrices in float32 whatever ``matrix_dtype``).
 
-    def __init__(self, problem: FlowProblem, backend, dist=None, matrix_dtype: str = "float64", chunk: int | None = None):
-        storage = matrix_storage(matrix_dtype)
+    ``op`` applies the linearisation (matvec, rmatvec); ``elements`` holds the element
+    matrices (fem3d.solvers.operators.ElementOperator; ``op`` itself with "element")."""
+
+    def __init__(self, problem: FlowProblem, backend, dist=None, matrix_dtype: str = "float64", chunk: int | None = None,
+                 assembly: str = "element"):
+        if assembly not in ASSEMBLIES:
+            raise InputError(f"--assembly must be one of {', '.join(ASSEMBLIES)} (got {assembly!r})")
+        storage = matrix_storage("float32" if assembly == "partial" else matrix_dtype)
         self.problem = problem
         self.backend = backend
         self.timer = PhaseTimer(backend)
@@ -146,7 +159,7 @@ class NavierStokesSystem:
         self.geometry = backend.asarray(mesh.geometry)
         self.cells = backend.asarray(mesh.cells)
         dofs = mesh.dofs()
-        self.op = ElementOperator(backend, dofs, mesh.colour_offsets, mesh.n_dofs, self.dist, storage)
+        self.elements = ElementOperator(backend, dofs, mesh.colour_offsets, mesh.n_dofs, self.dist, storage)
         n, nd = mesh.n_nodes, mesh.n_dofs
         nodes, values = problem.bc_nodes, problem.bc_values
         fixed = np.zeros(nd, dtype=bool)
@@ -159,7 +172,8 @@ class NavierStokesSystem:
         # elements sharing each unknown (all ranks')
         self.valence = self.dist.sum_interface(backend.asarray(np.bincount(dofs.ravel(), minlength=nd).astype(np.float64)))
         self.p_weights = pressure_weights(backend, mesh)
-        self.dirichlet = dirichlet_rows(xp, self.op.dofs, self.fixed, self.valence)  # the prescribed rows, found once
+        self.dirichlet = dirichlet_rows(xp, self.elements.dofs, self.fixed, self.valence)  # the prescribed rows, found once
+        self.op = self.elements if assembly == "element" else self._sum_factorised()
         self.volume = self.dist.allreduce_scalar(float(self.p_weights.sum()))
 
     @property
@@ -190,7 +204,9 @@ class NavierStokesSystem:
         xp = self.xp
         with self.timer("element_matrices"):
             residual, load, row_sq = self._element_sums(x, kind == "newton", store=True)
-            apply_dirichlet_rows(self.op.mats, self.dirichlet)
+            apply_dirichlet_rows(self.elements.mats, self.dirichlet)
+            if self.op is not self.elements:
+                self._linearise(self.op, x, kind)
             fixed = self.fixed  # copyto with a mask: no read-back of the mask's count, unlike boolean indexing
             xp.copyto(residual, x - self.bc_values, where=fixed)
             xp.copyto(load, self.bc_values, where=fixed)
@@ -205,10 +221,15 @@ class NavierStokesSystem:
         with the Dirichlet rows, by sum factorisation instead (fem3d.solvers.partial_assembly;
         ``chunk`` elements per NumPy batch); with ``scale`` (n,) the row-weighted D A, as
         the stored one after scale_rows(op.mats, op.dofs, None, scale)."""
-        op = PartialAssemblyOperator(self.backend, self.op.dofs, self.mesh.colour_offsets, self.n, self.dirichlet,
-                                     self.dist, chunk)
+        return self._linearise(self._sum_factorised(chunk), x, kind, scale)
+
+    def _sum_factorised(self, chunk: int | None = None) -> PartialAssemblyOperator:
+        return PartialAssemblyOperator(self.backend, self.elements.dofs, self.mesh.colour_offsets, self.n, self.dirichlet,
+                                       self.dist, chunk)
+
+    def _linearise(self, op: PartialAssemblyOperator, x, kind: str, scale=None) -> PartialAssemblyOperator:
         op.linearise(self.geometry, nodal_velocity(self.xp, x, self.mesh.n_nodes)[self.cells], self.problem.re,
-                     self.tables, self.problem.force, x[self.op.dofs[:, 81:]], kind == "newton", scale)
+                     self.tables, self.problem.force, x[self.elements.dofs[:, 81:]], kind == "newton", scale)
         return op
 
     def equation_residual(self, x):
@@ -222,7 +243,7 @@ class NavierStokesSystem:
         """(residual, load, squared Picard row norms) (n,) summed over the elements and the
         ranks, before the prescribed rows are set; with ``store`` the element matrices
         (J(x) with ``jacobian``, else A(x)) are written into the operator."""
-        xp, mesh, op = self.xp, self.mesh, self.op
+        xp, mesh, op = self.xp, self.mesh, self.elements
         vel = nodal_velocity(xp, x, mesh.n_nodes)
         sums = [xp.zeros(mesh.n_dofs, dtype=np.float64) for _ in range(3)]
         direct = store and op.mats.dtype == np.float64  # else computed in float64, then rounded into the storage

@@ -34,6 +34,7 @@ from ..discretisation.assembly import row_norms_squared, scale_rows
 from gpucfd.errors import InputError, check_range
 from ..kernels.ebe import matrix_storage
 from .krylov import FGMRES, NormalEquationsCG, NormalJacobi, SolveInfo
+from .partial_assembly import ASSEMBLIES
 from .multigrid import DIRECT_MAX, SMOOTHING_STEPS, Multigrid, alignment, chain, coarse_levels, coarsest_unknowns
 
 SOLVERS = ("auto", "mg", "paper")
@@ -48,6 +49,9 @@ class LinearOptions:
     the solver's own limit, ``max_iterations`` of its class);
     check_every: CG iterations between residual checks (each reads one number back);
     matrix_dtype: storage of the element matrices (fem3d.kernels.ebe.MATRIX_DTYPES);
+    assembly: the linearisation's products (fem3d.solvers.partial_assembly.ASSEMBLIES:
+    stored element matrices, or "partial", sum factorisation with float32 element matrices
+    for multigrid only: mg's);
     restart: FGMRES restart length; smoothing_steps: GMRES steps of each multigrid
     smoothing; rebuild_after: mg keeps its preconditioner for the next linearisation
     while a solve takes at most this many iterations (0: no such rule; the nonlinear
@@ -57,6 +61,7 @@ class LinearOptions:
     max_iterations: int | None = None
     check_every: int = 10
     matrix_dtype: str = "float64"
+    assembly: str = "element"
     restart: int = 50
     smoothing_steps: int = SMOOTHING_STEPS
     rebuild_after: int = REBUILD_AFTER
@@ -71,6 +76,10 @@ class LinearOptions:
         check_range("--smoothing-steps", self.smoothing_steps, low=1, high=20, integer=True)
         check_range("--rebuild-after", self.rebuild_after, low=0, high=1000, integer=True)
         matrix_storage(self.matrix_dtype)
+        if self.assembly not in ASSEMBLIES:
+            raise InputError(f"--assembly must be one of {', '.join(ASSEMBLIES)} (got {self.assembly!r})")
+        if self.assembly == "partial" and self.solver == "paper":
+            raise InputError("--assembly partial needs --solver mg or auto (the paper solver works on stored element matrices)")
 
     def for_mesh(self, mesh) -> "LinearOptions":
         """These options with ``auto`` resolved for ``mesh``: mg where its hierarchy
@@ -78,6 +87,8 @@ class LinearOptions:
         in a level of at most DIRECT_MAX unknowns and the mesh has more than one element, else
         paper; InputError for mg on a mesh where it cannot run."""
         can = _multigrid_possible(mesh)
+        if self.assembly == "partial" and not can:
+            raise InputError(f"--assembly partial needs the mg solver, which cannot run here: {_why_not(mesh)}")
         if self.solver == "mg" and not can:
             raise InputError(f"--solver mg needs a hierarchy whose coarsest level has at most {DIRECT_MAX:,} unknowns and more "
                              f"than one element: {_why_not(mesh)}; use --solver paper")
@@ -139,7 +150,7 @@ class PaperSolver:
 
 
 class _RowScaled:
-    """The operator D A of an ElementOperator A and row weights D (n,)."""
+    """The operator D A of an operator A (matvec) and row weights D (n,)."""
 
     def __init__(self, op, scale):
         self.op, self.scale = op, scale

@@ -18,9 +18,10 @@ out of P on both levels; on the coarse level they keep the paper's rows (diagona
 so corrections never move them.
 
 The cycle works on matrices stored in float32 (STORAGE) with float64 vectors: the finest
-level holds a float32 copy of the system's matrices (refreshed at every linearisation,
-also when the rest of the hierarchy is kept), the coarse Galerkin matrices and the
-smoothers' inverses are float32. A preconditioner needs no more, and its products read
+level holds the system's element matrices where they are float32 (NavierStokesSystem's
+float32 storage or partial assembly), else a float32 copy (refreshed at every
+linearisation, also when the rest of the hierarchy is kept); the coarse Galerkin matrices
+and the smoothers' inverses are float32. A preconditioner needs no more, and its products read
 half the bytes; the Krylov method around it keeps the float64 operator.
 
 One application is a V(1,1) cycle: ``smoothing_steps`` GMRES steps preconditioned by the
@@ -376,8 +377,9 @@ class Multigrid:
         self.xp, self.steps = backend.xp, smoothing_steps
         self.P = backend.asarray(child_prolongations())
         comm = dist.comm
-        self.system_op = system.op
-        fine = ElementOperator(backend, backend.to_numpy(system.op.dofs), mesh.colour_offsets, system.op.n, dist, STORAGE)
+        self.system_elements = elements = system.elements
+        fine = elements if elements.mats.dtype == STORAGE else ElementOperator(  # else a rounded copy
+            backend, backend.to_numpy(elements.dofs), mesh.colour_offsets, elements.n, dist, STORAGE)
         self.levels = [Level(fine, mesh, system.fixed, system.valence)]
         meshes = chain(mesh)
         partitioned = len(meshes) - 1 + distributed_grids(meshes[-1].grid, comm.size)  # levels below: replicated
@@ -431,8 +433,10 @@ class Multigrid:
         return backend.asarray(total(fixed.astype(np.float64)) > 0)
 
     def refresh(self) -> None:
-        """Copy the system's current matrices into the finest level (rounded to STORAGE)."""
-        self.levels[0].op.mats[...] = self.system_op.mats
+        """Copy the system's current matrices into the finest level (rounded to STORAGE; nothing
+        to do where the finest level holds the system's own)."""
+        if self.levels[0].op is not self.system_elements:
+            self.levels[0].op.mats[...] = self.system_elements.mats
 
     def setup(self) -> bool:
         """Build the hierarchy for the system's current matrices; False when a Vanka block or

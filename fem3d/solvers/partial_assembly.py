@@ -49,6 +49,10 @@ def tables() -> np.ndarray:
     return np.concatenate([Q2.tables_1d(x).ravel(), Q1.tables_1d(x)[:2].ravel()])
 
 
+ASSEMBLIES = ("element", "partial")  # a linearisation's products: stored element matrices, or this operator
+LINEARISE_CHUNK = 16384  # elements per batch of point data: temporaries of about 20 kB each
+
+
 class PartialAssemblyOperator:
     """A (Picard matrix or Newton Jacobian) on a mesh's unknowns [u | v | w | p] by sum
     factorisation, with the products of fem3d.solvers.operators.ElementOperator (matvec and
@@ -67,13 +71,14 @@ class PartialAssemblyOperator:
 
     :meth:`linearise` stores float64 point data (..., Q, E), the Q = 27 Gauss points in tensor
     order and the E elements last, as views (``data``) of one array ``points`` (F, Q, ld)
-    (fem3d.kernels.partial_assembly.pack; ld pads E for aligned loads): jinv (3, 3) d xi_k / d x_i, wq weight * det J, metric (6)
+    (fem3d.kernels.partial_assembly.allocate; ld pads E for aligned loads), kept between
+    linearisations: jinv (3, 3) d xi_k / d x_i, wq weight * det J, metric (6)
     sum_i dxi_k/dx_i dxi_l/dx_i packed (00, 11, 22, 01, 02, 12), curv (3) the curvature term of
     the Laplacian in reference components, adv (3) the reference velocity dxi_k/dx_i a_i, tau
     (4) the tau_m above; Newton also grad_a (3, 3) d a_c / d x_d, strong (3) r and dtau (4, 3)
-    d tau_m / d a_d. That is 26 x 27 x 8 = 5616 bytes (Picard) or 50 x 27 x 8 = 10800 bytes
-    (Newton) per element, besides the NL int32 unknowns (356 bytes), against NL x NL x 8 =
-    63368 bytes of a stored float64 element matrix.
+    d tau_m / d a_d. The array has room for Newton's 50 x 27 x 8 = 10800 bytes per element
+    (Picard's 26 fields are its first), besides the NL int32 unknowns (356 bytes), against
+    NL x NL x 8 = 63368 bytes of a stored float64 element matrix.
     """
 
     def __init__(self, backend, dofs, colour_offsets, n: int, rows=None, dist=None, chunk: int | None = None):
@@ -98,14 +103,29 @@ class PartialAssemblyOperator:
 
     @property
     def bytes_per_element(self) -> int:
-        """Bytes stored per element: the point data of the last linearisation and the unknowns."""
-        return sum(a[..., 0].nbytes for a in self.data.values()) + NL * 4
+        """Bytes stored per element: the point data (room for the Newton Jacobian's fields, of
+        which the Picard matrix uses the first) and the unknowns."""
+        return self.points.shape[0] * self.points.shape[1] * 8 + NL * 4
 
     def linearise(self, X, u_nodes, re: float, tables, force=None, p_nodes=None, jacobian: bool = False, scale=None):
         """Store the point data of A(a) (Picard), or with ``jacobian`` of J(a, p), for the
         arguments of fem3d.discretisation.assembly.element_matrices_chunk (X (E, g, 3), u_nodes
-        (E, 27, 3), p_nodes (E, 8), tables: its ReferenceTables); ``scale`` (n,) or None: the
-        row weights D of the operator D A."""
+        (E, 27, 3), p_nodes (E, 8), tables: its ReferenceTables), LINEARISE_CHUNK elements
+        at a time into one array kept between linearisations; ``scale`` (n,) or None: the row
+        weights D of the operator D A."""
+        E = X.shape[0]
+        if self.points is None:
+            self.points = kernels.allocate(self.xp, E)
+        self.data = kernels.unpack(self.points, E, jacobian)
+        for s in range(0, E, LINEARISE_CHUNK):
+            c = slice(s, min(s + LINEARISE_CHUNK, E))
+            d = self._point_data(X[c], u_nodes[c], re, tables, force, None if p_nodes is None else p_nodes[c], jacobian)
+            for name, view in self.data.items():
+                view[..., c] = d[name]
+        self.scale, self.nu, self.jacobian = scale, 1.0 / re, jacobian
+
+    def _point_data(self, X, u_nodes, re: float, tables, force, p_nodes, jacobian: bool) -> dict:
+        """The fields of :meth:`linearise` (name: (*shape, Q, E)) of the elements X (E, g, 3)."""
         xp = self.xp
         E = X.shape[0]
         J = jacobians(xp, X, tables.dG)
@@ -129,8 +149,7 @@ class PartialAssemblyOperator:
         else:
             t_mid, t_end = tau_by_direction(xp, a, J, re)
         d["tau"] = _fields(xp, xp.concatenate([t_end.sum(axis=2)[..., None], t_mid - t_end], axis=2))
-        self.points, self.data = kernels.pack(xp, d, jacobian)
-        self.scale, self.nu, self.jacobian = scale, 1.0 / re, jacobian
+        return d
 
     def matvec(self, x, out):
         """out = A x (D A x with row weights)."""
