@@ -1,8 +1,8 @@
 """Time to solution against the mesh size: the lid-driven cube as a user runs it, every N.
 
     python scripts/bench_sizes.py --device cpu --re 400 --n 8 9 10 11 12 13 14 15 16 17 18 19 20 --grading 0 --tag cpu
-    python scripts/bench_sizes.py --device gpu --re 1000 --n $(seq 32 48) --tag h100
-    python scripts/bench_sizes.py --device gpu --re 1000 --n $(seq 49 64) --tag h100 --add
+    python scripts/bench_sizes.py --device gpu --re 1000 --n 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 --tag h100
+    python scripts/bench_sizes.py --device gpu --re 1000 --n 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63 64 --tag h100 --add
 
 Runs ``python -m fem3d.cavity --re RE --n N --grading G --device D`` with the default
 ``--solver auto`` (each in its own process, after one untimed 4^3 run that compiles the

@@ -173,6 +173,18 @@ def test_memory_estimate_names_the_largest_refinement_that_fits(tmp_path, capsys
     assert "13,824 elements need about 3.25 GiB of host memory" in err and not (tmp_path / "out").exists()
 
 
+def test_partial_assembly_fits_a_larger_mesh(tmp_path, monkeypatch, capsys):
+    """2 GiB free on the CPU: the mg solver with stored matrices fits 8,423 elements, with
+    --assembly partial (165e3 + 4e3 bytes per element and 0.1 GB) 12,115: the distorted cube
+    refined twice (13,824) fits neither, and the hint names the assembly."""
+    monkeypatch.setattr("gpucfd.backend.host_free_bytes", lambda: 2**31)
+    code = run_cli(cavity.main, ["--mesh", os.path.join(MESHES, "distorted_cube_hex8.msh"), "--lid", "lid", "--refine", "2",
+                                 "--device", "cpu", "--assembly", "partial", "--out", str(tmp_path / "out")], prog="fem3d.cavity")
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "GiB of host memory (partial assembly)" in err, err
+    assert "13,824 elements need about 2.27 GiB" in err and not (tmp_path / "out").exists()
+
+
 def test_not_converged_still_writes_marked_results(tmp_path):
     p = run("--n", "2", "--max-steps", "2", "--device", "cpu", "--out", str(tmp_path), "--no-plots")
     assert p.returncode == 3 and "not converged (max_steps)" in p.stderr
