@@ -22,6 +22,7 @@ marked), 2 for bad input.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 import os
 import signal
 import sys
@@ -34,7 +35,7 @@ from .parallel.comm import agreed_errors
 from .problems.distributed import add_parallel_arguments, partitioned_system, rank_report, start
 from gpucfd.errors import ArgumentParser, ConvergenceError, InputError, check_range, run_cli
 from .parallel.interrupt import InterruptCheck, agreed, graceful_stop, requested
-from .commands.memory import check_fits, largest_refinement
+from .commands.memory import check_fits, fitting_assembly, largest_refinement
 from .discretisation.mesh import box_mesh, read_mesh
 from .solvers.nonlinear import NonlinearSolver, continuation_steps, out_of_reach_hint, solve_continuation
 from gpucfd.output import ensure_writable_dir, save_npy
@@ -143,6 +144,9 @@ def main(argv=None) -> int:
             if slow:
                 notes.append(slow)
             linear = linear.for_mesh(mesh)
+            assembly, note = fitting_assembly(backend, linear, mesh.n_elements, comm.size)
+            linear = replace(linear, assembly=assembly)
+            notes += [note] if note else []
             part = distribute(mesh, comm, backend, linear.alignment(mesh, comm.size))
             out = ensure_writable_dir(args.out)
         for line in notes if root else []:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import signal
+from dataclasses import replace
 import sys
 import time
 
@@ -27,7 +28,7 @@ from .discretisation.fields import mid_plane
 from .problems.flow import Flow
 from .solvers.nonlinear import out_of_reach_hint
 from .parallel.interrupt import agreed, graceful_stop, requested
-from .commands.memory import check_fits, largest_refinement
+from .commands.memory import check_fits, fitting_assembly, largest_refinement
 from .discretisation.mesh import read_mesh
 from .commands import plots
 from .commands.picture_process import PictureError, draw_in_child
@@ -75,6 +76,10 @@ def main(argv=None) -> int:
             check_fits(backend, linear.matrix_dtype, linear.solver, mesh.n_elements * 8 ** times, comm.size,
                        lambda e: largest_refinement(mesh.n_elements, e), linear.assembly)
             mesh = refine(mesh, times)
+            assembly, note = fitting_assembly(backend, linear.for_mesh(mesh), mesh.n_elements, comm.size)
+            linear = replace(linear, assembly=assembly)
+            if note and root:
+                print(f"fem3d.run: warning: {note}", file=sys.stderr, flush=True)
             flow = Flow(mesh, case.boundaries, nu=case.nu, re=case.re)
             x0 = read_initial(args.initial, mesh.n_dofs) if args.initial else None
             out = args.out or _shown(os.path.join(os.path.dirname(os.path.abspath(args.case)), case.out))

@@ -19,6 +19,7 @@ import math
 import signal
 import sys
 import time
+from dataclasses import replace
 
 import numpy as np
 
@@ -29,7 +30,7 @@ from gpucfd.errors import ArgumentParser, ConvergenceError, check_range, run_cli
 from .problems.exact import CASES
 from .discretisation.fields import l2_errors
 from .parallel.interrupt import InterruptCheck, agreed, graceful_stop
-from .commands.memory import check_fits
+from .commands.memory import check_fits, fitting_assembly
 from .discretisation.mesh import box_mesh
 from .problems.navier_stokes import FlowProblem
 from .solvers.nonlinear import NonlinearOptions, NonlinearSolver
@@ -55,6 +56,7 @@ def run_case(case, n: int, backend, comm, nonlinear: NonlinearOptions, linear: L
     problem = FlowProblem.with_boundary_velocity(mesh, case.re, lambda x: case.velocity(np, x), force=case.force)
     with agreed_errors(comm):
         linear = linear.for_mesh(mesh)
+        linear = replace(linear, assembly=fitting_assembly(backend, linear, mesh.n_elements, comm.size)[0])
         part = distribute(mesh, comm, backend, linear.alignment(mesh, comm.size))
     system = partitioned_system(problem, part, backend, linear.matrix_dtype, prepared_since=t0, assembly=linear.assembly)
     result = NonlinearSolver(system, make_linear_solver(linear, progress), nonlinear, progress).solve(log=log)

@@ -185,6 +185,21 @@ def test_partial_assembly_fits_a_larger_mesh(tmp_path, monkeypatch, capsys):
     assert "13,824 elements need about 2.27 GiB" in err and not (tmp_path / "out").exists()
 
 
+def test_auto_assembly_takes_partial_assembly_where_stored_matrices_do_not_fit(tmp_path, monkeypatch, capsys):
+    """0.45 GB free on the CPU: 12^3 elements need 0.48 GB with stored matrices (249e3 bytes
+    each and 0.05 GB) but 0.39 GB with partial assembly (169e3 and 0.1 GB): the default
+    --assembly auto takes partial assembly and says so in one warning line."""
+    monkeypatch.setattr("gpucfd.backend.host_free_bytes", lambda: 0.45e9)
+    code = run_cli(cavity.main, ["--n", "12", "--re", "100", "--max-steps", "2", "--device", "cpu", "--no-plots", "--no-vtu",
+                                 "--out", str(tmp_path)], prog="fem3d.cavity")
+    err = capsys.readouterr().err
+    assert code == 3 and "1,728 elements do not fit with stored element matrices: --assembly partial" in err, err
+    assert json.loads((tmp_path / "summary.json").read_text())["options"]["linear"]["assembly"] == "partial"
+    monkeypatch.setattr("gpucfd.backend.host_free_bytes", lambda: 0.3e9)
+    assert run_cli(cavity.main, ["--n", "12", "--device", "cpu", "--out", str(tmp_path / "none")], prog="fem3d.cavity") == 2
+    assert "(partial assembly), 0.279 GiB is free: --n 10 fits at most" in capsys.readouterr().err
+
+
 def test_not_converged_still_writes_marked_results(tmp_path):
     p = run("--n", "2", "--max-steps", "2", "--device", "cpu", "--out", str(tmp_path), "--no-plots")
     assert p.returncode == 3 and "not converged (max_steps)" in p.stderr

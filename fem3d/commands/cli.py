@@ -48,8 +48,9 @@ def add_solver_arguments(ap, tol: float, max_steps: int | None = None, newton: f
                    help=f"storage of the element matrices: {' or '.join(MATRIX_DTYPES)} (half the memory and time per product; default float64)")
     g.add_argument("--assembly", default=lin.assembly,
                    help="element: the linearisation stored as element matrices; partial: applied by sum factorisation, with "
-                        "float32 element matrices for multigrid only (mg solver; about 125 instead of 180 kB per element on a "
-                        f"GPU, so larger meshes fit) (default {lin.assembly})")
+                        "float32 element matrices for multigrid only (mg solver; about 130 instead of 180 kB per element on a "
+                        "GPU, so larger meshes fit, about 30 %% slower where both fit); auto: element where it fits, else partial "
+                        f"(default {lin.assembly})")
 
 
 def nonlinear_options(args) -> NonlinearOptions:

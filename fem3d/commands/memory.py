@@ -34,14 +34,41 @@ DEVICE_BYTES = {
 HOST_MESH_BYTES = 4e3  # per element of the whole mesh: connectivity, coordinates, geometry, boundary faces
 
 
-def check_fits(backend, matrix_dtype: str, solver: str, mesh_elements: int, ranks: int, largest, assembly: str = "element") -> None:
+def check_fits(backend, matrix_dtype: str, solver: str, mesh_elements: int, ranks: int, largest, assembly: str = "element") -> str:
     """InputError unless this rank's share of a mesh of ``mesh_elements`` elements split
     over ``ranks`` fits its device, and the whole mesh its host, with the linear solver
     ``solver`` (fem3d.solvers.linear.SOLVERS; auto is counted as mg, the larger) and
-    ``assembly`` (fem3d.solvers.partial_assembly.ASSEMBLIES). ``largest(n)`` words the hint
-    for a mesh of n elements, e.g. "--n 92 fits at most"."""
+    ``assembly`` (fem3d.solvers.linear.LinearOptions.assembly). ``largest(n)`` words the hint
+    for a mesh of n elements, e.g. "--n 92 fits at most". Returns the assembly that fits:
+    for "auto" the stored element matrices where they fit, else partial assembly (not for
+    the paper solver); the error is then partial assembly's."""
+    options = [assembly] if assembly != "auto" else ["element"] if solver == "paper" else ["element", "partial"]
+    for k, option in enumerate(options):
+        try:
+            _check(backend, "partial" if option == "partial" else matrix_dtype, solver, mesh_elements, ranks, largest)
+            return option
+        except InputError:
+            if k == len(options) - 1:
+                raise
+
+
+def fitting_assembly(backend, linear, mesh_elements: int, ranks: int) -> tuple[str, str | None]:
+    """(assembly, warning line or None): ``linear``'s assembly (fem3d.solvers.linear.LinearOptions,
+    its solver resolved by for_mesh), "auto" resolved by :func:`check_fits` for a mesh of
+    ``mesh_elements`` elements (which the caller checked fits one way), and a line saying
+    so where that took partial assembly."""
+    if linear.assembly != "auto":
+        return linear.assembly, None
+    chosen = check_fits(backend, linear.matrix_dtype, linear.solver, mesh_elements, ranks, lambda e: f"{e:,} elements fit", "auto")
+    note = None if chosen == "element" else (
+        f"{mesh_elements:,} elements do not fit with stored element matrices: --assembly partial (sum-factorised products, "
+        f"float32 matrices for multigrid only; about 30 % slower where both fit)")
+    return chosen, note
+
+
+def _check(backend, storage: str, solver: str, mesh_elements: int, ranks: int, largest) -> None:
+    """InputError unless the mesh fits with ``storage`` (a matrix dtype, or partial)."""
     elements = -(-mesh_elements // ranks)
-    storage = "partial" if assembly == "partial" else matrix_dtype
     per_element, fixed = DEVICE_BYTES[(backend.kind, storage, "paper" if solver == "paper" else "mg")]
     if backend.is_gpu:
         checks = [(per_element, fixed, elements, ranks, backend.free_bytes(), "GPU"),
@@ -49,12 +76,13 @@ def check_fits(backend, matrix_dtype: str, solver: str, mesh_elements: int, rank
     else:
         per = per_element + HOST_MESH_BYTES * ranks
         checks = [(per, fixed, elements, ranks, backend.free_bytes(), "host")]
+    what = "partial assembly" if storage == "partial" else f"{storage} element matrices"
     for per, base, count, share, free, where in checks:
         need = base + per * count
         if need > free:
             fits = max(0, int((free - base) // per)) * share
             raise InputError(f"{mesh_elements:,} elements need about {need / 2**30:.3g} GiB of {where} memory"
-                             f"{' per rank' if ranks > 1 and share > 1 else ''} ({'partial assembly' if storage == 'partial' else matrix_dtype + ' element matrices'}), "
+                             f"{' per rank' if ranks > 1 and share > 1 else ''} ({what}), "
                              f"{max(free, 0) / 2**30:.3g} GiB is free: {largest(fits)}")
 
 

@@ -79,7 +79,7 @@ class Flow:
         slow = linear.paper_reason(self.mesh)
         if slow:
             (warn or warnings.warn)(slow)
-        linear = linear.for_mesh(self.mesh)
+        linear = linear.for_mesh(self.mesh).resolved()
         part = distribute(self.mesh, communicator, backend, linear.alignment(self.mesh, communicator.size))
         system = partitioned_system(self.problem, part, backend, linear.matrix_dtype, prepared_since=t_start, assembly=linear.assembly)
         solver = NonlinearSolver(system, make_linear_solver(linear, progress), nonlinear, InterruptCheck(communicator))

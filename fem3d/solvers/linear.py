@@ -51,7 +51,8 @@ class LinearOptions:
     matrix_dtype: storage of the element matrices (fem3d.kernels.ebe.MATRIX_DTYPES);
     assembly: the linearisation's products (fem3d.solvers.partial_assembly.ASSEMBLIES:
     stored element matrices, or "partial", sum factorisation with float32 element matrices
-    for multigrid only: mg's);
+    for multigrid only: mg's), or "auto": chosen by the memory check of the commands
+    (fem3d.commands.memory.fitting_assembly), element elsewhere (:meth:`resolved`);
     restart: FGMRES restart length; smoothing_steps: GMRES steps of each multigrid
     smoothing; rebuild_after: mg keeps its preconditioner for the next linearisation
     while a solve takes at most this many iterations (0: no such rule; the nonlinear
@@ -61,7 +62,7 @@ class LinearOptions:
     max_iterations: int | None = None
     check_every: int = 10
     matrix_dtype: str = "float64"
-    assembly: str = "element"
+    assembly: str = "auto"
     restart: int = 50
     smoothing_steps: int = SMOOTHING_STEPS
     rebuild_after: int = REBUILD_AFTER
@@ -76,8 +77,8 @@ class LinearOptions:
         check_range("--smoothing-steps", self.smoothing_steps, low=1, high=20, integer=True)
         check_range("--rebuild-after", self.rebuild_after, low=0, high=1000, integer=True)
         matrix_storage(self.matrix_dtype)
-        if self.assembly not in ASSEMBLIES:
-            raise InputError(f"--assembly must be one of {', '.join(ASSEMBLIES)} (got {self.assembly!r})")
+        if self.assembly not in ("auto",) + ASSEMBLIES:
+            raise InputError(f"--assembly must be one of auto, {', '.join(ASSEMBLIES)} (got {self.assembly!r})")
         if self.assembly == "partial" and self.solver == "paper":
             raise InputError("--assembly partial needs --solver mg or auto (the paper solver works on stored element matrices)")
 
@@ -101,6 +102,10 @@ class LinearOptions:
         if self.solver != "auto" or _multigrid_possible(mesh) or mesh.n_elements == 1:
             return None
         return f"--solver auto takes the paper solver, much slower than multigrid: {_why_not(mesh)}"
+
+    def resolved(self) -> "LinearOptions":
+        """These options with an "auto" assembly taken as element (stored matrices)."""
+        return replace(self, assembly="element") if self.assembly == "auto" else self
 
     def alignment(self, mesh, ranks: int) -> int:
         """Element layers per partition unit (fem3d.parallel.partition.distribute) for this solver."""
