@@ -163,11 +163,12 @@ def test_refined_mesh_file_is_solved_by_multigrid(tmp_path):
 
 
 def test_memory_estimate_names_the_largest_refinement_that_fits(tmp_path, capsys, monkeypatch):
-    """2 GiB free on the CPU, mg: (245e3 + 4e3) bytes per element and 0.05 GB (fem3d.commands.memory) fit 8,423
-    elements: the 216 of the distorted cube refined once (1,728), not twice (13,824)."""
+    """2 GiB free on the CPU, mg with stored matrices: (245e3 + 4e3) bytes per element and 0.05 GB
+    (fem3d.commands.memory) fit 8,423 elements: the 216 of the distorted cube refined once
+    (1,728), not twice (13,824)."""
     monkeypatch.setattr("gpucfd.backend.host_free_bytes", lambda: 2**31)
     code = run_cli(cavity.main, ["--mesh", os.path.join(MESHES, "distorted_cube_hex8.msh"), "--lid", "lid", "--refine", "2",
-                                 "--device", "cpu", "--out", str(tmp_path / "out")], prog="fem3d.cavity")
+                                 "--device", "cpu", "--assembly", "element", "--out", str(tmp_path / "out")], prog="fem3d.cavity")
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and err.rstrip().endswith("--refine 1 fits at most"), err
     assert "13,824 elements need about 3.25 GiB of host memory" in err and not (tmp_path / "out").exists()
@@ -175,14 +176,17 @@ def test_memory_estimate_names_the_largest_refinement_that_fits(tmp_path, capsys
 
 def test_partial_assembly_fits_a_larger_mesh(tmp_path, monkeypatch, capsys):
     """2 GiB free on the CPU: the mg solver with stored matrices fits 8,423 elements, with
-    --assembly partial (165e3 + 4e3 bytes per element and 0.1 GB) 12,115: the distorted cube
-    refined twice (13,824) fits neither, and the hint names the assembly."""
+    partial assembly (165e3 + 4e3 bytes per element and 0.1 GB) 12,115: the distorted cube
+    refined twice (13,824) fits neither, and the hint names the assembly (asked for, or the
+    default auto's last resort)."""
     monkeypatch.setattr("gpucfd.backend.host_free_bytes", lambda: 2**31)
-    code = run_cli(cavity.main, ["--mesh", os.path.join(MESHES, "distorted_cube_hex8.msh"), "--lid", "lid", "--refine", "2",
-                                 "--device", "cpu", "--assembly", "partial", "--out", str(tmp_path / "out")], prog="fem3d.cavity")
-    err = capsys.readouterr().err
-    assert code == 2 and err.count("\n") == 1 and "GiB of host memory (partial assembly)" in err, err
-    assert "13,824 elements need about 2.27 GiB" in err and not (tmp_path / "out").exists()
+    for assembly in ("partial", "auto"):
+        code = run_cli(cavity.main, ["--mesh", os.path.join(MESHES, "distorted_cube_hex8.msh"), "--lid", "lid", "--refine", "2",
+                                     "--device", "cpu", "--assembly", assembly, "--out", str(tmp_path / "out")], prog="fem3d.cavity")
+        err = capsys.readouterr().err
+        assert code == 2 and err.count("\n") == 1 and "GiB of host memory (partial assembly)" in err, err
+        assert "13,824 elements need about 2.27 GiB" in err and err.rstrip().endswith("--refine 1 fits at most")
+        assert not (tmp_path / "out").exists()
 
 
 def test_auto_assembly_takes_partial_assembly_where_stored_matrices_do_not_fit(tmp_path, monkeypatch, capsys):
