@@ -228,7 +228,7 @@ class NavierStokesSystem:
                                        self.dist, chunk)
 
     def _linearise(self, op: PartialAssemblyOperator, x, kind: str, scale=None) -> PartialAssemblyOperator:
-        op.linearise(self.geometry, nodal_velocity(self.xp, x, self.mesh.n_nodes)[self.cells], self.problem.re,
+        op.linearise(self.geometry, nodal_velocity(self.xp, x, self.mesh.n_nodes), self.cells, self.problem.re,
                      self.tables, self.problem.force, x[self.elements.dofs[:, 81:]], kind == "newton", scale)
         return op
 

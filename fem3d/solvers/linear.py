@@ -91,8 +91,7 @@ class LinearOptions:
         if self.assembly == "partial" and not can:
             raise InputError(f"--assembly partial needs the mg solver, which cannot run here: {_why_not(mesh)}")
         if self.solver == "mg" and not can:
-            raise InputError(f"--solver mg needs a hierarchy whose coarsest level has at most {DIRECT_MAX:,} unknowns and more "
-                             f"than one element: {_why_not(mesh)}; use --solver paper")
+            raise InputError(_mg_refused(mesh))
         return replace(self, solver="mg" if can else "paper") if self.solver == "auto" else self
 
     def paper_reason(self, mesh) -> str | None:
@@ -117,6 +116,12 @@ def _multigrid_possible(mesh) -> bool:
     the mesh more than one element (one element's matrix is singular when its velocity is
     prescribed: spurious pressure modes, which the paper solver's least squares tolerates)."""
     return 1 < mesh.n_elements and coarsest_unknowns(mesh) <= DIRECT_MAX
+
+
+def _mg_refused(mesh) -> str:
+    """The error line of --solver mg on a mesh it cannot solve."""
+    return (f"--solver mg needs a hierarchy whose coarsest level has at most {DIRECT_MAX:,} unknowns and more than one "
+            f"element: {_why_not(mesh)}; use --solver paper")
 
 
 def _why_not(mesh) -> str:
@@ -201,8 +206,7 @@ class MultigridSolver:
     def setup(self, system, state, rebuild: bool = True) -> None:
         if self.system is not system:
             if not _multigrid_possible(system.mesh):
-                raise InputError(f"--solver mg needs a hierarchy whose coarsest level has at most {DIRECT_MAX:,} unknowns: "
-                                 f"{_why_not(system.mesh)}; use --solver paper")
+                raise InputError(_mg_refused(system.mesh))
             self.mg = Multigrid(system, coarse_levels(system.mesh), self.options.smoothing_steps)
             self.system, self.ready = system, False
         if rebuild or not self.ready:

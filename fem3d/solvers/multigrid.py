@@ -396,10 +396,7 @@ class Multigrid:
             valence = part.dist.sum_interface(backend.asarray(np.bincount(dofs.ravel(), minlength=part.mesh.n_dofs).astype(np.float64)))
             fixed = self._children(self.levels[-1], part.mesh, local[parent], position, gathered=comm.size > 1 and k == partitioned + 1)
             self.levels.append(Level(op, part.mesh, fixed, valence))
-        coarsest = self.levels[-1]
-        if coarsest.op.dist.n_global > DIRECT_MAX:
-            raise ValueError(f"multigrid: the coarsest level has {coarsest.op.dist.n_global} unknowns, more than DIRECT_MAX")
-        self.direct = CoarseSolve(coarsest, system.problem.enclosed)
+        self.direct = CoarseSolve(self.levels[-1], system.problem.enclosed)
 
     def _children(self, fine: Level, coarse_mesh, parent, position, gathered: bool = False):
         """Set the fine level's transfer (groups, child_dofs, parent_dofs) to the coarse level

@@ -107,11 +107,13 @@ class PartialAssemblyOperator:
         which the Picard matrix uses the first) and the unknowns."""
         return self.points.shape[0] * self.points.shape[1] * 8 + NL * 4
 
-    def linearise(self, X, u_nodes, re: float, tables, force=None, p_nodes=None, jacobian: bool = False, scale=None):
+    def linearise(self, X, velocity, cells, re: float, tables, force=None, p_nodes=None, jacobian: bool = False,
+                  scale=None):
         """Store the point data of A(a) (Picard), or with ``jacobian`` of J(a, p), for the
-        arguments of fem3d.discretisation.assembly.element_matrices_chunk (X (E, g, 3), u_nodes
-        (E, 27, 3), p_nodes (E, 8), tables: its ReferenceTables), LINEARISE_CHUNK elements
-        at a time into one array kept between linearisations; ``scale`` (n,) or None: the row
+        arguments of fem3d.discretisation.assembly.element_matrices_chunk (X (E, g, 3), p_nodes
+        (E, 8), tables: its ReferenceTables; the velocity at the elements' nodes gathered
+        from ``velocity`` (n_nodes, 3) through ``cells`` (E, 27)), LINEARISE_CHUNK elements at
+        a time into one array kept between linearisations; ``scale`` (n,) or None: the row
         weights D of the operator D A."""
         E = X.shape[0]
         if self.points is None:
@@ -119,7 +121,8 @@ class PartialAssemblyOperator:
         self.data = kernels.unpack(self.points, E, jacobian)
         for s in range(0, E, LINEARISE_CHUNK):
             c = slice(s, min(s + LINEARISE_CHUNK, E))
-            d = self._point_data(X[c], u_nodes[c], re, tables, force, None if p_nodes is None else p_nodes[c], jacobian)
+            d = self._point_data(X[c], velocity[cells[c]], re, tables, force, None if p_nodes is None else p_nodes[c],
+                                 jacobian)
             for name, view in self.data.items():
                 view[..., c] = d[name]
         self.scale, self.nu, self.jacobian = scale, 1.0 / re, jacobian
