@@ -34,50 +34,58 @@ CHUNK = {"gpu": 8192, "cpu": 128}  # elements per batch of blocks (bounds the te
 # of a few MB stay in the heap, while fresh pages of larger ones cost more than the arithmetic)
 
 
-def element_neighbours(mesh) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(nbr, pattern, ia, ja, starts) of the elements of ``mesh`` (this rank's part), host
-    arrays: nbr (E, K) int32 the neighbours of each element (elements sharing a node with
-    it; -1 pads to the largest count K), pattern (E, K) int32 the pattern of each, and the
-    patterns' shared positions ia, ja (int32) concatenated, pattern p at
-    ia[starts[p]:starts[p + 1]] (local unknowns of the element, increasing) and the same
-    slice of ja (the same unknowns as local unknowns of the neighbour)."""
+def element_neighbours(mesh, xp=np) -> tuple:
+    """(nbr, pattern, ia, ja, starts) of the elements of ``mesh`` (this rank's part), arrays
+    of ``xp`` (the sorting runs there: on a GPU a fraction of the host's time): nbr (E, K)
+    int32 the neighbours of each element (elements sharing a node with it; -1 pads to the
+    largest count K), pattern (E, K) int32 the pattern of each, and the patterns' shared
+    positions ia, ja (int32) concatenated, pattern p at ia[starts[p]:starts[p + 1]] (local
+    unknowns of the element, increasing) and the same slice of ja (the same unknowns as
+    local unknowns of the neighbour)."""
     n_elem = mesh.n_elements
     pcells = mesh.pressure_cells
     k = pcells.shape[1]
-    flat = pcells.ravel()
-    order = np.argsort(flat, kind="stable")  # incidences (element * k + local vertex) grouped by vertex
+    flat = xp.asarray(pcells.ravel())
+    order = xp.argsort(flat, kind="stable")  # incidences (element * k + local vertex) grouped by vertex
     elem, local = order // k, order % k
-    first = np.flatnonzero(np.diff(flat[order], prepend=-1))
-    size = np.diff(np.append(first, len(flat)))
-    each = np.repeat(size, size)  # group size at each incidence
-    ends = np.cumsum(each)
-    mine = np.repeat(np.arange(len(flat)), each)  # every ordered pair (mine, theirs) of incidences at one vertex
-    theirs = np.repeat(np.repeat(first, size), each) + np.arange(ends[-1]) - np.repeat(ends - each, each)
+    first = xp.flatnonzero(xp.diff(flat[order], prepend=-1))
+    size = xp.diff(xp.append(first, len(flat)))
+    each = xp.repeat(size, size)  # group size at each incidence
+    ends = xp.cumsum(each)
+    total = int(ends[-1])
+    mine = xp.repeat(xp.arange(len(flat)), each)  # every ordered pair (mine, theirs) of incidences at one vertex
+    theirs = xp.repeat(xp.repeat(first, size), each) + xp.arange(total) - xp.repeat(ends - each, each)
     keep = elem[mine] != elem[theirs]
     mine, theirs = mine[keep], theirs[keep]
     key = elem[mine] * n_elem + elem[theirs]
-    by_pair = np.argsort(key, kind="stable")
+    by_pair = xp.argsort(key, kind="stable")
     key, mine, theirs = key[by_pair], mine[by_pair], theirs[by_pair]
-    new = np.diff(key, prepend=-1) != 0
+    new = xp.diff(key, prepend=-1) != 0
     e, f = elem[mine[new]], elem[theirs[new]]  # element pairs sharing a vertex, sorted by element
     # the pattern follows from which vertex of f each shared vertex of e is (the shared Q2 nodes are those of the
     # shared vertices, edges and faces): code sum_l (vertex of f at e's vertex l, plus 1) 16^l, exact in float64
-    codes = np.bincount(np.cumsum(new) - 1, weights=(local[theirs] + 1) * (16.0 ** np.arange(k))[local[mine]]).astype(np.int64)
-    _, firsts, pattern_of = np.unique(codes, return_index=True, return_inverse=True)
+    weights = (local[theirs] + 1) * (16.0 ** xp.arange(k))[local[mine]]
+    codes = xp.bincount(xp.cumsum(new) - 1, weights=weights).astype(np.int64)
+    _, firsts, pattern_of = xp.unique(codes, return_index=True, return_inverse=True)
     ia, ja = [], []
-    for a, b in zip(e[firsts], f[firsts]):
+    for a, b in zip(_host(e[firsts]), _host(f[firsts])):
         q2a, q2b = np.nonzero(mesh.cells[a][:, None] == mesh.cells[b][None, :])
         q1a, q1b = np.nonzero(pcells[a][:, None] == pcells[b][None, :])
         ia.append(np.concatenate([q2a, q2a + 27, q2a + 54, q1a + 81]))
         ja.append(np.concatenate([q2b, q2b + 27, q2b + 54, q1b + 81]))
-    counts = np.bincount(e, minlength=n_elem)
-    slot = np.arange(len(e)) - np.repeat(np.cumsum(counts) - counts, counts)
-    nbr = np.full((n_elem, counts.max(initial=0)), -1, dtype=np.int32)
-    pattern = np.zeros(nbr.shape, dtype=np.int32)
-    nbr[e, slot], pattern[e, slot] = f, pattern_of
-    starts = np.cumsum([0] + [len(a) for a in ia]).astype(np.int32)
-    as_int32 = lambda parts: np.concatenate(parts).astype(np.int32) if parts else np.zeros(0, np.int32)  # noqa: E731
+    counts = xp.bincount(e, minlength=n_elem)
+    slot = xp.arange(len(e)) - xp.repeat(xp.cumsum(counts) - counts, counts)
+    nbr = xp.full((n_elem, int(counts.max()) if n_elem else 0), -1, dtype=np.int32)
+    pattern = xp.zeros(nbr.shape, dtype=np.int32)
+    nbr[e, slot], pattern[e, slot] = f, pattern_of.reshape(-1)
+    starts = xp.asarray(np.cumsum([0] + [len(a) for a in ia]).astype(np.int32))
+    as_int32 = lambda parts: xp.asarray(np.concatenate(parts).astype(np.int32) if parts else np.zeros(0, np.int32))  # noqa: E731
     return nbr, pattern, as_int32(ia), as_int32(ja), starts
+
+
+def _host(a) -> np.ndarray:
+    """A NumPy copy of a NumPy or CuPy array."""
+    return a.get() if hasattr(a, "get") else np.asarray(a)
 
 
 class Vanka:
@@ -89,7 +97,7 @@ class Vanka:
     def __init__(self, op: ElementOperator, mesh, valence):
         self.op = op
         xp, backend = op.xp, op.backend
-        self.table = tuple(backend.asarray(a) for a in element_neighbours(mesh))  # nbr, pattern, ia, ja, starts
+        self.table = element_neighbours(mesh, xp)  # nbr, pattern, ia, ja, starts
         self._blocks, self._invert = vanka_kernels.for_backend(backend), vanka_kernels.inverse_for_backend(backend)
         self.weights = 1.0 / valence
         self.inverses = ElementOperator(backend, backend.to_numpy(op.dofs), op.colour_offsets, op.n, op.dist, op.mats.dtype)
