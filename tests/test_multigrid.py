@@ -214,6 +214,59 @@ def test_block_inverses_on_the_gpu_match_the_numpy_reference(dtype):
     assert got.dtype == dtype and np.abs(got - ref).max() < (1e-12 if dtype == np.float64 else 1e-5) * np.abs(ref).max()
 
 
+def saddle_blocks(dtype):
+    """Seven 89 x 89 blocks shaped like the Vanka blocks of Q2-Q1 elements: a zero 8 x 8
+    pressure block (the velocity block shifted to be well-conditioned), last as the element
+    orders its unknowns (blocks 0-3) or first (blocks 4-6: the first pivots must come from
+    other rows)."""
+    blocks = np.random.default_rng(6).standard_normal((7, 89, 89))
+    blocks[:, :81, :81] += 12 * np.eye(81)
+    blocks[:, 81:, 81:] = 0.0
+    first = np.r_[81:89, :81]
+    blocks[4:] = blocks[4:][:, first][:, :, first]
+    return blocks.astype(dtype)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_saddle_point_blocks_are_inverted_on_the_gpu_with_pivoting(dtype):
+    """fem3d.kernels.vanka.invert_cuda equals numpy.linalg.inv, block by block, on blocks with
+    a zero diagonal block (condition numbers up to 600: in float32 LAPACK's getrf and getri
+    are 7e-6 off)."""
+    from gpucfd.backend import cupy_module
+    from fem3d.kernels.vanka import invert_cuda
+
+    if cupy_module() is None:
+        pytest.skip("no CUDA GPU")
+    blocks = saddle_blocks(dtype)
+    ref = np.linalg.inv(blocks.astype(np.float64))
+    got = invert_cuda(cupy_module().asarray(blocks)).get()
+    tol = 1e-12 if dtype == np.float64 else 2e-5
+    assert got.dtype == dtype and (np.abs(got - ref).max(axis=(1, 2)) < tol * np.abs(ref).max(axis=(1, 2))).all()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_a_singular_block_on_the_gpu_has_non_finite_entries_and_the_others_are_right(dtype):
+    """fem3d.kernels.vanka.invert_cuda on a batch with a singular block (a zero row and
+    column): non-finite entries in that block, which fem3d.solvers.vanka.Vanka.setup detects;
+    the other blocks finite and equal to the NumPy reference."""
+    from gpucfd.backend import cupy_module
+    from fem3d.kernels.vanka import invert_cuda, invert_numpy
+
+    if cupy_module() is None:
+        pytest.skip("no CUDA GPU")
+    blocks = random_blocks(dtype)
+    blocks[3, 10] = 0.0
+    blocks[3, :, 10] = 0.0
+    got = invert_cuda(cupy_module().asarray(blocks)).get()
+    assert not np.isfinite(got[3]).all()
+    others = np.arange(len(blocks)) != 3
+    ref = invert_numpy(blocks[others])
+    assert np.isfinite(got[others]).all()
+    assert np.abs(got[others] - ref).max() < (1e-12 if dtype == np.float64 else 1e-5) * np.abs(ref).max()
+
+
 @pytest.mark.parametrize("name", ["8^3 box", "refined twisted"])
 def test_coarse_solve_is_exact_up_to_the_pressure_level(backend, name):
     """The coarsest level (the 8^3 box's 4^3, or the mesh that was refined) factorised by SuperLU and

@@ -9,6 +9,8 @@ pattern  (E, K) int32 how each neighbour meets the element: pattern p holds the 
          same slice of ja (the same unknowns as local unknowns of the neighbour)
 starts   (P + 1,) int32 (host array for NumPy, device array for CUDA)
 out      (last - first, NL, NL) float64 blocks of elements first <= e < last, overwritten
+
+and their inverses (invert_numpy, invert_cuda).
 """
 from __future__ import annotations
 
@@ -74,12 +76,27 @@ def invert_numpy(blocks):
     return out
 
 
+INVERT_MAX = 96  # the largest n of invert_cuda: 16 * TILES in vanka.cu
+
+
 def invert_cuda(blocks):
-    """CuPy: batched inverses (cuBLAS); a singular block comes back with non-finite entries
-    (CuPy does not raise), which fem3d.solvers.vanka.Vanka.setup checks."""
+    """CuPy: inverses of blocks (B, n, n), n <= INVERT_MAX, float32 or float64, as a new
+    array of the same shape and dtype: one launch of vanka_invert (vanka.cu), Gauss-Jordan
+    elimination of the transposes with partial pivoting in the blocks' precision, one thread
+    block per matrix.
+    A singular block (a zero pivot) comes back with non-finite entries, the others unaffected;
+    nothing is raised: fem3d.solvers.vanka.Vanka.setup checks."""
     import cupy
 
-    return cupy.linalg.inv(blocks)
+    n = blocks.shape[1]
+    if n > INVERT_MAX:
+        raise ValueError(f"invert_cuda takes blocks of at most {INVERT_MAX} x {INVERT_MAX} (got {n} x {n})")
+    blocks = cupy.ascontiguousarray(blocks)
+    out = cupy.empty_like(blocks)
+    if len(blocks):
+        kernel = cuda_module("fem3d.kernels", "vanka.cu", matrix_options(blocks)).get_function("vanka_invert")
+        kernel((len(blocks),), (256,), (blocks, out, np.int32(n)))
+    return out
 
 
 def inverse_for_backend(backend):
