@@ -15,7 +15,6 @@ and their inverses (invert_numpy, invert_cuda).
 from __future__ import annotations
 
 import numpy as np
-from scipy.linalg import lapack
 
 from gpucfd.backend import cuda_module
 from .ebe import NL, matrix_options
@@ -65,6 +64,8 @@ def invert_numpy(blocks):
     """Inverses of blocks (E, n, n), float32 or float64, by LAPACK's LU factorisation and
     getri one block at a time: half the time of numpy.linalg.inv, which solves for the
     identity. numpy.linalg.LinAlgError when a block is singular."""
+    from scipy.linalg import lapack  # here: importing SciPy costs a GPU run 0.6 s it never needs
+
     getrf, getri = lapack.get_lapack_funcs(("getrf", "getri"), dtype=blocks.dtype)
     out = np.empty_like(blocks)
     for e, block in enumerate(blocks):
