@@ -54,3 +54,41 @@ def capture(stream, count: int, step):
         finally:
             graph = stream.end_capture()
     return graph
+
+
+class Replayed:
+    """out = f(b) for 1-D device arrays b of one size, from a CUDA graph: the first call runs
+    f directly (kernels compile and load outside any capture), the second captures f on a
+    side stream, reading a static copy of b, with its temporaries drawn from a memory pool
+    of its own that the graph keeps (no other array takes their addresses), and every call
+    from the second on copies b into the static input and replays the graph. The returned
+    array is the graph's static output: read it before the next call. f must launch only
+    kernels (no read-back) and read arrays that keep their addresses (they are baked in);
+    with NumPy, f is simply called."""
+
+    def __init__(self, xp, f):
+        self.xp, self.f = xp, f
+        self.graph = self.input = self.output = self.pool = None
+        self.calls = 0
+
+    def __call__(self, b):
+        self.calls += 1
+        if self.xp is np or self.calls == 1:
+            return self.f(b)
+        cuda = self.xp.cuda
+        if self.graph is None:
+            self.pool = cuda.MemoryPool()
+            with cuda.using_allocator(self.pool.malloc):
+                self.input = b.copy()
+                stream = cuda.Stream(non_blocking=True)
+                stream.wait_event(cuda.get_current_stream().record())
+                with stream:
+                    stream.begin_capture()
+                    try:
+                        self.output = self.f(self.input)
+                    finally:
+                        self.graph = stream.end_capture()
+        else:
+            self.input[...] = b
+        self.graph.launch(cuda.get_current_stream())
+        return self.output

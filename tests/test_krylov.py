@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import scipy.sparse.linalg as spla
 
-from fem3d.kernels import cg, ebe
+from fem3d.kernels import cg, ebe, hessenberg, vectors
 from fem3d.solvers.krylov import FGMRES, NormalEquationsCG, NormalJacobi, gmres_steps
 from fem3d.discretisation.mesh import box_mesh
 from fem3d.solvers.operators import ElementOperator
@@ -172,6 +172,91 @@ def test_gmres_steps_exact_in_one_step_zero_and_nan(backend):
     bad = backend.asarray(b)
     bad[3] = np.nan
     assert bool(xp.isnan(gmres_steps(op, bad, None, Exact(), 3)).all())
+
+
+def hessenberg_cases():
+    """(H, beta) with H (m + 1, m + 1) as gmres_steps builds it: a full-rank Hessenberg matrix
+    (positive subdiagonal), one whose Krylov space ends after 3 columns, a NaN, beta 0."""
+    rng = np.random.default_rng(8)
+    cases = []
+    for m, end in ((8, None), (8, 3), (5, None)):
+        H = np.zeros((m + 1, m + 1))
+        H[:, :m] = np.triu(rng.standard_normal((m + 1, m)), -1)
+        H[np.arange(1, m + 1), np.arange(m)] = 0.1 + rng.random(m)
+        if end is not None:
+            H[end, end - 1] = 1e-17
+            H[end + 1:, end:m] = np.nan  # what follows the end is never read
+        H[0, m] = 2.5
+        cases.append(H)
+    nan = cases[-1].copy()
+    nan[2, 3] = np.nan
+    zero = cases[0].copy()
+    zero[0, -1] = 0.0
+    return cases, nan, zero
+
+
+def test_hessenberg_least_squares_match_numpy_lstsq():
+    """fem3d.kernels.hessenberg (Givens rotations) gives numpy.linalg.lstsq's minimiser of
+    ||beta e1 - H y||, over the columns up to the end of the Krylov space (zeros after it);
+    NaN for a non-finite entry, zeros for beta 0."""
+    cases, nan, zero = hessenberg_cases()
+    for H, k in zip(cases, (8, 3, 5)):
+        m = H.shape[0] - 1
+        e1 = np.zeros(k + 1)
+        e1[0] = H[0, m]
+        ref = np.zeros(m)
+        ref[:k] = np.linalg.lstsq(H[:k + 1, :k], e1, rcond=None)[0]
+        assert np.abs(hessenberg.lstsq_numpy(H) - ref).max() < 1e-13 * np.abs(ref).max()
+    assert np.isnan(hessenberg.lstsq_numpy(nan)).all() and not hessenberg.lstsq_numpy(zero).any()
+
+
+@pytest.mark.gpu
+def test_hessenberg_kernel_matches_the_numpy_reference():
+    from gpucfd.backend import cupy_module
+
+    if cupy_module() is None:
+        pytest.skip("no CUDA GPU")
+    cp = cupy_module()
+    cases, nan, zero = hessenberg_cases()
+    for H in cases:
+        ref = hessenberg.lstsq_numpy(H)
+        assert np.abs(hessenberg.lstsq_cuda(cp.asarray(H)).get() - ref).max() < 1e-14 * np.abs(ref).max()
+    assert cp.isnan(hessenberg.lstsq_cuda(cp.asarray(nan))).all() and not hessenberg.lstsq_cuda(cp.asarray(zero)).any()
+    with pytest.raises(ValueError, match="at most 32 GMRES steps"):
+        hessenberg.lstsq_cuda(cp.zeros((34, 34)))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n", [7, 300_001])
+def test_dense_product_kernels_match_the_numpy_references(n):
+    """fem3d.kernels.vectors: the CUDA products equal the NumPy references to round-off (a
+    ragged tail, 1 to 51 vectors: more than one group of 8; a view of a longer basis), and
+    the multiple dot product gives the same bits on every run."""
+    from gpucfd.backend import cupy_module
+
+    if cupy_module() is None:
+        pytest.skip("no CUDA GPU")
+    cp = cupy_module()
+    cu, ref = vectors.CudaVectors, vectors.NumpyVectors
+    rng = np.random.default_rng(10)
+    basis = rng.standard_normal((52, n))
+    w = rng.standard_normal(n)
+    for m in (1, 8, 9, 51):
+        V = basis[:m]
+        got = cu.multi_dot(cp.asarray(basis)[:m], cp.asarray(w))
+        assert np.abs(got.get() - ref.multi_dot(V, w)).max() < 1e-12 * np.sqrt(n) * (1 + np.abs(ref.multi_dot(V, w)).max())
+        assert cp.array_equal(got, cu.multi_dot(cp.asarray(basis)[:m], cp.asarray(w)))
+        h = rng.standard_normal(m)
+        x = cp.asarray(w)
+        cu.combine(cp.asarray(basis)[:m], cp.asarray(h), x, -0.5)
+        assert np.abs(x.get() - ref.combine(V, h, w.copy(), -0.5)).max() < 1e-12 * (1 + np.abs(w).max()) * m
+    a, P = rng.standard_normal((min(n, 1000), 89)), rng.standard_normal((89, 89))
+    for transpose in (False, True):
+        out = cu.rows_times(cp.asarray(a), cp.asarray(P), cp.empty(a.shape), transpose)
+        assert np.abs(out.get() - ref.rows_times(a, P, np.empty(a.shape), transpose)).max() < 1e-12 * np.abs(a @ P).max()
+    A = rng.standard_normal((min(n, 2000),) * 2)
+    x = rng.standard_normal(A.shape[0])
+    assert np.abs(cu.gemv(cp.asarray(A), cp.asarray(x)).get() - A @ x).max() < 1e-12 * np.abs(A @ x).max()
 
 
 @pytest.mark.gpu

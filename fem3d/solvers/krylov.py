@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..kernels import cg
+from ..kernels import cg, hessenberg, vectors
 
 REASONS = ("converged", "max_iterations", "stagnated", "breakdown", "nan")
 
@@ -164,7 +164,7 @@ class NormalEquationsCG:
 
 def _device_norm(dist, xp, v):
     """(1,) array on the device: the norm of ``v`` over all ranks (no read-back)."""
-    return xp.sqrt(dist.allreduce((dist.owned_part(v) @ v).reshape(1)))
+    return xp.sqrt(dist.allreduce(vectors.for_backend(dist.backend).multi_dot(dist.owned_part(v)[None], v)))
 
 
 def _arnoldi_step(op, precond, V, Z, j: int):
@@ -173,13 +173,13 @@ def _arnoldi_step(op, precond, V, Z, j: int):
     and one reduction of j+1 numbers) and normalised (left zero when A Z[j] lies in the
     basis). Returns the column H[:j+2, j] on the device: nothing is read back, so the
     host queues the next kernels while the device works."""
-    dist, xp = op.dist, op.xp
+    dist, xp, dense = op.dist, op.xp, vectors.for_backend(op.backend)
     precond.apply(V[j], Z[j])
     w = op.matvec(Z[j], V[j + 1])
-    h = dist.allreduce(V[:j + 1] @ dist.owned_part(w))
-    w -= V[:j + 1].T @ h
-    h2 = dist.allreduce(V[:j + 1] @ dist.owned_part(w))
-    w -= V[:j + 1].T @ h2
+    h = dist.allreduce(dense.multi_dot(V[:j + 1], dist.owned_part(w)))
+    dense.combine(V[:j + 1], h, w, -1.0)
+    h2 = dist.allreduce(dense.multi_dot(V[:j + 1], dist.owned_part(w)))
+    dense.combine(V[:j + 1], h2, w, -1.0)
     hn = _device_norm(dist, xp, w)
     w /= xp.where(hn > 0, hn, 1.0)
     return xp.concatenate([h + h2, hn])
@@ -189,9 +189,10 @@ def gmres_steps(op, b, x, precond, steps: int):
     """x + the GMRES correction of ``steps`` steps right-preconditioned by ``precond``
     (flexible Arnoldi from the residual b - A x; ``x`` None means zero): minimises
     ||b - A (x + Z y)|| over the ``steps`` preconditioned directions. A fixed number of
-    steps makes it a (nonlinear) smoother for multigrid. The Hessenberg matrix stays on
-    the device until the small least-squares problem at the end (one read-back). Returns
-    the new x (NaN where a coefficient was not finite)."""
+    steps makes it a (nonlinear) smoother for multigrid. The Hessenberg matrix and its
+    least-squares problem stay on the device (fem3d.kernels.hessenberg): nothing is read
+    back, so a smoothing can be replayed from a CUDA graph. Returns the new x (NaN where
+    a coefficient was not finite)."""
     xp, dist = op.xp, op.dist
     r = b.copy() if x is None else b - op.matvec(x, xp.empty_like(b))
     x = xp.zeros_like(b) if x is None else x
@@ -203,22 +204,7 @@ def gmres_steps(op, b, x, precond, steps: int):
     V[0] = r / xp.where(beta_d > 0, beta_d, 1.0)
     for j in range(steps):
         Hd[:j + 2, j] = _arnoldi_step(op, precond, V, Z, j)
-    H = op.backend.to_numpy(Hd)
-    beta = H[0, steps]
-    if not beta > 0:
-        return x if beta == 0 else x + math.nan
-    k = steps
-    for j in range(steps):
-        if not np.all(np.isfinite(H[:j + 2, j])):
-            return x + math.nan
-        if H[j + 1, j] <= 1e-14 * beta:
-            k = j + 1
-            break
-    e1 = np.zeros(k + 1)
-    e1[0] = beta
-    y = np.linalg.lstsq(H[:k + 1, :k], e1, rcond=None)[0]
-    x += Z[:k].T @ op.backend.asarray(y)
-    return x
+    return vectors.for_backend(op.backend).combine(Z, hessenberg.for_backend(op.backend)(Hd), x)
 
 
 class FGMRES:
@@ -286,7 +272,7 @@ class FGMRES:
                 if estimate <= self.rtol or d == 0.0:
                     break
             y = np.linalg.solve(np.triu(H[:j, :j]), g[:j]) if j else np.zeros(0)
-            x += Z[:j].T @ op.backend.asarray(y)
+            vectors.for_backend(op.backend).combine(Z[:j], op.backend.asarray(y), x)
             r = b - op.matvec(x, r)
             new = dist.norm(r) / bnorm
             if new > 0.99 * relres and j == m:

@@ -29,7 +29,11 @@ element Vanka smoother (fem3d.solvers.vanka) before and after the coarse correct
 level (at most DIRECT_MAX unknowns) is solved exactly: its assembled matrix, the same on
 every rank, by SciPy's SuperLU on the host, or on a GPU up to DENSE_MAX unknowns by its
 dense inverse on the device. The pressure level of an enclosed flow (no outflow boundary)
-is fixed on the coarsest level at one pressure unknown.
+is fixed on the coarsest level at one pressure unknown. A cycle reads nothing back, so on one
+GPU with the dense coarse solve the cycle from the first level of at most GRAPH_ELEMENTS
+elements down is replayed from a CUDA graph (gpucfd.graphs.Replayed): on those levels the
+host's time to launch a smoothing step's kernels exceeds the device's time to run them.
+The set-up keeps every array the cycle reads at its address, so one graph serves the run.
 
 Under MPI the hierarchy is the one of a single process. The levels of a mesh's refinement
 history and the leading coarse boxes that halve the box's slab axis
@@ -49,9 +53,11 @@ import numpy as np
 
 from ..discretisation.assembly import apply_dirichlet_rows, dirichlet_rows
 from ..discretisation.element import Q1, Q2
+from ..kernels import vectors
 from ..kernels.ebe import NL
 from .krylov import gmres_steps
 from ..discretisation.mesh import box_mesh
+from gpucfd.graphs import Replayed
 from .operators import ElementOperator
 from ..parallel.comm import SerialComm
 from ..parallel.partition import distribute, distribute_owned, partition_elements
@@ -76,6 +82,7 @@ DENSE_MAX = 5_000  # most unknowns of a coarsest level inverted as a dense matri
 # COARSE_MAX): on the H100 (its host's SuperLU beside it) inversion and product took 0.21 s and 0.06 ms at 4,209 unknowns
 # (a 40^3 box's coarsest), against 0.29 s and 2.9 ms (solve and copies) by SuperLU; 0.48 s and 0.14 ms against 0.87 s and
 # 8.9 ms at 6,934. On the CPU the dense inverse took 14.2 s at 6,934 unknowns
+GRAPH_ELEMENTS = 65_536  # levels of at most this many elements run their cycles from a CUDA graph (one GPU)
 _THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="coarse-lu")  # the host factorisation beside the device work
 SMOOTHING_STEPS = 8  # GMRES steps of each smoothing. With 3 the cycle diverged (error factor 1.07) on graded boxes
 # of 20^3 elements and more at Re <= 100; 5 contracts by 0.27 there (benchmarks/results/bench_solvers_smoothing*_h100.md).
@@ -231,11 +238,11 @@ class Level:
     def prolong(self, coarse: "Level", xc, P):
         """P xc (complete on every rank): each child's values interpolated from its parent,
         weighted by 1 / valence and summed (a partition of unity: continuous fields)."""
-        op, xp = self.op, self.xp
+        op, xp, dense = self.op, self.xp, vectors.for_backend(self.op.backend)
         parents = (xc * coarse.free)[coarse.op.dofs]  # (Ec, NL)
         vals = xp.empty(self.child_dofs.shape, dtype=np.float64)
         for c, rows, parent, _ in self.groups:
-            vals[rows] = parents[parent] @ P[c].T
+            dense.rows_times(parents[parent], P[c], vals[rows], transpose=True)
         out = xp.zeros(op.n, dtype=np.float64)
         op.backend.scatter_add(out, self.child_dofs.ravel(), (vals * self.child_weights).ravel())
         op.dist.sum_interface(out)
@@ -244,10 +251,12 @@ class Level:
     def restrict(self, coarse: "Level", r, P):
         """P^T r (complete on every rank)."""
         local = (r * self.free_weights)[self.child_dofs]  # (Ef, NL)
+        restricted = self.xp.empty_like(local)
+        dense = vectors.for_backend(self.op.backend)
         for c, rows, _, _ in self.groups:
-            local[rows] = local[rows] @ P[c]
+            dense.rows_times(local[rows], P[c], restricted[rows])
         out = self.xp.zeros(coarse.op.n, dtype=np.float64)
-        coarse.op.backend.scatter_add(out, self.parent_dofs.ravel(), local.ravel())
+        coarse.op.backend.scatter_add(out, self.parent_dofs.ravel(), restricted.ravel())
         if self.gathered:
             self.op.dist.allreduce(out)
         else:
@@ -287,11 +296,13 @@ class CoarseSolve:
     def __init__(self, level: Level, enclosed: bool):
         self.level, self.enclosed = level, enclosed
         dist = level.op.dist
-        self.gdofs = level.op.backend.asarray(dist.gdofs)
-        self.owned = level.op.backend.asarray(dist.owned)
+        backend = level.op.backend
+        self.gdofs = backend.asarray(dist.gdofs)
+        owned = np.flatnonzero(dist.owned)  # indices, not a mask: a solve reads nothing back
+        self.owned, self.owned_global = backend.asarray(owned), backend.asarray(dist.gdofs[owned])
         self.n_global = dist.n_global
-        self.dense = level.op.backend.is_gpu and self.n_global <= DENSE_MAX
-        self.pending = None
+        self.dense = backend.is_gpu and self.n_global <= DENSE_MAX
+        self.pending = self.inverse = None
 
     def setup(self) -> None:
         op, dist, backend = self.level.op, self.level.op.dist, self.level.op.backend
@@ -304,10 +315,14 @@ class CoarseSolve:
         self.ok = True
         if self.dense:
             try:
-                self.inverse = self.level.xp.linalg.inv(self._dense(mats, gd))
+                inverse = self.level.xp.linalg.inv(self._dense(mats, gd))
             except np.linalg.LinAlgError:  # NumPy; CuPy returns non-finite entries instead
                 self.ok = False
             else:
+                if self.inverse is None:
+                    self.inverse = inverse
+                else:
+                    self.inverse[...] = inverse  # at the address a graph of the cycle reads
                 self.ok = bool(self.level.xp.isfinite(self.inverse).all())
         else:
             self.pending = _THREAD.submit(self._factorised, backend.to_numpy(mats), backend.to_numpy(gd))
@@ -355,12 +370,12 @@ class CoarseSolve:
         level = self.level
         xp, dist, backend = level.xp, level.op.dist, level.op.backend
         full = xp.zeros(self.n_global, dtype=np.float64)
-        full[self.gdofs[self.owned]] = b[self.owned]
+        full[self.owned_global] = b[self.owned]
         dist.allreduce(full)
         if self.pin is not None:
             full[self.pin] = 0.0
         if self.dense:
-            return (self.inverse @ full)[self.gdofs]
+            return vectors.for_backend(backend).gemv(self.inverse, full)[self.gdofs]
         return backend.asarray(self.lu.solve(backend.to_numpy(full)))[self.gdofs]
 
 
@@ -397,6 +412,11 @@ class Multigrid:
             fixed = self._children(self.levels[-1], part.mesh, local[parent], position, gathered=comm.size > 1 and k == partitioned + 1)
             self.levels.append(Level(op, part.mesh, fixed, valence))
         self.direct = CoarseSolve(self.levels[-1], system.problem.enclosed)
+        self.graphed = None  # the first level whose cycles replay a CUDA graph
+        if backend.is_gpu and comm.size == 1 and self.direct.dense:
+            self.graphed = next(k for k, level in enumerate(self.levels) if level.op.dofs.shape[0] <= GRAPH_ELEMENTS
+                                or k == len(self.levels) - 1)
+            self._graph = Replayed(self.xp, lambda b: self._v_cycle(self.graphed, b))
 
     def _children(self, fine: Level, coarse_mesh, parent, position, gathered: bool = False):
         """Set the fine level's transfer (groups, child_dofs, parent_dofs) to the coarse level
@@ -453,6 +473,12 @@ class Multigrid:
         return gmres_steps(level.op, b, x, level.smoother, steps)
 
     def _cycle(self, k: int, b):
+        """The V-cycle from level k for the right-hand side b; from the graph at the first graphed level."""
+        if k == self.graphed:
+            return self._graph(b)
+        return self._v_cycle(k, b)
+
+    def _v_cycle(self, k: int, b):
         level = self.levels[k]
         if k == len(self.levels) - 1:
             return self.direct.solve(b)

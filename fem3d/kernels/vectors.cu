@@ -1,0 +1,85 @@
+// Dense products of the Krylov and multigrid cycles without cuBLAS (cuBLAS cannot be
+// captured into a CUDA graph through CuPy). fem3d.kernels.vectors has the NumPy references.
+//
+// V (m, ldv) row-major: m vectors of length n (n <= ldv); w, x (n,); h (m,); all float64.
+
+#define THREADS 256
+#define GROUP 8  // vectors per block row of multi_dot_partial
+
+// part[b * m + j] = sum over the entries i of block b's grid-stride range of V[j][i] w[i];
+// blockIdx.y picks the group of GROUP vectors. The caller sums part over b in a fixed order.
+extern "C" __global__ void __launch_bounds__(THREADS)
+multi_dot_partial(const double* __restrict__ V, long ldv, const double* __restrict__ w,
+                  double* __restrict__ part, int m, long n)
+{
+    __shared__ double sh[GROUP][THREADS];
+    const int j0 = blockIdx.y * GROUP;
+    double acc[GROUP];
+    for (int t = 0; t < GROUP; ++t) acc[t] = 0.0;
+    for (long i = blockIdx.x * (long)THREADS + threadIdx.x; i < n; i += (long)gridDim.x * THREADS) {
+        const double wi = w[i];
+        for (int t = 0; t < GROUP; ++t)
+            if (j0 + t < m) acc[t] += V[(j0 + t) * ldv + i] * wi;
+    }
+    for (int t = 0; t < GROUP; ++t) sh[t][threadIdx.x] = acc[t];
+    __syncthreads();
+    for (int s = THREADS / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s)
+            for (int t = 0; t < GROUP; ++t) sh[t][threadIdx.x] += sh[t][threadIdx.x + s];
+        __syncthreads();
+    }
+    if (threadIdx.x < GROUP && j0 + threadIdx.x < m) part[blockIdx.x * (long)m + j0 + threadIdx.x] = sh[threadIdx.x][0];
+}
+
+// out[j] = sum over b of part[b * m + j], b in increasing order (one thread per j)
+extern "C" __global__ void sum_parts(const double* __restrict__ part, double* __restrict__ out, int m, int blocks)
+{
+    const int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= m) return;
+    double s = 0.0;
+    for (int b = 0; b < blocks; ++b) s += part[b * (long)m + j];
+    out[j] = s;
+}
+
+// x[i] += sign * sum_j V[j][i] h[j]
+extern "C" __global__ void __launch_bounds__(THREADS)
+combine(const double* __restrict__ V, long ldv, const double* __restrict__ h, double* __restrict__ x,
+        int m, long n, double sign)
+{
+    for (long i = blockIdx.x * (long)THREADS + threadIdx.x; i < n; i += (long)gridDim.x * THREADS) {
+        double s = 0.0;
+        for (int j = 0; j < m; ++j) s += V[j * ldv + i] * h[j];
+        x[i] += sign * s;
+    }
+}
+
+// out (rows, k) = a (rows, k) P (k, k), or a P^T with transpose = 1; row-major, one thread per entry of out
+extern "C" __global__ void __launch_bounds__(THREADS)
+rows_times(const double* __restrict__ a, const double* __restrict__ P, double* __restrict__ out, long rows, int k,
+           int transpose)
+{
+    const long t = blockIdx.x * (long)THREADS + threadIdx.x;
+    if (t >= rows * k) return;
+    const long r = t / k;
+    const int c = t % k;
+    const double* ar = a + r * k;
+    double s = 0.0;
+    const int step = transpose ? 1 : k;
+    const double* Pc = transpose ? P + c * k : P + c;
+    for (int q = 0; q < k; ++q) s += ar[q] * Pc[q * step];
+    out[t] = s;
+}
+
+// y (n,) = A (n, n) x, one warp per row
+extern "C" __global__ void __launch_bounds__(THREADS)
+gemv(const double* __restrict__ A, const double* __restrict__ x, double* __restrict__ y, long n)
+{
+    const long row = (blockIdx.x * (long)THREADS + threadIdx.x) / 32;
+    const int lane = threadIdx.x % 32;
+    if (row >= n) return;
+    const double* Ar = A + row * n;
+    double s = 0.0;
+    for (long q = lane; q < n; q += 32) s += Ar[q] * x[q];
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(0xffffffff, s, o);
+    if (lane == 0) y[row] = s;
+}

@@ -1,0 +1,93 @@
+"""Dense products of the Krylov and multigrid cycles (fem3d.solvers.krylov, fem3d.solvers.multigrid)
+without cuBLAS, so that a cycle can be captured into a CUDA graph (CuPy refuses cuBLAS calls
+while capturing): the CUDA kernels of vectors.cu beside their NumPy references, each pair
+with one signature. Arrays are float64 and C-contiguous along their last axis.
+
+multi_dot(V, w)           (m,) = V (m, n) w (n,), summed in a fixed order (the same bits every run)
+combine(V, h, x, sign)    x (n,) += sign V (m, n)^T h (m,), in place
+rows_times(a, P, out, transpose)  out (r, k) = a (r, k) P (k, k), or a P^T
+gemv(A, x)                (n,) = A (n, n) x
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from gpucfd.backend import cuda_module
+
+_THREADS, _GROUP, _MAX_BLOCKS = 256, 8, 1024  # THREADS and GROUP of vectors.cu
+
+
+class NumpyVectors:
+    """The NumPy references."""
+
+    @staticmethod
+    def multi_dot(V, w):
+        return V @ w
+
+    @staticmethod
+    def combine(V, h, x, sign: float = 1.0):
+        x += sign * (V.T @ h)
+        return x
+
+    @staticmethod
+    def rows_times(a, P, out, transpose: bool = False):
+        np.matmul(a, P.T if transpose else P, out=out)
+        return out
+
+    @staticmethod
+    def gemv(A, x):
+        return A @ x
+
+
+class CudaVectors:
+    """The CUDA kernels (CuPy arrays): launches only, nothing read back."""
+
+    @staticmethod
+    def _kernel(name):
+        return cuda_module("fem3d.kernels", "vectors.cu").get_function(name)
+
+    @staticmethod
+    def _blocks(n: int) -> int:
+        return max(1, min(_MAX_BLOCKS, -(-n // _THREADS)))
+
+    @classmethod
+    def multi_dot(cls, V, w):
+        import cupy
+
+        m, n = V.shape
+        blocks = cls._blocks(n)
+        part = cupy.empty((blocks, m), dtype=np.float64)
+        out = cupy.empty(m, dtype=np.float64)
+        cls._kernel("multi_dot_partial")((blocks, -(-m // _GROUP)), (_THREADS,),
+                                         (V, np.int64(V.strides[0] // 8), w, part, np.int32(m), np.int64(n)))
+        cls._kernel("sum_parts")((-(-m // 32),), (32,), (part, out, np.int32(m), np.int32(blocks)))
+        return out
+
+    @classmethod
+    def combine(cls, V, h, x, sign: float = 1.0):
+        m, n = V.shape
+        cls._kernel("combine")((cls._blocks(n),), (_THREADS,),
+                               (V, np.int64(V.strides[0] // 8), h, x, np.int32(m), np.int64(n), np.float64(sign)))
+        return x
+
+    @classmethod
+    def rows_times(cls, a, P, out, transpose: bool = False):
+        rows, k = a.shape
+        if rows:
+            cls._kernel("rows_times")((-(-rows * k // _THREADS),), (_THREADS,),
+                                      (a, P, out, np.int64(rows), np.int32(k), np.int32(transpose)))
+        return out
+
+    @classmethod
+    def gemv(cls, A, x):
+        import cupy
+
+        n = A.shape[0]
+        y = cupy.empty(n, dtype=np.float64)
+        cls._kernel("gemv")((-(-n * 32 // _THREADS),), (_THREADS,), (A, x, y, np.int64(n)))
+        return y
+
+
+def for_backend(backend):
+    """The implementation for ``backend``."""
+    return CudaVectors if backend.is_gpu else NumpyVectors
