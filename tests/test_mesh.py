@@ -65,6 +65,15 @@ def test_box_rejects_bad_counts(bad):
         box_mesh(**bad)
 
 
+@pytest.mark.parametrize("vertices", [([0, 0.5, 0.4], [0, 1], [0, 1]), ([0, 1], [0, np.nan], [0, 1]), ([0, 1], [0, 1], [0, 1, 2])])
+def test_box_rejects_vertices_that_do_not_increase(vertices):
+    """A box's elements are checked through their vertex coordinates (each along an axis
+    increasing, finite and one more than the elements), not their Jacobians."""
+    with pytest.raises(InputError, match="box vertices along . must be . increasing finite numbers"):
+        box_mesh(2 if len(vertices[0]) == 3 else 1, 1, 1, vertices=vertices)
+    assert box_mesh(2, 1, 1, vertices=([0, 0.1, 1], [0, 1], [0, 1])).geometry[1, 0, 0] == 0.1
+
+
 def test_general_mesh_from_hex8_matches_box():
     box = box_mesh(3, 2, 2)
     verts = box.points[box.pressure_nodes]

@@ -150,14 +150,17 @@ class HexMesh:
 
 
 def _finish(points, cells, pressure_cells, pressure_nodes, geometry, colours, element_ids, tag_names, face_tag_of, grid=None,
-            check_topology=False):
+            check_topology=False, check_geometry=True):
     """Sort elements by colour, find boundary faces, check the geometry, build the HexMesh.
 
     ``face_tag_of(face_vertex_keys)`` maps (F, 4) sorted vertex ids of boundary
     faces to tags (-1 untagged). ``check_topology``: also reject faces of three elements,
     cracks and meshes in several parts (fem3d.discretisation.mesh_checks.check_faces).
+    ``check_geometry=False`` skips the Jacobians (check_elements) where the caller knows
+    every element's map is valid.
     """
-    check_elements(geometry, element_ids)
+    if check_geometry:
+        check_elements(geometry, element_ids)
     order = np.argsort(colours, kind="stable")
     counts = np.bincount(colours, minlength=colours.max() + 1)
     offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
@@ -222,6 +225,9 @@ def box_mesh(nx: int, ny: int | None = None, nz: int | None = None, lengths=(1.0
         raise InputError(f"box lengths must be > 0 (got {lengths.tolist()})")
     vert = [origin[d] + graded_coordinates(n[d], lengths[d], grading[d]) for d in range(3)] if vertices is None else \
         [np.asarray(v, dtype=float) for v in vertices]
+    for d, v in enumerate(vert):  # increasing coordinates: every element is a box of positive volume (no Jacobians to check)
+        if v.shape != (n[d] + 1,) or not (np.isfinite(v).all() and (np.diff(v) > 0).all()):
+            raise InputError(f"box vertices along {'xyz'[d]} must be {n[d] + 1} increasing finite numbers")
     q2 = []
     for d in range(3):
         c = np.empty(2 * n[d] + 1)
@@ -257,7 +263,7 @@ def box_mesh(nx: int, ny: int | None = None, nz: int | None = None, lengths=(1.0
         return tags
 
     return _finish(points, cells, pressure_cells, pressure_nodes, geometry, colours, np.arange(len(ex)), BOX_TAGS, face_tag_of,
-                   grid=(int(nx), int(ny), int(nz)))
+                   grid=(int(nx), int(ny), int(nz)), check_geometry=False)
 
 
 def greedy_colouring(vertex_cells: np.ndarray) -> np.ndarray:

@@ -11,7 +11,7 @@ is an element-by-element product with stored matrices W_e B_e^-1, so the fem3d.k
 products (NumPy reference and CUDA kernel) apply it. The blocks (summed in float64) are
 inverted and stored in the precision of the level's matrices (float32 in
 fem3d.solvers.multigrid): a smoother needs no more, and it halves the bytes each application
-reads (on the GPU also a third of the inversion time).
+reads.
 
 B_e needs the contributions of the element's neighbours (the elements sharing a node with
 it): from neighbour f, the entries of A_f whose row and column are both unknowns e shares
