@@ -11,19 +11,24 @@ took, Newton steps, Krylov iterations per step, the multigrid set-up's share of 
 the process wall time, seconds per million unknowns and per element against the median
 over the sizes, the device memory at the peak and the largest deviation of the centre-line
 profiles from the published data. Saves benchmarks/results/bench_sizes_<tag>.{json,md,png}
-(the png: seconds per million unknowns against N), after every run. With ``--add`` the rows
-join those of the tag's saved record (a row of the same N replaced; ratios over all rows):
-a sweep longer than one sitting of a lent machine, recorded in the same session.
+(the png: seconds per million unknowns against N), after every run, and each run's summary.json
+as bench_sizes_<tag>_runs/n<N>.json. With ``--add`` the rows join those of the tag's saved
+record (a row of the same N replaced; ratios over all rows): a sweep longer than one sitting
+of a lent machine, recorded in the same session. With ``--cold`` each N is first run with an
+empty kernel cache (CUPY_CACHE_DIR a new folder: every kernel compiled, as on a fresh machine),
+its wall time recorded beside the warm run's (its summary as n<N>_cold.json).
 """
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import statistics
 import sys
+import tempfile
 
 from gpucfd.errors import ArgumentParser, InputError, run_cli
-from bench_solvers import WARMUP_N, run
+from bench_solvers import WARMUP_N, run, run_folder
 from gpucfd.output import atomic_path
 from script_options import check_each, check_tag
 from timed_runs import record_memory
@@ -36,6 +41,7 @@ def rows_with_ratios(rows: list) -> list:
     element over the median of all rows."""
     for r in rows:
         r["s_per_m_unknowns"] = r["wall_s"] / (r["unknowns"] / 1e6)
+        r["kb_per_element"] = None if r["device_pool_bytes"] is None else r["device_pool_bytes"] / r["n"] ** 3 / 1e3
         r["setup_share"] = r["times_s"].get("linear_setup", 0.0) / r["run_s"]
     median = statistics.median(r["wall_s"] / r["n"] ** 3 for r in rows)
     for r in rows:
@@ -44,15 +50,17 @@ def rows_with_ratios(rows: list) -> list:
 
 
 def table(rows: list) -> str:
-    lines = ["| N | unknowns | solver | Newton steps | Krylov its/step | set-up share | wall s | s per M unknowns "
-             "| s per element / median | device memory GB | max profile diff | converged |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| N | unknowns | solver | Newton steps | Krylov its/step | set-up share | wall s | cold-cache wall s "
+             "| s per M unknowns | s per element / median | device memory GB | kB per element | max profile diff | converged |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         mem = "" if r["device_pool_bytes"] is None else f"{r['device_pool_bytes'] / 1e9:.1f}"
+        per = "" if r["kb_per_element"] is None else f"{r['kb_per_element']:.0f}"
+        cold = "" if r.get("cold_wall_s") is None else f"{r['cold_wall_s']:.1f}"
         dev = "" if r["largest_deviation"] is None else f"{r['largest_deviation']:.4f}"
         lines.append(f"| {r['n']} | {r['unknowns']:,} | {r['solver']} | {r['newton_steps']} | {r['iterations_per_step']:.1f} "
-                     f"| {100 * r['setup_share']:.0f} % | {r['wall_s']:.1f} | {r['s_per_m_unknowns']:.1f} "
-                     f"| {r['per_element_vs_median']:.2f} | {mem} | {dev} | {'yes' if r['converged'] else 'no'} |")
+                     f"| {100 * r['setup_share']:.0f} % | {r['wall_s']:.1f} | {cold} | {r['s_per_m_unknowns']:.1f} "
+                     f"| {r['per_element_vs_median']:.2f} | {mem} | {per} | {dev} | {'yes' if r['converged'] else 'no'} |")
     return "\n".join(lines)
 
 
@@ -95,9 +103,17 @@ def save(base: str, rows: list, commands: list, re: float, grading: float) -> No
         fh.write(f"# Time to solution against N, lid-driven cube at Re {re:g} ({device})\n\n"
                  + "".join(f"`{c}`\n\n" for c in commands) +
                  f"`--solver auto`, grading {grading:g}; after one untimed {WARMUP_N}^3 run (kernels compiled and cached); "
-                 "wall s: the process's, as a user runs it.\n\n" + text + "\n")
+                 "wall s: the process's, as a user runs it; cold-cache wall s: the same run with an empty kernel cache "
+                 "(`--cold`: every kernel compiled first, as on a fresh machine); kB per element: the device memory "
+                 "over the elements.\n\n" + text + "\n")
     with atomic_path(base + ".png") as tmp:
         plot(rows, tmp, f"lid-driven cube, Re {re:g}: {device}")
+
+
+def keep_summary(out: str, path: str) -> None:
+    """Copy the summary.json of the run in ``out`` to ``path``, atomically."""
+    with atomic_path(path) as tmp:
+        shutil.copyfile(os.path.join(out, "summary.json"), tmp)
 
 
 def main(argv=None) -> int:
@@ -115,6 +131,7 @@ def main(argv=None) -> int:
     ap.add_argument("--results", default=os.path.join(ROOT, "benchmarks", "results"))
     ap.add_argument("--tag", required=True, help="suffix of the result files, e.g. cpu or h100")
     ap.add_argument("--add", action="store_true", help="add the rows to the tag's saved record")
+    ap.add_argument("--cold", action="store_true", help="run each N with an empty kernel cache first")
     args = ap.parse_args(argv)
     check_each("--n", args.n, 2, 200, integer=True)
     check_each("--re", [args.re], 0, 1e5, low_open=True)
@@ -127,9 +144,18 @@ def main(argv=None) -> int:
     commands.append("python scripts/bench_sizes.py " + " ".join(argv))
     os.makedirs(args.results, exist_ok=True)
     run(WARMUP_N, args.re, "auto", args.device, os.path.join(args.runs, "warmup"), [], args.grading)  # untimed: compiles
+    summaries = base + "_runs"
+    os.makedirs(summaries, exist_ok=True)
     rows = []
     for n in args.n:  # the record is saved after every run: a sweep cut short keeps what it measured
+        cold = None
+        if args.cold:
+            with tempfile.TemporaryDirectory(prefix="kernel-cache-") as cache:
+                cold = run(n, args.re, "auto", args.device, args.runs, [], args.grading, {"CUPY_CACHE_DIR": cache}, "_cold")
+            keep_summary(run_folder(args.runs, "auto", n, args.re, "_cold"), os.path.join(summaries, f"n{n}_cold.json"))
         rows.append(run(n, args.re, "auto", args.device, args.runs, [], args.grading))
+        rows[-1]["cold_wall_s"] = None if cold is None else cold["wall_s"]
+        keep_summary(run_folder(args.runs, "auto", n, args.re), os.path.join(summaries, f"n{n}.json"))
         save(base, saved + rows, commands, args.re, args.grading)
     print(table(rows_with_ratios(sorted(saved + rows, key=lambda r: r["n"]))))
     return 0

@@ -29,13 +29,20 @@ WARMUP_N = 8  # box of the untimed run per solver that comes first: the smallest
 # 12.8 s after a 4^3 warm-up, 7.0 s after an 8^3 run)
 
 
-def run(n: int, re: float, solver: str, device: str, runs: str, extra: list, grading: float = 1.0) -> dict:
-    """One timed ``python -m fem3d.cavity`` run (``solver`` auto, mg or paper) and what it measured."""
-    out = os.path.join(runs, f"{solver}_n{n}_re{re:g}")
+def run_folder(runs: str, solver: str, n: int, re: float, name: str = "") -> str:
+    """The --out folder of a run of :func:`run`."""
+    return os.path.join(runs, f"{solver}_n{n}_re{re:g}{name}")
+
+
+def run(n: int, re: float, solver: str, device: str, runs: str, extra: list, grading: float = 1.0, env: dict | None = None,
+        name: str = "") -> dict:
+    """One timed ``python -m fem3d.cavity`` run (``solver`` auto, mg or paper; ``env`` added to
+    its environment; its outputs in runs/<solver>_n<n>_re<re><name>) and what it measured."""
+    out = run_folder(runs, solver, n, re, name)
     args = ["--re", f"{re:g}", "--n", str(n), "--grading", f"{grading:g}", "--device", device, "--solver", solver, "--quiet",
             "--no-vtu", "--no-plots", "--out", out, *extra]
     print(f"python -m fem3d.cavity {' '.join(args)}", flush=True)
-    wall, s, memory = timed_child(__file__, args, out)
+    wall, s, memory = timed_child(__file__, args, out, env)
     pool = memory["device_pool_bytes"]
     steps = [st for stage in s["continuation"] for st in stage["steps"]]
     final = [st for st in s["continuation"][-1]["steps"]]

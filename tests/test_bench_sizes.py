@@ -28,13 +28,19 @@ def test_rows_ratios_table_and_plot(tmp_path):
     assert f"| 4 | {rows[1]['unknowns']:,} | mg | {rows[1]['newton_steps']} |" in md
     assert (tmp_path / "bench_sizes_t.png").stat().st_size > 5000
     assert os.path.isdir(tmp_path / "runs" / "warmup")
-    add = cmd[:5] + ["2"] + cmd[7:] + ["--add"]  # a second sitting: N = 2 joins the record
+    for r in rows:  # each run's summary kept beside the record; no device memory on the CPU
+        assert json.loads((tmp_path / "bench_sizes_t_runs" / f"n{r['n']}.json").read_text())["dofs"] == r["unknowns"]
+        assert r["kb_per_element"] is None and r["cold_wall_s"] is None
+    add = cmd[:5] + ["2"] + cmd[7:] + ["--add", "--cold"]  # a second sitting: N = 2 joins the record, run cold first
     p = subprocess.run(add, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
     record = json.loads((tmp_path / "bench_sizes_t.json").read_text())
     assert [r["n"] for r in record["rows"]] == [2, 3, 4] and len(record["commands"]) == 2
     assert [r["wall_s"] for r in record["rows"][1:]] == [r["wall_s"] for r in rows]
     assert sorted(r["per_element_vs_median"] for r in record["rows"])[1] == pytest.approx(1.0)
+    assert record["rows"][0]["cold_wall_s"] > 0 and os.path.exists(tmp_path / "bench_sizes_t_runs" / "n2_cold.json")
+    two = record["rows"][0]
+    assert f"| {two['wall_s']:.1f} | {two['cold_wall_s']:.1f} | {two['s_per_m_unknowns']:.1f} |" in (tmp_path / "bench_sizes_t.md").read_text()
 
 
 def test_add_without_a_record(tmp_path):
