@@ -26,6 +26,7 @@ from gpucfd.backend import einsum
 from .element import Q1, Q2, gauss_hex
 from .geometry import det_and_inverse, geometry_element, jacobians
 from ..kernels.ebe import LD, NL
+from ..kernels.quadrature import geometry_cuda
 from .upwind import tau as upwind_tau
 from .upwind import tau_and_derivative as upwind_tau_and_derivative
 
@@ -65,7 +66,12 @@ def quadrature_geometry(xp, X, tables: ReferenceTables):
     Returns dict: J (E,Q,3,3), wq = det J * weight (E,Q), dN (E,Q,27,3), dM (E,Q,8,3),
     lap (E,Q,27) Laplacian of the Q2 basis (with the curvature term of non-affine maps),
     x (E,Q,3) physical points.
+
+    On CuPy arrays one CUDA kernel (fem3d.kernels.quadrature.geometry_cuda); the array code
+    below, used for NumPy, is its reference.
     """
+    if xp is not np:
+        return geometry_cuda(X, tables.w, tables.G, tables.dG, tables.HG, tables.dN, tables.HN, tables.dM)
     J = jacobians(xp, X, tables.dG)
     det, Jinv = det_and_inverse(xp, J)  # Jinv[..., k, i] = d xi_k / d x_i
     dN = einsum(xp, "qnk,eqki->eqni", tables.dN, Jinv)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpucfd.backend import einsum
+from ..kernels.quadrature import tau_cuda
 
 SERIES_BELOW = 0.15  # |Pe| under which the Taylor series replaces the closed forms
 LARGE = 1e12  # larger Pe are evaluated here (the coefficients differ from their limits by ~1/Pe)
@@ -99,7 +100,12 @@ def tau(xp, a, J, re, mid_mask):
     re       Reynolds number
     mid_mask (n_nodes, 3) bool, True where node i is a middle node in direction k
     returns  (E, Q, n_nodes)
+
+    On CuPy arrays one CUDA kernel (fem3d.kernels.quadrature.tau_cuda, Q2 nodes: n_nodes =
+    27); the array code, used for NumPy, is its reference.
     """
+    if xp is not np:
+        return tau_cuda(a, J, re, mid_mask, False, SERIES_BELOW, LARGE)
     return _by_node(xp, *tau_by_direction(xp, a, J, re), mid_mask)
 
 
@@ -122,7 +128,10 @@ def _by_node(xp, per_mid, per_end, mid_mask):
 
 
 def tau_and_derivative(xp, a, J, re, mid_mask):
-    """tau (E, Q, n_nodes) as :func:`tau`, and d tau / d a (E, Q, n_nodes, 3)."""
+    """tau (E, Q, n_nodes) as :func:`tau`, and d tau / d a (E, Q, n_nodes, 3); on CuPy
+    arrays by one CUDA kernel, as :func:`tau`."""
+    if xp is not np:
+        return tau_cuda(a, J, re, mid_mask, True, SERIES_BELOW, LARGE)
     (t_mid, dt_mid), (t_end, dt_end) = tau_and_derivative_by_direction(xp, a, J, re)
     return _by_node(xp, t_mid, t_end, mid_mask), _by_node(xp, dt_mid, dt_end, mid_mask)
 

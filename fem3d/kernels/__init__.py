@@ -1,3 +1,4 @@
 """Kernels of fem3d: each CUDA kernel (``*.cu``, compiled by gpucfd.backend.cuda_module)
-has a NumPy reference with the same signature beside it in the matching module;
-tests compare the two."""
+has a NumPy reference with the same signature beside it in the matching module
+(quadrature's stay in fem3d.discretisation, whose functions dispatch to it); tests
+compare the two."""
