@@ -11,18 +11,17 @@ took, Newton steps, Krylov iterations per step, the multigrid set-up's share of 
 the process wall time, seconds per million unknowns and per element against the median
 over the sizes, the device memory at the peak and the largest deviation of the centre-line
 profiles from the published data. Saves benchmarks/results/bench_sizes_<tag>.{json,md,png}
-(the png: seconds per million unknowns against N), after every run, and each run's summary.json
-as bench_sizes_<tag>_runs/n<N>.json. With ``--add`` the rows join those of the tag's saved
+(the png: seconds per million unknowns against N), after every run, each row with its run's
+summary.json. With ``--add`` the rows join those of the tag's saved
 record (a row of the same N replaced; ratios over all rows): a sweep longer than one sitting
 of a lent machine, recorded in the same session. With ``--cold`` each N is first run with an
 empty kernel cache (CUPY_CACHE_DIR a new folder: every kernel compiled, as on a fresh machine),
-its wall time recorded beside the warm run's (its summary as n<N>_cold.json).
+its wall time and summary recorded beside the warm run's.
 """
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import statistics
 import sys
 import tempfile
@@ -110,10 +109,10 @@ def save(base: str, rows: list, commands: list, re: float, grading: float) -> No
         plot(rows, tmp, f"lid-driven cube, Re {re:g}: {device}")
 
 
-def keep_summary(out: str, path: str) -> None:
-    """Copy the summary.json of the run in ``out`` to ``path``, atomically."""
-    with atomic_path(path) as tmp:
-        shutil.copyfile(os.path.join(out, "summary.json"), tmp)
+def summary_of(out: str) -> dict:
+    """The summary.json of the run in ``out``."""
+    with open(os.path.join(out, "summary.json")) as fh:
+        return json.load(fh)
 
 
 def main(argv=None) -> int:
@@ -144,18 +143,16 @@ def main(argv=None) -> int:
     commands.append("python scripts/bench_sizes.py " + " ".join(argv))
     os.makedirs(args.results, exist_ok=True)
     run(WARMUP_N, args.re, "auto", args.device, os.path.join(args.runs, "warmup"), [], args.grading)  # untimed: compiles
-    summaries = base + "_runs"
-    os.makedirs(summaries, exist_ok=True)
     rows = []
     for n in args.n:  # the record is saved after every run: a sweep cut short keeps what it measured
         cold = None
         if args.cold:
             with tempfile.TemporaryDirectory(prefix="kernel-cache-") as cache:
                 cold = run(n, args.re, "auto", args.device, args.runs, [], args.grading, {"CUPY_CACHE_DIR": cache}, "_cold")
-            keep_summary(run_folder(args.runs, "auto", n, args.re, "_cold"), os.path.join(summaries, f"n{n}_cold.json"))
         rows.append(run(n, args.re, "auto", args.device, args.runs, [], args.grading))
+        rows[-1]["summary"] = summary_of(run_folder(args.runs, "auto", n, args.re))
         rows[-1]["cold_wall_s"] = None if cold is None else cold["wall_s"]
-        keep_summary(run_folder(args.runs, "auto", n, args.re), os.path.join(summaries, f"n{n}.json"))
+        rows[-1]["cold_summary"] = None if cold is None else summary_of(run_folder(args.runs, "auto", n, args.re, "_cold"))
         save(base, saved + rows, commands, args.re, args.grading)
     print(table(rows_with_ratios(sorted(saved + rows, key=lambda r: r["n"]))))
     return 0
