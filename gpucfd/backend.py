@@ -69,16 +69,6 @@ class Backend:
         """``a`` as a NumPy array on the host."""
         return to_numpy(a)
 
-    def scatter_add(self, out, idx, values) -> None:
-        """out[idx[k]] += values[k] for all k, repeated indices summed (1-D arrays of this
-        backend; on the GPU without reading anything back)."""
-        if self.is_gpu:
-            import cupyx
-
-            cupyx.scatter_add(out, idx, values)
-        else:
-            out += np.bincount(idx, weights=values, minlength=out.size)
-
     def synchronize(self) -> None:
         if self.is_gpu:
             self.xp.cuda.Device(self.device_id).synchronize()

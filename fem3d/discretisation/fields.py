@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpucfd.backend import einsum
+from ..kernels.scatter import ScatterPlan
 from .assembly import ReferenceTables, quadrature_geometry
 from .geometry import determinant, jacobians
 
@@ -32,7 +33,7 @@ def pressure_weights(backend, mesh, chunk: int = 8192):
     pc = backend.asarray(mesh.pressure_cells)
     for s in range(0, mesh.n_elements, chunk):
         wq = determinant(xp, jacobians(xp, backend.asarray(mesh.geometry[s:s + chunk]), tables.dG)) * tables.w
-        m += xp.bincount(pc[s:s + chunk].ravel(), weights=(wq @ tables.M).ravel(), minlength=mesh.n_pressure)
+        ScatterPlan(backend, pc[s:s + chunk]).add(m, (wq @ tables.M).ravel())
     return m
 
 

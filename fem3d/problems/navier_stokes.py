@@ -27,6 +27,7 @@ from typing import Callable
 
 import numpy as np
 
+from ..kernels.scatter import ScatterPlan
 from ..discretisation.assembly import ReferenceTables, apply_dirichlet_rows, dirichlet_rows, element_matrices_chunk
 from .boundary import Constraints, constraints_by_tag
 from gpucfd.backend import PhaseTimer, process_seconds
@@ -173,6 +174,7 @@ class NavierStokesSystem:
         self.valence = self.dist.sum_interface(backend.asarray(np.bincount(dofs.ravel(), minlength=nd).astype(np.float64)))
         self.p_weights = pressure_weights(backend, mesh)
         self.dirichlet = dirichlet_rows(xp, self.elements.dofs, self.fixed, self.valence)  # the prescribed rows, found once
+        self._plans = {}  # the element sums' ScatterPlan of each chunk (by its first element), made at its first sum
         self.op = self.elements if assembly == "element" else self._sum_factorised()
         self.volume = self.dist.allreduce_scalar(float(self.p_weights.sum()))
 
@@ -255,9 +257,9 @@ class NavierStokesSystem:
                                                           jacobian=jacobian, out=op.mats[e] if direct else None)
             if store and not direct:
                 op.mats[e] = mats
-            flat = dofs.ravel()
+            plan = self._plans.get(s) or self._plans.setdefault(s, ScatterPlan(self.backend, dofs))
             for total, part in zip(sums, (r_e, b_e, sq_e)):
-                self.backend.scatter_add(total, flat, part.ravel())  # CuPy's bincount reads its largest index back
+                plan.add(total, part.ravel())
         for v in sums:
             self.dist.sum_interface(v)
         return sums

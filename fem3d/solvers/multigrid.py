@@ -54,6 +54,7 @@ import numpy as np
 from ..discretisation.assembly import apply_dirichlet_rows, dirichlet_rows
 from ..discretisation.element import Q1, Q2
 from ..kernels import vectors
+from ..kernels.scatter import ScatterPlan
 from ..kernels.ebe import NL
 from .krylov import gmres_steps
 from ..discretisation.mesh import box_mesh
@@ -243,8 +244,7 @@ class Level:
         vals = xp.empty(self.child_dofs.shape, dtype=np.float64)
         for c, rows, parent, _ in self.groups:
             dense.rows_times(parents[parent], P[c], vals[rows], transpose=True)
-        out = xp.zeros(op.n, dtype=np.float64)
-        op.backend.scatter_add(out, self.child_dofs.ravel(), (vals * self.child_weights).ravel())
+        out = self.prolong_plan.add(xp.zeros(op.n, dtype=np.float64), (vals * self.child_weights).ravel())
         op.dist.sum_interface(out)
         return out * self.free
 
@@ -255,8 +255,7 @@ class Level:
         dense = vectors.for_backend(self.op.backend)
         for c, rows, _, _ in self.groups:
             dense.rows_times(local[rows], P[c], restricted[rows])
-        out = self.xp.zeros(coarse.op.n, dtype=np.float64)
-        coarse.op.backend.scatter_add(out, self.parent_dofs.ravel(), restricted.ravel())
+        out = self.restrict_plan.add(self.xp.zeros(coarse.op.n, dtype=np.float64), restricted.ravel())
         if self.gathered:
             self.op.dist.allreduce(out)
         else:
@@ -302,7 +301,7 @@ class CoarseSolve:
         self.owned, self.owned_global = backend.asarray(owned), backend.asarray(dist.gdofs[owned])
         self.n_global = dist.n_global
         self.dense = backend.is_gpu and self.n_global <= DENSE_MAX
-        self.pending = self.inverse = None
+        self.pending = self.inverse = self._dense_plan = None
 
     def setup(self) -> None:
         op, dist, backend = self.level.op, self.level.op.dist, self.level.op.backend
@@ -340,9 +339,9 @@ class CoarseSolve:
     def _dense(self, mats, gd):
         """The assembled matrix (n, n), pin applied, summed on the device."""
         xp, n = self.level.xp, self.n_global
-        dense = xp.zeros(n * n, dtype=np.float64)
-        self.level.op.backend.scatter_add(dense, (gd[:, :, None] * n + gd[:, None, :]).ravel(),
-                                          mats.astype(np.float64).ravel())
+        if self._dense_plan is None:
+            self._dense_plan = ScatterPlan(self.level.op.backend, gd[:, :, None] * n + gd[:, None, :])
+        dense = self._dense_plan.add(xp.zeros(n * n, dtype=np.float64), mats.astype(np.float64).ravel())
         dense = dense.reshape(n, n)
         if self.pin is not None:
             scale = float(xp.abs(xp.diagonal(dense)).max())
@@ -446,6 +445,7 @@ class Multigrid:
             fixed[coarse_dofs[par][:, parent_pos]] = fine_fixed[fine_dofs[child][:, child_pos]]
             fine.groups.append((int(c), slice(first, last), backend.asarray(par), backend.asarray(child)))
         fine.child_dofs, fine.parent_dofs = backend.asarray(fine_dofs[order]), backend.asarray(coarse_dofs[parent[order]])
+        fine.prolong_plan, fine.restrict_plan = ScatterPlan(backend, fine.child_dofs), ScatterPlan(backend, fine.parent_dofs)
         fine.child_weights = fine.weights[fine.child_dofs]
         return backend.asarray(total(fixed.astype(np.float64)) > 0)
 
