@@ -222,8 +222,9 @@ class Level:
     children ordered by position code, ``groups`` a list of (code c, rows (slice of that
     order), parents (m,), children (m,)) local coarse and fine elements of the children
     at position c; ``child_dofs`` (Ef, NL) and ``parent_dofs`` (Ef, NL) the children's and
-    their parents' unknowns in that order, ``child_weights`` (Ef, NL) the partition-of-unity
-    weights at the children's."""
+    their parents' unknowns in that order (summed into by ``prolong_plan`` and ``restrict_plan``,
+    fem3d.kernels.scatter), ``child_weights`` (Ef, NL) the partition-of-unity weights at the
+    children's."""
 
     def __init__(self, op: ElementOperator, mesh, fixed, valence):
         self.op, self.mesh, self.xp = op, mesh, op.xp
@@ -233,6 +234,7 @@ class Level:
         self.free_weights = self.free * self.weights
         self.smoother = Vanka(op, mesh, valence)
         self.groups = self.child_dofs = self.parent_dofs = self.child_weights = None
+        self.prolong_plan = self.restrict_plan = None
         self.gathered = False
         self.dirichlet = dirichlet_rows(self.xp, op.dofs, fixed, valence)  # its prescribed rows (coarse levels' Galerkin matrices)
 
