@@ -22,7 +22,6 @@ marked), 2 for bad input.
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 import os
 import signal
 import sys
@@ -144,8 +143,7 @@ def main(argv=None) -> int:
             if slow:
                 notes.append(slow)
             linear = linear.for_mesh(mesh)
-            assembly, note = fitting_assembly(backend, linear, mesh.n_elements, comm.size)
-            linear = replace(linear, assembly=assembly)
+            linear, note = fitting_assembly(backend, linear, mesh.n_elements, comm.size)
             notes += [note] if note else []
             part = distribute(mesh, comm, backend, linear.alignment(mesh, comm.size))
             out = ensure_writable_dir(args.out)

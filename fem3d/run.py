@@ -76,8 +76,8 @@ def main(argv=None) -> int:
             check_fits(backend, linear.matrix_dtype, linear.solver, mesh.n_elements * 8 ** times, comm.size,
                        lambda e: largest_refinement(mesh.n_elements, e), linear.assembly)
             mesh = refine(mesh, times)
-            assembly, note = fitting_assembly(backend, linear.for_mesh(mesh), mesh.n_elements, comm.size)
-            linear = replace(linear, assembly=assembly)
+            resolved, note = fitting_assembly(backend, linear.for_mesh(mesh), mesh.n_elements, comm.size)
+            linear = replace(linear, assembly=resolved.assembly)
             if note and root:
                 print(f"fem3d.run: warning: {note}", file=sys.stderr, flush=True)
             flow = Flow(mesh, case.boundaries, nu=case.nu, re=case.re)

@@ -19,7 +19,6 @@ import math
 import signal
 import sys
 import time
-from dataclasses import replace
 
 import numpy as np
 
@@ -55,8 +54,7 @@ def run_case(case, n: int, backend, comm, nonlinear: NonlinearOptions, linear: L
     mesh = box_mesh(n)
     problem = FlowProblem.with_boundary_velocity(mesh, case.re, lambda x: case.velocity(np, x), force=case.force)
     with agreed_errors(comm):
-        linear = linear.for_mesh(mesh)
-        linear = replace(linear, assembly=fitting_assembly(backend, linear, mesh.n_elements, comm.size)[0])
+        linear = fitting_assembly(backend, linear.for_mesh(mesh), mesh.n_elements, comm.size)[0]
         part = distribute(mesh, comm, backend, linear.alignment(mesh, comm.size))
     system = partitioned_system(problem, part, backend, linear.matrix_dtype, prepared_since=t0, assembly=linear.assembly)
     result = NonlinearSolver(system, make_linear_solver(linear, progress), nonlinear, progress).solve(log=log)

@@ -13,6 +13,8 @@ also holds the whole mesh.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import math
 
 from gpucfd.backend import host_free_bytes
@@ -52,18 +54,18 @@ def check_fits(backend, matrix_dtype: str, solver: str, mesh_elements: int, rank
                 raise
 
 
-def fitting_assembly(backend, linear, mesh_elements: int, ranks: int) -> tuple[str, str | None]:
-    """(assembly, warning line or None): ``linear``'s assembly (fem3d.solvers.linear.LinearOptions,
-    its solver resolved by for_mesh), "auto" resolved by :func:`check_fits` for a mesh of
-    ``mesh_elements`` elements (which the caller checked fits one way), and a line saying
-    so where that took partial assembly."""
+def fitting_assembly(backend, linear, mesh_elements: int, ranks: int) -> tuple:
+    """(options, warning line or None): ``linear`` (fem3d.solvers.linear.LinearOptions, its
+    solver resolved by for_mesh) with an "auto" assembly resolved by :func:`check_fits` for a
+    mesh of ``mesh_elements`` elements (which the caller checked fits one way), and a line
+    saying so where that took partial assembly."""
     if linear.assembly != "auto":
-        return linear.assembly, None
+        return linear, None
     chosen = check_fits(backend, linear.matrix_dtype, linear.solver, mesh_elements, ranks, lambda e: f"{e:,} elements fit", "auto")
     note = None if chosen == "element" else (
         f"{mesh_elements:,} elements do not fit with stored element matrices: --assembly partial (sum-factorised products, "
         f"float32 matrices for multigrid only; about 30 % slower where both fit)")
-    return chosen, note
+    return replace(linear, assembly=chosen), note
 
 
 def _check(backend, storage: str, solver: str, mesh_elements: int, ranks: int, largest) -> None:

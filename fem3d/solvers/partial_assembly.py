@@ -19,8 +19,9 @@ minus the end-node term along k (fem3d.discretisation.upwind.tau_by_direction); 
 pressure node l is int M_l div u. The element products are fem3d.kernels.partial_assembly:
 a NumPy reference and a CUDA kernel (one launch per colour, so the scatter-add needs no
 atomics and a product is the same bits in every run, as the stored operator's); the point
-data are computed against the array module xp. NavierStokesSystem.partial_assembly builds it
-for a system's linearisation; the solvers do not use this operator yet.
+data are computed against the array module xp. NavierStokesSystem builds it for a system's
+linearisation with ``assembly="partial"`` (--assembly partial, or auto where the stored
+matrices do not fit): then it is the Krylov method's operator.
 """
 from __future__ import annotations
 

@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpucfd.backend import to_numpy
+
 from ..kernels import vanka as vanka_kernels
 from ..kernels.ebe import NL
 from .operators import ElementOperator
@@ -68,7 +70,7 @@ def element_neighbours(mesh, xp=np) -> tuple:
     codes = xp.bincount(xp.cumsum(new) - 1, weights=weights).astype(np.int64)
     _, firsts, pattern_of = xp.unique(codes, return_index=True, return_inverse=True)
     ia, ja = [], []
-    for a, b in zip(_host(e[firsts]), _host(f[firsts])):
+    for a, b in zip(to_numpy(e[firsts]), to_numpy(f[firsts])):
         q2a, q2b = np.nonzero(mesh.cells[a][:, None] == mesh.cells[b][None, :])
         q1a, q1b = np.nonzero(pcells[a][:, None] == pcells[b][None, :])
         ia.append(np.concatenate([q2a, q2a + 27, q2a + 54, q1a + 81]))
@@ -81,11 +83,6 @@ def element_neighbours(mesh, xp=np) -> tuple:
     starts = xp.asarray(np.cumsum([0] + [len(a) for a in ia]).astype(np.int32))
     as_int32 = lambda parts: xp.asarray(np.concatenate(parts).astype(np.int32) if parts else np.zeros(0, np.int32))  # noqa: E731
     return nbr, pattern, as_int32(ia), as_int32(ja), starts
-
-
-def _host(a) -> np.ndarray:
-    """A NumPy copy of a NumPy or CuPy array."""
-    return a.get() if hasattr(a, "get") else np.asarray(a)
 
 
 class Vanka:
