@@ -1,9 +1,11 @@
+import math
+
 import numpy as np
 import pytest
 import scipy.sparse.linalg as spla
 
 from fem3d.kernels import cg, ebe, hessenberg, vectors
-from fem3d.solvers.krylov import FGMRES, NormalEquationsCG, NormalJacobi, gmres_steps
+from fem3d.solvers.krylov import BASIS_START, FGMRES, NormalEquationsCG, NormalJacobi, gmres_steps
 from fem3d.discretisation.mesh import box_mesh
 from fem3d.solvers.operators import ElementOperator
 
@@ -105,6 +107,25 @@ def test_fgmres_solves_like_a_direct_solver(backend, restart):
     assert np.linalg.norm(backend.to_numpy(x) - x_ref) < 1e-9 * np.linalg.norm(x_ref)
     unpreconditioned = FGMRES(rtol=1e-12, restart=restart, max_iterations=2000).solve(op, backend.asarray(b), backend.xp.zeros(op.n))
     assert unpreconditioned.converged and unpreconditioned.iterations > info.iterations
+
+
+def test_fgmres_basis_grows_with_the_iterations(backend):
+    """The basis holds the directions a solve used (BASIS_START, doubled as needed), not the
+    restart length's, and growing it keeps the iterates: the residual history equals that of
+    a solve whose basis was allocated whole at the start."""
+    op = random_operator(backend)
+    b = backend.asarray(np.random.default_rng(3).standard_normal(op.n))
+    diag = backend.asarray(op.to_scipy().diagonal())
+    grown = FGMRES(rtol=1e-10, restart=200, max_iterations=2000)
+    info = grown.solve(op, b, backend.xp.zeros(op.n), DiagonalPreconditioner(diag))
+    assert BASIS_START < info.iterations < 200
+    columns = grown._basis[1].shape[0]
+    assert info.iterations <= columns < 2 * info.iterations and columns == BASIS_START * 2 ** round(math.log2(columns / BASIS_START))
+    whole = FGMRES(rtol=1e-10, restart=200, max_iterations=2000)
+    whole._buffers(backend.xp, op.n, 200)
+    again = whole.solve(op, b, backend.xp.zeros(op.n), DiagonalPreconditioner(diag))
+    assert again.iterations == info.iterations
+    np.testing.assert_allclose([r for _, r in again.history], [r for _, r in info.history], rtol=1e-12)
 
 
 def test_fgmres_exact_preconditioner_needs_one_iteration_and_reports_nan(backend):
