@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from fem3d.discretisation.assembly import scale_rows
+from fem3d.discretisation.refine import refine
 from fem3d.discretisation.mesh import read_mesh
 from fem3d.kernels import partial_assembly as kernels
 from fem3d.kernels.ebe import NL
@@ -139,21 +140,27 @@ def test_node_classes_follow_the_q2_node_order():
     assert np.array_equal(kernels.CLASSES[0], np.ones(27))
 
 
-@pytest.mark.parametrize("name", ["box", "distorted"])
+@pytest.mark.parametrize("name", ["box", "refined distorted"])
 def test_multigrid_with_sum_factorised_products_reaches_the_same_solution(backend, name):
-    """--assembly partial: FGMRES on the sum-factorised Newton operator, multigrid on the
-    float32 element matrices the system keeps for it (shared, not copied), gives the stored
-    operator's Newton steps, FGMRES iterations and solution (to the solver tolerance)."""
-    mesh = mesh_named(name)
+    """--assembly partial: FGMRES on the sum-factorised Newton operator and no element matrix
+    kept by the system; multigrid's finest level is the sum-factorised operator, its
+    Galerkin product and smoother blocks from matrices computed chunk by chunk (the refined
+    mesh, one coarser level), or, where the mesh is the coarsest level (the box), a float32
+    copy of the matrices computed chunk by chunk. The stored operator's Newton steps,
+    FGMRES iterations and solution (to the solver tolerance)."""
+    mesh = refine(mesh_named("distorted")) if name == "refined distorted" else mesh_named(name)
     problem = FlowProblem.with_boundary_velocity(mesh, RE, lambda x: np.tile([1.0, 0.5, 0.0], (len(x), 1)), force=force)
     results = {}
     for assembly in ASSEMBLIES:
         system = NavierStokesSystem(problem, backend, assembly=assembly)
         linear = make_linear_solver(LinearOptions(solver="mg", assembly=assembly).for_mesh(mesh))
         results[assembly] = NonlinearSolver(system, linear, NonlinearOptions(tol=1e-10)).solve()
-        shared = linear.mg.levels[0].op is system.elements
-        assert shared == (assembly == "partial") and isinstance(system.op, PartialAssemblyOperator) == shared
-        assert system.elements.mats.dtype == (np.float32 if shared else np.float64)
+        fine = linear.mg.levels[0].op
+        if assembly == "partial":
+            assert system.elements is None and isinstance(system.op, PartialAssemblyOperator)
+            assert (fine is system.op) == (name == "refined distorted") and len(linear.mg.levels) == (2 if fine is system.op else 1)
+        else:
+            assert system.elements.mats.dtype == np.float64 and fine.mats.dtype == np.float32
     ref, got = results["element"], results["partial"]
     assert ref.converged and got.converged
     assert [s.linear_iterations for s in got.steps] == [s.linear_iterations for s in ref.steps]

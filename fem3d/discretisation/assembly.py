@@ -92,10 +92,11 @@ def laplacian_metric(xp, X, Jinv, tables: ReferenceTables):
 
 
 def element_matrices_chunk(xp, X, u_nodes, re: float, tables: ReferenceTables, force=None, p_nodes=None,
-                           jacobian: bool = False, out=None):
+                           jacobian: bool = False, out=None, matrices: bool = True):
     """Element matrices (E, NL, LD), loads (E, NL), residuals (E, NL) and the squared row
     norms of the Picard matrices (E, NL) of one chunk of elements; the matrices are
-    written into ``out`` (E, NL, LD) float64 when given (no temporary of their size).
+    written into ``out`` (E, NL, LD) float64 when given (no temporary of their size), or,
+    with ``matrices`` False, not formed (None in their place: the sums cost less).
 
     X (E, g, 3) geometry nodes; u_nodes (E, 27, 3) velocity a about which the equations are
     linearised; p_nodes (E, 8) pressure (or None); force(xp, x) -> (..., 3) body force at
@@ -141,6 +142,8 @@ def element_matrices_chunk(xp, X, u_nodes, re: float, tables: ReferenceTables, f
         momentum = (K @ u_nodes).transpose(0, 2, 1) + (G @ p_nodes[:, None, :, None])[..., 0]  # (E, 3, 27)
         continuity = einsum(xp, "edlj,ejd->el", D, u_nodes)
         residual = xp.concatenate([momentum.reshape(E, 81), continuity], axis=1) - load
+    if not matrices:
+        return None, load, residual, row_sq
 
     mats = xp.empty((E, NL, LD), dtype=np.float64) if out is None else out
     velocity = mats[:, :81, :81].reshape(E, 3, 27, 3, 27)  # (E, c, i, d, j): row 27 c + i, column 27 d + j

@@ -1,14 +1,16 @@
-"""Vanka blocks B_e = R_e A R_e^T of an element-by-element matrix (fem3d.solvers.vanka): element
-e's matrix plus, from each neighbour, the entries whose row and column are both unknowns
-the two share.
+"""Vanka blocks B_e = R_e A R_e^T of an element-by-element matrix (fem3d.solvers.vanka), summed
+from element matrices given in chunks: a chunk's element f adds its whole matrix to B_f
+and, to each neighbour e's block, the entries whose row and column are both unknowns the
+two share.
 
-A        (E, NL, LD) element matrices, float64 or float32
+A        (m, NL, LD) element matrices of the chunk, float64 or float32
+slot     (E,) int32 the chunk's row of each element, -1 for elements not in the chunk
 nbr      (E, K) int32 neighbours of each element, -1 where none
 pattern  (E, K) int32 how each neighbour meets the element: pattern p holds the shared
          positions ia[starts[p]:starts[p + 1]] (local unknowns of e, distinct) and the
-         same slice of ja (the same unknowns as local unknowns of the neighbour)
+         same slice of ja (the same unknowns as the neighbour's local unknowns)
 starts   (P + 1,) int32 (host array for NumPy, device array for CUDA)
-out      (last - first, NL, NL) float64 blocks of elements first <= e < last, overwritten
+out      (E, NL, NL) float32 or float64 blocks, added to
 
 and their inverses (invert_numpy, invert_cuda).
 """
@@ -19,6 +21,8 @@ import numpy as np
 from gpucfd.backend import cuda_module
 from .ebe import NL, matrix_options
 
+TARGETS = 128  # NumPy reference: target elements per batch (bounds the index temporaries)
+
 
 def _ragged(starts, lengths):
     """Concatenated ranges starts[k] .. starts[k] + lengths[k] - 1 (int64)."""
@@ -26,38 +30,44 @@ def _ragged(starts, lengths):
     return np.repeat(starts - ends + lengths, lengths) + np.arange(ends[-1] if len(ends) else 0)
 
 
-def blocks_numpy(A, nbr, pattern, ia, ja, starts, out, first: int, last: int):
-    """NumPy reference: the shared entries of every neighbour of the elements gathered at
-    once (each pattern's m x m entry offsets tabulated first) and summed into the blocks by
-    one bincount."""
-    out[...] = A[first:last, :, :NL]
-    e, slot = np.nonzero(nbr[first:last] >= 0)
-    if e.size == 0:
-        return
+def accumulate_numpy(A, slot, nbr, pattern, ia, ja, starts, out):
+    """NumPy reference: for TARGETS target elements at a time, their own matrices and the
+    shared entries of their neighbours in the chunk, gathered at once (each pattern's m x m
+    entry offsets tabulated first), summed in float64 by one bincount and added to out."""
     ld = A.shape[2]
     m = np.diff(starts).astype(np.int64)
     sq = m * m
     q = _ragged(np.zeros_like(sq), sq)  # entry q of pattern p's m x m block: row q // m, column q % m
     row, col = np.repeat(starts[:-1], sq) + q // np.repeat(m, sq), np.repeat(starts[:-1], sq) + q % np.repeat(m, sq)
     to_table, from_table = ia[row] * NL + ia[col], ja[row] * ld + ja[col]
-    f, p = nbr[first:last][e, slot].astype(np.int64), pattern[first:last][e, slot]
-    idx = _ragged(np.cumsum(sq)[p] - sq[p], sq[p])
-    to = np.repeat(e * NL * NL, sq[p]) + to_table[idx]
-    frm = np.repeat(f * NL * ld, sq[p]) + from_table[idx]
-    out.reshape(-1)[:] += np.bincount(to, weights=A.reshape(-1)[frm], minlength=out.size)
+    for first in range(0, out.shape[0], TARGETS):
+        own = slot[first:first + TARGETS]
+        nb = nbr[first:first + TARGETS]
+        theirs = np.where(nb >= 0, slot[nb], -1)
+        e, k = np.nonzero(theirs >= 0)
+        if e.size == 0 and not (own >= 0).any():
+            continue
+        block = np.zeros((len(own), NL, NL))
+        block[own >= 0] = A[own[own >= 0], :, :NL]
+        f, p = theirs[e, k].astype(np.int64), pattern[first:first + TARGETS][e, k]
+        idx = _ragged(np.cumsum(sq)[p] - sq[p], sq[p])
+        to = np.repeat(e * NL * NL, sq[p]) + to_table[idx]
+        frm = np.repeat(f * NL * ld, sq[p]) + from_table[idx]
+        block.reshape(-1)[:] += np.bincount(to, weights=A.reshape(-1)[frm], minlength=block.size)
+        out[first:first + len(own)] += block.astype(out.dtype, copy=False)
 
 
-def blocks_cuda(A, nbr, pattern, ia, ja, starts, out, first: int, last: int):
-    """CuPy: one launch of vanka_blocks (vanka.cu), one thread block per element."""
-    kernel = cuda_module("fem3d.kernels", "vanka.cu", matrix_options(A)).get_function("vanka_blocks")
-    if last > first:
-        kernel((last - first,), (256,), (A, nbr, pattern, ia, ja, starts, out, np.int32(first), np.int32(last),
-                                         np.int32(nbr.shape[1])))
+def accumulate_cuda(A, slot, nbr, pattern, ia, ja, starts, out):
+    """CuPy: one launch of vanka_accumulate (vanka.cu), one thread block per target element."""
+    options = matrix_options(A) + (f"-DOUT_T={'float' if out.dtype == np.float32 else 'double'}",)
+    kernel = cuda_module("fem3d.kernels", "vanka.cu", options).get_function("vanka_accumulate")
+    if out.shape[0]:
+        kernel((out.shape[0],), (256,), (A, slot, nbr, pattern, ia, ja, starts, out, np.int32(nbr.shape[1])))
 
 
 def for_backend(backend):
     """The implementation for ``backend``."""
-    return blocks_cuda if backend.is_gpu else blocks_numpy
+    return accumulate_cuda if backend.is_gpu else accumulate_numpy
 
 
 def invert_numpy(blocks):

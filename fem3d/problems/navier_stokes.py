@@ -13,9 +13,10 @@ outflow boundary) is defined up to a constant: its iterates are shifted to zero 
 
 With ``assembly="partial"`` the products of the linearisation (the Krylov method's
 operator) are applied by sum factorisation from point data instead
-(fem3d.solvers.partial_assembly, as MFEM's partial assembly level), and the element matrices
-are kept only in float32, for a preconditioner (multigrid's smoother and coarse levels):
-a GPU then holds 43 instead of 95 kB of operators per element.
+(fem3d.solvers.partial_assembly, as MFEM's partial assembly level), and no element matrix is
+kept: :meth:`NavierStokesSystem.element_matrices` computes those of the last linearisation
+for any elements on demand (multigrid's Galerkin product and smoother take them a chunk at a
+time): 11 kB of point data per element instead of 63 kB of float64 matrices.
 
 On several ranks each holds its part of the mesh (fem3d.parallel.partition): the same code, with
 a Distribution that completes interface sums and reduces dot products.
@@ -139,16 +140,17 @@ class NavierStokesSystem:
     matrix_dtype: storage of the element matrices, float64 or float32 (half the memory and
     bytes per product; the linear systems are then the rounded ones); chunk: elements per
     batch of element matrices (bounds the temporaries); assembly: one of ASSEMBLIES
-    ("partial": the element matrices in float32 whatever ``matrix_dtype``).
+    ("partial": none stored, whatever ``matrix_dtype``).
 
     ``op`` applies the linearisation (matvec, rmatvec); ``elements`` holds the element
-    matrices (fem3d.solvers.operators.ElementOperator; ``op`` itself with "element")."""
+    matrices (fem3d.solvers.operators.ElementOperator; ``op`` itself with "element"; None
+    with "partial"); ``dofs`` (E, NL) int32 the unknowns of each element (device)."""
 
     def __init__(self, problem: FlowProblem, backend, dist=None, matrix_dtype: str = "float64", chunk: int | None = None,
                  assembly: str = "element"):
         if assembly not in ASSEMBLIES:
             raise InputError(f"--assembly must be one of {', '.join(ASSEMBLIES)} (got {assembly!r})")
-        storage = matrix_storage("float32" if assembly == "partial" else matrix_dtype)
+        storage = matrix_storage(matrix_dtype)
         self.problem = problem
         self.backend = backend
         self.timer = PhaseTimer(backend)
@@ -160,7 +162,9 @@ class NavierStokesSystem:
         self.geometry = backend.asarray(mesh.geometry)
         self.cells = backend.asarray(mesh.cells)
         dofs = mesh.dofs()
-        self.elements = ElementOperator(backend, dofs, mesh.colour_offsets, mesh.n_dofs, self.dist, storage)
+        self.dofs = backend.asarray(dofs, dtype=np.int32)
+        self.elements = ElementOperator(backend, self.dofs, mesh.colour_offsets, mesh.n_dofs, self.dist, storage) \
+            if assembly == "element" else None
         n, nd = mesh.n_nodes, mesh.n_dofs
         nodes, values = problem.bc_nodes, problem.bc_values
         fixed = np.zeros(nd, dtype=bool)
@@ -173,8 +177,9 @@ class NavierStokesSystem:
         # elements sharing each unknown (all ranks')
         self.valence = self.dist.sum_interface(backend.asarray(np.bincount(dofs.ravel(), minlength=nd).astype(np.float64)))
         self.p_weights = pressure_weights(backend, mesh)
-        self.dirichlet = dirichlet_rows(xp, self.elements.dofs, self.fixed, self.valence)  # the prescribed rows, found once
+        self.dirichlet = dirichlet_rows(xp, self.dofs, self.fixed, self.valence)  # the prescribed rows, found once
         self._plans = {}  # the element sums' ScatterPlan of each chunk (by its first element), made at its first sum
+        self._linearised = None  # (x, nodal velocity, kind) of the last assembly
         self.op = self.elements if assembly == "element" else self._sum_factorised()
         self.volume = self.dist.allreduce_scalar(float(self.p_weights.sum()))
 
@@ -200,15 +205,19 @@ class NavierStokesSystem:
         self.xp.copyto(x, self.bc_values, where=self.fixed)
 
     def assemble(self, x, kind: str) -> Linearisation:
-        """Residual F(x) and, into the element matrices, A(x) (``kind`` "picard") or J(x)
-        ("newton"), Dirichlet rows applied. The residual's weights are the row norms of the
-        Picard matrix A(x) (1 / sqrt(S_k) for a prescribed row), whichever matrix is stored."""
+        """Residual F(x) and the linearisation A(x) (``kind`` "picard") or J(x) ("newton"),
+        Dirichlet rows applied: into the element matrices, or the sum-factorised operator's
+        point data. The residual's weights are the row norms of the Picard matrix A(x)
+        (1 / sqrt(S_k) for a prescribed row), whichever matrix is stored."""
         xp = self.xp
         with self.timer("element_matrices"):
-            residual, load, row_sq = self._element_sums(x, kind == "newton", store=True)
-            apply_dirichlet_rows(self.elements.mats, self.dirichlet)
-            if self.op is not self.elements:
+            stored = self.elements is not None
+            residual, load, row_sq = self._element_sums(x, kind == "newton" and stored, store=stored)
+            if stored:
+                apply_dirichlet_rows(self.elements.mats, self.dirichlet)
+            else:
                 self._linearise(self.op, x, kind)
+            self._linearised = (x.copy(), nodal_velocity(xp, x, self.mesh.n_nodes), kind)
             fixed = self.fixed  # copyto with a mask: no read-back of the mask's count, unlike boolean indexing
             xp.copyto(residual, x - self.bc_values, where=fixed)
             xp.copyto(load, self.bc_values, where=fixed)
@@ -226,13 +235,25 @@ class NavierStokesSystem:
         return self._linearise(self._sum_factorised(chunk), x, kind, scale)
 
     def _sum_factorised(self, chunk: int | None = None) -> PartialAssemblyOperator:
-        return PartialAssemblyOperator(self.backend, self.elements.dofs, self.mesh.colour_offsets, self.n, self.dirichlet,
+        return PartialAssemblyOperator(self.backend, self.dofs, self.mesh.colour_offsets, self.n, self.dirichlet,
                                        self.dist, chunk)
 
     def _linearise(self, op: PartialAssemblyOperator, x, kind: str, scale=None) -> PartialAssemblyOperator:
         op.linearise(self.geometry, nodal_velocity(self.xp, x, self.mesh.n_nodes), self.cells, self.problem.re,
-                     self.tables, self.problem.force, x[self.elements.dofs[:, 81:]], kind == "newton", scale)
+                     self.tables, self.problem.force, x[self.dofs[:, 81:]], kind == "newton", scale)
         return op
+
+    def element_matrices(self, ids):
+        """(m, NL, LD) float64 element matrices of the local elements ``ids`` (m,) (device
+        integers) of the last assemble()'s linearisation, prescribed rows applied: what
+        assemble() stores with element assembly, computed on demand (the element
+        matrices' cost again)."""
+        x, velocity, kind = self._linearised
+        dofs = self.dofs[ids]
+        mats = element_matrices_chunk(self.xp, self.geometry[ids], velocity[self.cells[ids]], self.problem.re, self.tables,
+                                      self.problem.force, x[dofs[:, 81:]], jacobian=kind == "newton")[0]
+        apply_dirichlet_rows(mats, dirichlet_rows(self.xp, dofs, self.fixed, self.valence))
+        return mats
 
     def equation_residual(self, x):
         """F(x) (n,) of the discrete equations in every row, the prescribed ones too (where
@@ -251,10 +272,11 @@ class NavierStokesSystem:
         direct = store and op.mats.dtype == np.float64  # else computed in float64, then rounded into the storage
         for s in range(0, mesh.n_elements, self.chunk):
             e = slice(s, min(s + self.chunk, mesh.n_elements))
-            dofs = op.dofs[e]
+            dofs = self.dofs[e]
             mats, b_e, r_e, sq_e = element_matrices_chunk(xp, self.geometry[e], vel[self.cells[e]], self.problem.re,
                                                           self.tables, self.problem.force, x[dofs[:, 81:]],
-                                                          jacobian=jacobian, out=op.mats[e] if direct else None)
+                                                          jacobian=jacobian, out=op.mats[e] if direct else None,
+                                                          matrices=store)
             if store and not direct:
                 op.mats[e] = mats
             plan = self._plans.get(s) or self._plans.setdefault(s, ScatterPlan(self.backend, dofs))

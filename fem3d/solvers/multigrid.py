@@ -19,9 +19,12 @@ so corrections never move them.
 
 The cycle works on matrices stored in float32 (STORAGE) with float64 vectors: the finest
 level holds the system's element matrices where they are float32 (NavierStokesSystem's
-float32 storage or partial assembly), else a float32 copy (refreshed at every
-linearisation, also when the rest of the hierarchy is kept); the coarse Galerkin matrices
-and the smoothers' inverses are float32. A preconditioner needs no more, and its products read
+float32 storage), else a float32 copy (refreshed at every linearisation, also when the rest
+of the hierarchy is kept); the coarse Galerkin matrices and the smoothers' inverses are
+float32. A sum-factorised system (partial assembly) stores no element matrix: its finest
+level, where coarser ones exist, applies the system's operator, and each set-up computes the
+element matrices a chunk at a time for the Galerkin product and the smoother's blocks
+(Level.galerkin), keeping none: about 32 kB per element (the float32 inverses) instead of 64. A preconditioner needs no more, and its products read
 half the bytes; the Krylov method around it keeps the float64 operator.
 
 One application is a V(1,1) cycle: ``smoothing_steps`` GMRES steps preconditioned by the
@@ -217,22 +220,29 @@ def child_prolongations() -> np.ndarray:
 
 
 class Level:
-    """One level: its operator (element matrices), prescribed unknowns, valence, smoother
-    and, except on the coarsest, the transfer to the next coarser level: its elements as
+    """One level: its operator, prescribed unknowns, valence, smoother and, except on the
+    coarsest, the transfer to the next coarser level: its elements as
     children ordered by position code, ``groups`` a list of (code c, rows (slice of that
     order), parents (m,), children (m,)) local coarse and fine elements of the children
     at position c; ``child_dofs`` (Ef, NL) and ``parent_dofs`` (Ef, NL) the children's and
     their parents' unknowns in that order (summed into by ``prolong_plan`` and ``restrict_plan``,
     fem3d.kernels.scatter), ``child_weights`` (Ef, NL) the partition-of-unity weights at the
-    children's."""
+    children's.
 
-    def __init__(self, op: ElementOperator, mesh, fixed, valence):
+    The operator is an ElementOperator whose matrices are stored (``mats``), or, with
+    ``element_matrices(ids) -> (m, NL, LD)`` (the matrices of the local elements ``ids``,
+    computed on demand), any operator with matvec, ``dofs`` and the colours (the finest level
+    of a sum-factorised system: fem3d.solvers.partial_assembly): the Galerkin product and the
+    smoother's blocks then take the matrices ``chunk`` elements at a time, and none is kept."""
+
+    def __init__(self, op, mesh, fixed, valence, element_matrices=None, chunk: int = 8192):
         self.op, self.mesh, self.xp = op, mesh, op.xp
         self.fixed, self.valence = fixed, valence
         self.free = (~fixed).astype(np.float64)
         self.weights = 1.0 / valence
         self.free_weights = self.free * self.weights
-        self.smoother = Vanka(op, mesh, valence)
+        self.element_matrices, self.chunk = element_matrices, chunk
+        self.smoother = Vanka(op, mesh, valence, STORAGE)
         self.groups = self.child_dofs = self.parent_dofs = self.child_weights = None
         self.prolong_plan = self.restrict_plan = None
         self.gathered = False
@@ -266,19 +276,34 @@ class Level:
 
     def galerkin(self, coarse: "Level", P) -> None:
         """coarse.op.mats = sum over children of P_c^T A_child P_c with prescribed unknowns
-        left out, then the prescribed rows of the coarse level."""
+        left out, then the prescribed rows of the coarse level; the children's matrices
+        (rounded to the coarse storage) ``chunk`` at a time, and, where this level's matrices
+        are not stored, also added to the smoother's blocks (Vanka.begin, add)."""
         mats = coarse.op.mats
         P = P.astype(mats.dtype)
         coarse_free = coarse.free[coarse.op.dofs].astype(mats.dtype)
         mats.fill(0.0)
+        streamed = self.element_matrices is not None
+        if streamed:
+            self.smoother.begin()
         for c, rows, parent, child in self.groups:
-            fine_free = self.free[self.child_dofs[rows]].astype(mats.dtype)
-            a = self.op.mats[child, :, :NL] * fine_free[:, :, None] * fine_free[:, None, :]
-            mats[parent] += P[c].T @ a @ P[c]  # a parent has one child of each position
+            for s in range(0, len(child), self.chunk):
+                ids, part = child[s:s + self.chunk], slice(rows.start + s, min(rows.start + s + self.chunk, rows.stop))
+                a = self.element_matrices(ids).astype(mats.dtype) if streamed else self.op.mats[ids]
+                if streamed:
+                    self.smoother.add(a, ids)
+                fine_free = self.free[self.child_dofs[part]].astype(mats.dtype)
+                a = a[:, :, :NL] * fine_free[:, :, None] * fine_free[:, None, :]
+                mats[parent[s:s + self.chunk]] += P[c].T @ a @ P[c]  # a parent has one child of each position
         if self.gathered:  # the children of a replicated level's elements live on several ranks
             self.op.dist.allreduce(mats)
         mats *= coarse_free[:, :, None] * coarse_free[:, None, :]
         apply_dirichlet_rows(mats, coarse.dirichlet)
+
+    def smoother_setup(self) -> bool:
+        """Invert the smoother's blocks (summed here from the stored matrices, else by
+        :meth:`galerkin`); False when one is singular."""
+        return self.smoother.setup() if self.element_matrices is None else self.smoother.finish()
 
 
 class CoarseSolve:
@@ -393,10 +418,16 @@ class Multigrid:
         self.xp, self.steps = backend.xp, smoothing_steps
         self.P = backend.asarray(child_prolongations())
         comm = dist.comm
-        self.system_elements = elements = system.elements
-        fine = elements if elements.mats.dtype == STORAGE else ElementOperator(  # else a rounded copy
-            backend, backend.to_numpy(elements.dofs), mesh.colour_offsets, elements.n, dist, STORAGE)
-        self.levels = [Level(fine, mesh, system.fixed, system.valence)]
+        self.system = system
+        elements, streamed = system.elements, system.elements is None and levels > 0
+        if streamed:  # the system's sum-factorised operator; matrices computed chunk by chunk at each set-up
+            fine = system.op
+        elif elements is not None and elements.mats.dtype == STORAGE:
+            fine = elements
+        else:  # a rounded copy of the system's matrices (or of those it computes, for a coarsest level)
+            fine = ElementOperator(backend, system.dofs, mesh.colour_offsets, system.n, dist, STORAGE)
+        self.levels = [Level(fine, mesh, system.fixed, system.valence, system.element_matrices if streamed else None,
+                             system.chunk)]
         meshes = chain(mesh)
         partitioned = len(meshes) - 1 + distributed_grids(meshes[-1].grid, comm.size)  # levels below: replicated
         for k in range(1, levels + 1):
@@ -411,7 +442,7 @@ class Multigrid:
             op = ElementOperator(backend, dofs, part.mesh.colour_offsets, part.mesh.n_dofs, part.dist, STORAGE)
             valence = part.dist.sum_interface(backend.asarray(np.bincount(dofs.ravel(), minlength=part.mesh.n_dofs).astype(np.float64)))
             fixed = self._children(self.levels[-1], part.mesh, local[parent], position, gathered=comm.size > 1 and k == partitioned + 1)
-            self.levels.append(Level(op, part.mesh, fixed, valence))
+            self.levels.append(Level(op, part.mesh, fixed, valence, chunk=system.chunk))
         self.direct = CoarseSolve(self.levels[-1], system.problem.enclosed)
         self.graphed = None  # the first level whose cycles replay a CUDA graph
         if backend.is_gpu and comm.size == 1 and self.direct.dense:
@@ -452,10 +483,18 @@ class Multigrid:
         return backend.asarray(total(fixed.astype(np.float64)) > 0)
 
     def refresh(self) -> None:
-        """Copy the system's current matrices into the finest level (rounded to STORAGE; nothing
-        to do where the finest level holds the system's own)."""
-        if self.levels[0].op is not self.system_elements:
-            self.levels[0].op.mats[...] = self.system_elements.mats
+        """Copy the system's current matrices into the finest level (rounded to STORAGE;
+        computed chunk by chunk where the system stores none); nothing to do where the
+        finest level holds the system's own matrices or its sum-factorised operator."""
+        fine, system = self.levels[0], self.system
+        if fine.op is system.op or fine.op is system.elements:
+            return
+        if system.elements is not None:
+            fine.op.mats[...] = system.elements.mats
+            return
+        every = self.xp.arange(fine.op.dofs.shape[0])
+        for s in range(0, len(every), fine.chunk):
+            fine.op.mats[s:s + fine.chunk] = system.element_matrices(every[s:s + fine.chunk])
 
     def setup(self) -> bool:
         """Build the hierarchy for the system's current matrices; False when a Vanka block or
@@ -466,7 +505,7 @@ class Multigrid:
             fine.galerkin(coarse, self.P)
         self.direct.setup()
         for level in self.levels[:-1]:
-            ok = level.smoother.setup() and ok
+            ok = level.smoother_setup() and ok
         ok = self.direct.wait() and ok
         dist = self.levels[0].op.dist
         return dist.allreduce_scalar(0.0 if ok else 1.0) == 0.0

@@ -94,42 +94,31 @@ class ElementOperator:
         if not dist.shared:
             return out
         sums, theirs = self._peer_pair_sums()
-        for q, (_, _, cols, m) in self._cross.items():
+        for q, (_, _, cols, m) in self.cross_plan.items():
             if dist.comm.rank > q:
                 out += xp.bincount(cols, weights=2.0 * sums[q] * theirs[q], minlength=self.n)
-        return out
-
-    def peer_entries(self) -> list:
-        """[(positions, values)] per peer: ``values`` are the peer's partial sums of the
-        entries whose row and column this rank shares with it, ``positions`` where each
-        sits in this rank's element blocks (E, NL, NL) flattened; added to blocks summed
-        over this rank's elements they give the assembled matrix's entries. Each list
-        entry holds every position once. Collective; empty on one process."""
-        if not self.dist.shared:
-            return []
-        sums, theirs = self._peer_pair_sums()
-        ld = self.mats.shape[2]
-        out = []
-        for q, (pos, seg, _, _) in self._cross.items():
-            e, rc = pos // (NL * ld), pos % (NL * ld)
-            out.append(((e * NL + rc // ld) * NL + rc % ld, theirs[q][seg]))
         return out
 
     def _peer_pair_sums(self):
         """Per peer: this rank's and the peer's partial sums of the entries (pairs) both hold."""
         xp = self.xp
-        if self._cross is None:
-            self._cross = self._cross_plan()
         flat = self.mats.reshape(-1)
-        sums = {q: xp.bincount(seg, weights=flat[pos].astype(np.float64), minlength=m) for q, (pos, seg, _, m) in self._cross.items()}
+        sums = {q: xp.bincount(seg, weights=flat[pos].astype(np.float64), minlength=m) for q, (pos, seg, _, m) in self.cross_plan.items()}
         theirs = {q: xp.empty_like(a) for q, a in sums.items()}
         self.dist.exchange(sums, theirs)
         return sums, theirs
 
+    @property
+    def cross_plan(self) -> dict:
+        """{peer: (positions, segments, columns, pairs)}: positions in the flattened element
+        matrices (E, NL, LD) of the entries whose row and column are shared with the peer,
+        the pair (segment) of each, the local column of each pair and the number of pairs;
+        pairs both ranks hold, in one order (made at the first call; empty on one process)."""
+        if self._cross is None:
+            self._cross = self._cross_plan()
+        return self._cross
+
     def _cross_plan(self) -> dict:
-        """Per peer: positions in the flattened element matrices of the entries whose row
-        and column are shared with the peer, the pair (segment) of each, the local column
-        of each pair and the number of pairs; pairs both ranks hold, in one order."""
         dist = self.dist
         dofs = self.backend.to_numpy(self.dofs).astype(np.int64)
         _, nl, ld = self.mats.shape

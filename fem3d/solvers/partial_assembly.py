@@ -60,7 +60,8 @@ class PartialAssemblyOperator:
     rmatvec, exact transposes of each other).
 
     dofs  (E, NL) unknown (of this rank's vector) of each local unknown: 27 u, 27 v, 27 w, 8 p,
-          nodes in tensor order (fem3d.discretisation.element); kept as local_dofs (NL, E)
+          nodes in tensor order (fem3d.discretisation.element); kept as ``dofs`` (int32, the
+          caller's device array itself where it is one) and, for the kernels, local_dofs (NL, E)
     colour_offsets  colour c is elements colour_offsets[c]:colour_offsets[c+1], no two of
           which share an unknown (mesh.colour_offsets, as for ElementOperator): the CUDA
           products add one colour per launch without atomics. Required also on the CPU,
@@ -87,6 +88,7 @@ class PartialAssemblyOperator:
         xp = self.xp = backend.xp
         self.n = int(n)
         self.dist = dist or Distribution.serial(backend, n)
+        self.dofs = backend.asarray(dofs, dtype=np.int32)
         self.local_dofs = backend.asarray(np.ascontiguousarray(backend.to_numpy(dofs).T), dtype=np.int32)
         self.colour_offsets = [int(v) for v in colour_offsets]
         offsets = np.array(self.colour_offsets)

@@ -8,19 +8,20 @@ is inverted once per linearisation; one smoothing application is the additive su
 
 (valence: elements sharing an unknown, so the weights form a partition of unity). That
 is an element-by-element product with stored matrices W_e B_e^-1, so the fem3d.kernels.ebe
-products (NumPy reference and CUDA kernel) apply it. The blocks (summed in float64) are
-inverted and stored in the precision of the level's matrices (float32 in
-fem3d.solvers.multigrid): a smoother needs no more, and it halves the bytes each application
-reads.
+products (NumPy reference and CUDA kernel) apply it. The blocks are summed, inverted and
+stored in the precision of the level's matrices (float32 in fem3d.solvers.multigrid), in
+place: a smoother needs no more, and it halves the bytes each application reads.
 
 B_e needs the contributions of the element's neighbours (the elements sharing a node with
 it): from neighbour f, the entries of A_f whose row and column are both unknowns e shares
 with f. Which local positions of e and f those are depends on how the two meet; the
 distinct ways ("patterns": the shared positions ia of e and ja of f) are few, 26 on a
 structured box, so each element lists its neighbours and their patterns, and
-fem3d.kernels.vanka (NumPy reference and CUDA kernel) gathers B_e from them. Entries whose
-row and column are shared with another rank get that rank's partial sums
-(fem3d.solvers.operators.ElementOperator.peer_entries).
+fem3d.kernels.vanka (NumPy reference and CUDA kernel) adds each element matrix to its own
+block and its neighbours'. The matrices may come in chunks and need not be stored: a level
+whose operator is sum-factorised (fem3d.solvers.partial_assembly) computes them a chunk at a
+time. Entries whose row and column are shared with another rank get that rank's partial
+sums (fem3d.solvers.operators.ElementOperator.cross_plan).
 """
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ from ..kernels import vanka as vanka_kernels
 from ..kernels.ebe import NL
 from .operators import ElementOperator
 
-CHUNK = {"gpu": 8192, "cpu": 128}  # elements per batch of blocks (bounds the temporaries; on the CPU, temporaries
+CHUNK = {"gpu": 8192, "cpu": 128}  # elements per batch of inverses (bounds the temporaries; on the CPU, temporaries
 # of a few MB stay in the heap, while fresh pages of larger ones cost more than the arithmetic)
 
 
@@ -87,47 +88,78 @@ def element_neighbours(mesh, xp=np) -> tuple:
 
 class Vanka:
     """The element Vanka smoother of one level: ``setup()`` after the level's element
-    matrices changed, then ``apply(r, out)``: out = sum_e R_e^T W_e B_e^-1 R_e r (complete
-    on every rank). ``op`` the level's ElementOperator, ``mesh`` its (part of the) box,
-    ``valence`` (n,) elements sharing each unknown, all ranks'."""
+    matrices changed (or, for a level whose matrices are not stored, ``begin()``, ``add()``
+    of every element's matrix in chunks, then ``finish()``), then ``apply(r, out)``:
+    out = sum_e R_e^T W_e B_e^-1 R_e r (complete on every rank). ``op`` the level's operator
+    (its ``dofs`` (E, NL), colours, ``n`` and ``dist``; setup() reads its stored ``mats``),
+    ``mesh`` its (part of the) box, ``valence`` (n,) elements sharing each unknown, all ranks';
+    ``storage`` the dtype of the blocks and inverses."""
 
-    def __init__(self, op: ElementOperator, mesh, valence):
+    def __init__(self, op, mesh, valence, storage):
         self.op = op
         xp, backend = op.xp, op.backend
         self.table = element_neighbours(mesh, xp)  # nbr, pattern, ia, ja, starts
-        self._blocks, self._invert = vanka_kernels.for_backend(backend), vanka_kernels.inverse_for_backend(backend)
+        self._accumulate, self._invert = vanka_kernels.for_backend(backend), vanka_kernels.inverse_for_backend(backend)
         self.weights = 1.0 / valence
-        self.inverses = ElementOperator(backend, backend.to_numpy(op.dofs), op.colour_offsets, op.n, op.dist, op.mats.dtype)
+        self.inverses = ElementOperator(backend, op.dofs, op.colour_offsets, op.n, op.dist, storage)
+        n_elem = op.dofs.shape[0]
+        self._slot = xp.full(n_elem, -1, dtype=np.int32)  # the chunk's row of each element in add()
+        self._every = xp.arange(n_elem, dtype=np.int32)
+        self._peer_sums = None
         self.xp = xp
 
-    def blocks(self, first: int, last: int, peers: list):
-        """(last - first, NL, NL) float64 assembled blocks of elements first:last;
-        ``peers``: ElementOperator.peer_entries()."""
-        out = self.xp.empty((last - first, NL, NL), dtype=np.float64)
-        self._blocks(self.op.mats, *self.table, out, first, last)
-        flat_out = out.reshape(-1)
-        lo, hi = first * NL * NL, last * NL * NL
-        for pos, values in peers:
-            keep = (pos >= lo) & (pos < hi)
-            flat_out[pos[keep] - lo] += values[keep]
-        return out
-
     def setup(self) -> bool:
-        """Assemble, invert and weight the blocks; False when a block is singular (the
-        smoother, and so the preconditioner, is then undefined)."""
-        xp, storage = self.xp, self.inverses.mats.dtype  # inverted in the precision they are stored in
-        dofs, n_elem = self.op.dofs, self.op.dofs.shape[0]
-        peers = self.op.peer_entries()
+        """Blocks from the level's stored matrices (one chunk), inverted: :meth:`finish`."""
+        self.begin()
+        self.add(self.op.mats)
+        return self.finish()
+
+    def begin(self) -> None:
+        """Zero the blocks (held where the inverses go) and the sums for the peers."""
+        self.inverses.mats.fill(0.0)
+        plan = self.inverses.cross_plan
+        self._peer_sums = {q: self.xp.zeros(m, dtype=np.float64) for q, (_, _, _, m) in plan.items()}
+
+    def add(self, mats, ids=None) -> None:
+        """Add the element matrices ``mats`` (m, NL, LD) of the elements ``ids`` (m,) (None:
+        all, in order) to the blocks: each element's whole matrix to its own block, its
+        entries on unknowns shared with a neighbour to the neighbour's (fem3d.kernels.vanka);
+        and to the sums for the peers, the entries whose row and column another rank shares."""
+        slot = self._every if ids is None else self._slot
+        if ids is not None:
+            slot[ids] = self._every[:len(ids)]
+        self._accumulate(mats, slot, *self.table, self.inverses.mats)
+        flat, size = mats.reshape(-1), NL * mats.shape[2]
+        for q, (pos, seg, _, m) in self.inverses.cross_plan.items():
+            row = slot[pos // size]
+            keep = row >= 0
+            values = flat[(row.astype(np.int64) * size + pos % size)[keep]]
+            self._peer_sums[q] += self.xp.bincount(seg[keep], weights=values.astype(np.float64), minlength=m)
+        if ids is not None:
+            slot[ids] = -1
+
+    def finish(self) -> bool:
+        """Add the peers' partial sums of the shared entries to the blocks, invert and weight
+        them CHUNK at a time, in place; False when a block is singular (the smoother, and so
+        the preconditioner, is then undefined)."""
+        xp, blocks = self.xp, self.inverses.mats
+        if self._peer_sums:
+            theirs = {q: xp.empty_like(a) for q, a in self._peer_sums.items()}
+            self.inverses.dist.exchange(self._peer_sums, theirs)
+            flat = blocks.reshape(-1)
+            for q, (pos, seg, _, _) in self.inverses.cross_plan.items():
+                flat[pos] += theirs[q][seg].astype(blocks.dtype)
+        dofs, n_elem = self.op.dofs, blocks.shape[0]
         chunk = CHUNK[self.op.backend.kind]
         for first in range(0, n_elem, chunk):
             last = min(first + chunk, n_elem)
             try:
-                inv = self._invert(self.blocks(first, last, peers).astype(storage, copy=False))
+                inv = self._invert(blocks[first:last, :, :NL])
             except np.linalg.LinAlgError:
                 return False
             inv *= self.weights[dofs[first:last]][:, :, None]
-            self.inverses.mats[first:last] = inv
-        return bool(xp.isfinite(self.inverses.mats).all())  # one read-back, after every chunk
+            blocks[first:last] = inv
+        return bool(xp.isfinite(blocks).all())  # one read-back, after every chunk
 
     def apply(self, r, out):
         return self.inverses.matvec(r, out)
