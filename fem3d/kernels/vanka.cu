@@ -15,6 +15,9 @@
 // Compile-time: LD and MAT_T, set by fem3d.kernels.vanka.
 
 #include "element_matrices.cuh"
+#ifdef ROW_SCALE
+#error "vanka.cu reads double or float matrices: __half rows would need their scales"
+#endif
 
 // One block per element. Entries of one neighbour are distinct, so its threads add
 // without atomics; neighbours follow each other after a barrier (two may reach the same
@@ -28,7 +31,7 @@ vanka_blocks(const MAT_T* __restrict__ A, const int* __restrict__ nbr, const int
     if (e >= last) return;
     double* B = out + (e - first) * (long)(NL * NL);
     const MAT_T* Ae = A + e * (long)(NL * LD);
-    for (int t = threadIdx.x; t < NL * NL; t += blockDim.x) B[t] = (double)Ae[(t / NL) * LD + t % NL];
+    for (int t = threadIdx.x; t < NL * NL; t += blockDim.x) B[t] = mat_entry(Ae[(t / NL) * LD + t % NL]);
     for (int o = 0; o < K; ++o) {
         const int nb = nbr[e * K + o];  // the same for the whole block: barriers stay uniform
         if (nb < 0) continue;
@@ -38,7 +41,7 @@ vanka_blocks(const MAT_T* __restrict__ A, const int* __restrict__ nbr, const int
         const MAT_T* An = A + nb * (long)(NL * LD);
         for (int t = threadIdx.x; t < m * m; t += blockDim.x) {
             const int p = s + t / m, q = s + t % m;
-            B[ia[p] * NL + ia[q]] += (double)An[ja[p] * LD + ja[q]];
+            B[ia[p] * NL + ia[q]] += mat_entry(An[ja[p] * LD + ja[q]]);
         }
     }
 }
