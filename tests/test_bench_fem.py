@@ -25,6 +25,7 @@ def bench(tmp_path, *args):
 def test_bytes_a_product_must_move():
     assert ebe.bytes_moved(10, 1000) == 10 * 89 * (89 * 8 + 4) + 16 * 1000
     assert ebe.bytes_moved(10, 1000, itemsize=4) == 10 * 89 * (89 * 4 + 4) + 16 * 1000
+    assert ebe.bytes_moved(10, 1000, itemsize=2) == 10 * 89 * (89 * 2 + 4 + 4) + 16 * 1000  # float16 rows and their float32 scales
 
 
 def test_phases_and_segmented_solve(tmp_path):

@@ -76,3 +76,117 @@ def test_cuda_kernels_match_numpy_reference(ld, dtype):
         got = cp.full(mesh.n_dofs, cp.nan)
         ebe.apply_cuda(cp.asarray(mats), cp.asarray(dofs), cp.asarray(x), got, mesh.colour_offsets, transpose)
         assert np.linalg.norm(got.get() - ref) <= (1e-13 if dtype == np.float64 else 1e-6) * np.linalg.norm(ref)
+
+
+def test_quantise_scales_each_row_into_unit_range():
+    """Rows over 40 decades, a row of zeros, a NaN row and an inf row, written at ``first``
+    of storage for more elements (the rest and the padding columns untouched)."""
+    rng = np.random.default_rng(3)
+    m, first = 5, 2
+    mats = rng.standard_normal((m, ebe.NL, 96)) * 10.0 ** rng.uniform(-20, 20, (m, ebe.NL, 1))
+    mats[:, :, ebe.NL:] = np.nan  # padding, never read
+    mats[1, 7] = 0.0
+    half = np.full((m + 3, ebe.NL, 96), 0.5, dtype=np.float16)
+    scale = np.full((m + 3, ebe.NL), -1.0, dtype=np.float32)
+    for source in (mats, mats.astype(np.float32)):
+        ebe.quantise(source, half, scale, first)
+        rows, part = source[:, :, :ebe.NL], half[first:first + m, :, :ebe.NL]
+        assert np.all(half[:first] == 0.5) and np.all(half[first + m:] == 0.5) and np.all(half[:, :, ebe.NL:] == 0.5)
+        assert np.all(scale[:first] == -1) and np.all(scale[first + m:] == -1)
+        top = np.abs(rows).max(axis=2).astype(np.float32)
+        top[1, 7] = 1.0
+        assert np.array_equal(scale[first:first + m], top)
+        assert np.all(np.abs(part) <= 1) and np.all(part[1, 7] == 0)
+        error = np.abs(part.astype(np.float64) * scale[first:first + m, :, None] - rows).max(axis=2)
+        assert np.all(error <= 2.0**-11 * top)
+    bad = mats[:2].copy()
+    bad[0, 3, 10], bad[1, 4, 20] = np.nan, -np.inf
+    with np.errstate(invalid="ignore"):  # inf / inf
+        ebe.quantise(bad, half, scale)
+    assert np.isnan(scale[0, 3]) and np.isinf(scale[1, 4])
+    assert np.isfinite(np.delete(scale[:2].reshape(-1), [3, ebe.NL + 4])).all()
+
+
+def random_half(mesh, ld=ebe.LD, seed=4):
+    """Float64 element matrices (E, NL, ld) (padding NaN) and their float16 storage."""
+    rng = np.random.default_rng(seed)
+    mats = rng.standard_normal((mesh.n_elements, ebe.NL, ld)) * 10.0 ** rng.uniform(-3, 3, (mesh.n_elements, ebe.NL, 1))
+    mats[:, :, ebe.NL:] = np.nan
+    half = np.full(mats.shape, np.nan, dtype=np.float16)
+    scale = np.empty(mats.shape[:2], dtype=np.float32)
+    ebe.quantise(mats, half, scale)
+    return mats, half, scale
+
+
+def test_half_products_are_those_of_the_scaled_rows():
+    """The float16 NumPy products (in float32) equal the float64 products of the matrices
+    diag(scale) H, for A and A^T; row_scale comes with float16 matrices and only with them."""
+    mesh = sample_mesh("box")
+    _, half, scale = random_half(mesh)
+    exact = half.astype(np.float64) * scale[:, :, None]
+    dofs = mesh.dofs().astype(np.int32)
+    x = np.random.default_rng(5).standard_normal(mesh.n_dofs)
+    for transpose in (False, True):
+        ref, got = np.empty(mesh.n_dofs), np.full(mesh.n_dofs, np.nan)
+        ebe.apply_numpy(exact, dofs, x, ref, mesh.colour_offsets, transpose)
+        ebe.apply_numpy(half, dofs, x, got, mesh.colour_offsets, transpose, row_scale=scale)
+        assert np.linalg.norm(got - ref) <= 1e-6 * np.linalg.norm(ref)
+    y = np.empty(mesh.n_dofs)
+    for mats, row_scale in ((half, None), (exact, scale), (half, scale.astype(np.float64)), (half, scale[:, :8])):
+        with pytest.raises(ValueError, match="row_scale"):
+            ebe.apply_numpy(mats, dofs, x, y, mesh.colour_offsets, row_scale=row_scale)
+    assert "-DROW_SCALE" in ebe.matrix_options(half) and "-DMAT_T=__half" in ebe.matrix_options(half)
+    assert not any("ROW_SCALE" in o for o in ebe.matrix_options(exact))
+
+
+def test_element_operator_with_half_storage(backend):
+    """matvec and rmatvec with float16 storage are those of the assembled diag(scale) H
+    (to_scipy), within float16's rounding of the original matrices; the exact diagonal of
+    A^T A and the peers' entries are not offered."""
+    from fem3d.solvers.operators import ElementOperator
+
+    mesh = sample_mesh("annulus")
+    op = ElementOperator(backend, mesh.dofs(), mesh.colour_offsets, mesh.n_dofs, matrix_dtype=np.float16)
+    assert op.mats.dtype == np.float16 and op.row_scale.dtype == np.float32 and op.row_scale.shape == (mesh.n_elements, ebe.NL)
+    assert np.all(backend.to_numpy(op.row_scale) == 1)
+    mats, _, _ = random_half(mesh)
+    ebe.quantise(backend.asarray(mats), op.mats, op.row_scale)
+    A = op.to_scipy()
+    A0 = ElementOperator(backend, mesh.dofs(), mesh.colour_offsets, mesh.n_dofs)
+    A0.mats[...] = backend.asarray(mats)
+    A0 = A0.to_scipy()
+    v = np.random.default_rng(6).standard_normal(mesh.n_dofs)
+    out = backend.xp.empty(mesh.n_dofs)
+    for product, ref, ref0 in ((op.matvec, A @ v, A0 @ v), (op.rmatvec, A.T @ v, A0.T @ v)):
+        got = backend.to_numpy(product(backend.asarray(v), out))
+        assert np.linalg.norm(got - ref) <= 1e-6 * np.linalg.norm(ref)
+        assert 1e-5 * np.linalg.norm(ref0) <= np.linalg.norm(got - ref0) <= 2e-3 * np.linalg.norm(ref0)
+    for method in (op.normal_diagonal, op.peer_entries):
+        with pytest.raises(ValueError, match="float16"):
+            method()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("ld", [ebe.LD, 96])
+def test_cuda_half_rows_match_numpy_reference(ld):
+    """Both products from float16 storage quantised on the device (the scales those of
+    NumPy's quantise), against the NumPy reference's float32 products: 1e-6 apart."""
+    from gpucfd.backend import cupy_module
+
+    cp = cupy_module()
+    if cp is None:
+        pytest.skip("no CUDA GPU")
+    mesh = sample_mesh("annulus")
+    mats, _, scale_ref = random_half(mesh, ld)
+    half = cp.full(mats.shape, cp.nan, dtype=cp.float16)
+    scale = cp.empty(mats.shape[:2], dtype=cp.float32)
+    ebe.quantise(cp.asarray(mats), half, scale)
+    assert np.array_equal(scale.get(), scale_ref)
+    dofs = mesh.dofs().astype(np.int32)
+    x = np.random.default_rng(7).standard_normal(mesh.n_dofs)
+    for transpose in (False, True):
+        ref = np.full(mesh.n_dofs, np.nan)
+        ebe.apply_numpy(half.get(), dofs, x, ref, mesh.colour_offsets, transpose, row_scale=scale.get())
+        got = cp.full(mesh.n_dofs, cp.nan)
+        ebe.apply_cuda(half, cp.asarray(dofs), cp.asarray(x), got, mesh.colour_offsets, transpose, row_scale=scale)
+        assert np.linalg.norm(got.get() - ref) <= 1e-6 * np.linalg.norm(ref)

@@ -2,22 +2,24 @@
 // element matrices, one launch per colour. Elements of one colour share no node, so
 // the read-add-write of y needs no atomics and the summation order is fixed.
 //
-// A     (E, NL, LD) row-major element matrices of type MAT_T (double, or float summed in
-//       double); entries beyond column NL of a row are never read
-// dofs  (E, NL) int32 global unknown of each local unknown
-// x, y  global float64 vectors; elements e0 <= e < e1 form the colour
+// A      (E, NL, LD) row-major element matrices of type MAT_T (double, or float or __half
+//        summed in double); entries beyond column NL of a row are never read
+// scale  (E, NL) float32 row scales of __half matrices (ROW_SCALE: the operator is
+//        diag(scale_e) A_e), never read otherwise (null then)
+// dofs   (E, NL) int32 global unknown of each local unknown
+// x, y   global float64 vectors; elements e0 <= e < e1 form the colour
 //
-// Compile-time: LD (row length in entries) and MAT_T, set by fem3d.kernels.ebe.
+// Compile-time: LD (row length in entries), MAT_T and ROW_SCALE, set by fem3d.kernels.ebe.
 
 #include "element_matrices.cuh"
 #define WARPS 4
 
 // One block of WARPS warps per element; warp w takes rows w, w + WARPS, ...; lane l
 // reads columns l, l + 32, l + 64 of a row, so a warp reads the row coalesced. The
-// row sums go to shared memory and are added to y together at the end, so no warp
-// waits on a read of y inside the loop.
+// row sums, times the row scales, go to shared memory and are added to y together at the
+// end, so no warp waits on a read of y inside the loop.
 extern "C" __global__ void __launch_bounds__(32 * WARPS)
-ebe_apply(const MAT_T* __restrict__ A, const int* __restrict__ dofs,
+ebe_apply(const MAT_T* __restrict__ A, const float* __restrict__ scale, const int* __restrict__ dofs,
           const double* __restrict__ x, double* __restrict__ y, int e0, int e1)
 {
     __shared__ double xs[96];
@@ -42,18 +44,19 @@ ebe_apply(const MAT_T* __restrict__ A, const int* __restrict__ dofs,
 #pragma unroll 2
     for (int row = warp; row < NL; row += WARPS) {
         const MAT_T* Ar = Ae + row * LD;
-        double s = (double)Ar[lane] * x0 + (double)Ar[lane + 32] * x1 + (double)Ar[c2] * x2;
+        double s = mat_entry(Ar[lane]) * x0 + mat_entry(Ar[lane + 32]) * x1 + mat_entry(Ar[c2]) * x2;
         for (int off = 16; off > 0; off >>= 1) s += __shfl_down_sync(0xffffffffu, s, off);
-        if (lane == 0) ys[row] = s;
+        if (lane == 0) ys[row] = s * row_scale(scale, e * NL + row);
     }
     __syncthreads();
     for (int t = threadIdx.x; t < NL; t += blockDim.x) y[ds[t]] += ys[t];
 }
 
 // Transposed product: thread j accumulates column j over the rows; at each row the
-// block reads the row's NL entries coalesced.
+// block reads the row's NL entries coalesced. (diag(s) A)^T x = A^T (s x): the local
+// values are scaled by the row scales as they are loaded.
 extern "C" __global__ void __launch_bounds__(96)
-ebe_apply_t(const MAT_T* __restrict__ A, const int* __restrict__ dofs,
+ebe_apply_t(const MAT_T* __restrict__ A, const float* __restrict__ scale, const int* __restrict__ dofs,
             const double* __restrict__ x, double* __restrict__ y, int e0, int e1)
 {
     __shared__ double xs[NL];
@@ -63,7 +66,7 @@ ebe_apply_t(const MAT_T* __restrict__ A, const int* __restrict__ dofs,
     int g = 0;
     if (j < NL) {
         g = dofs[e * NL + j];
-        xs[j] = x[g];
+        xs[j] = x[g] * row_scale(scale, e * NL + j);
     }
     __syncthreads();
     if (j >= NL) return;
@@ -71,11 +74,11 @@ ebe_apply_t(const MAT_T* __restrict__ A, const int* __restrict__ dofs,
     double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
     int i = 0;
     for (; i + 3 < NL; i += 4) {
-        s0 += (double)Ae[i * LD] * xs[i];
-        s1 += (double)Ae[(i + 1) * LD] * xs[i + 1];
-        s2 += (double)Ae[(i + 2) * LD] * xs[i + 2];
-        s3 += (double)Ae[(i + 3) * LD] * xs[i + 3];
+        s0 += mat_entry(Ae[i * LD]) * xs[i];
+        s1 += mat_entry(Ae[(i + 1) * LD]) * xs[i + 1];
+        s2 += mat_entry(Ae[(i + 2) * LD]) * xs[i + 2];
+        s3 += mat_entry(Ae[(i + 3) * LD]) * xs[i + 3];
     }
-    for (; i < NL; ++i) s0 += (double)Ae[i * LD] * xs[i];
+    for (; i < NL; ++i) s0 += mat_entry(Ae[i * LD]) * xs[i];
     y[g] += (s0 + s1) + (s2 + s3);
 }

@@ -1,15 +1,22 @@
 """Element-by-element product y = sum_e C_e^T A_e C_e x (or with A_e^T).
 
 mats  (E, NL, LD) element matrices, row-major, float64 or float32 (the CUDA kernel sums
-      in float64 either way, the NumPy reference in the storage precision per element);
-      columns beyond NL, if LD > NL, are ignored
+      in float64 either way, the NumPy reference in the storage precision per element),
+      or float16 scaled per row (below); columns beyond NL, if LD > NL, are ignored
 dofs  (E, NL) int32 global unknown of each local unknown
 x, y  (n,) float64 global vectors; y is overwritten
 colour_offsets  host sequence: colour c is elements colour_offsets[c]:colour_offsets[c+1]
+row_scale  (E, NL) float32, with float16 ``mats`` H and only then: A_e = diag(row_scale_e) H_e
 
 Each element's NL x NL matrix is stored unpadded (LD = NL): a block streams the
 element's contiguous rows with coalesced loads whatever their alignment, and padding
 to a multiple of 32 would only add 8 % to the bytes every product must read.
+
+Float16 storage (:func:`quantise`; chosen internally, e.g. for the multigrid smoother's
+stored inverses, never by --matrix-dtype) keeps each row divided by its largest |entry|,
+so every stored entry lies in [-1, 1], with the row's float32 scale beside it: 89 * 89 * 2
++ 89 * 4 bytes per element instead of 89 * 89 * 4, each entry within about 2^-12 of its
+row's largest (half float's rounding).
 """
 from __future__ import annotations
 
@@ -22,7 +29,7 @@ from gpucfd.backend import cuda_module
 
 NL = 89  # local unknowns of a Q2-Q1 element: 27 u, 27 v, 27 w, 8 p
 LD = NL  # stored row length
-MATRIX_DTYPES = {"float64": np.float64, "float32": np.float32}
+MATRIX_DTYPES = {"float64": np.float64, "float32": np.float32}  # --matrix-dtype; float16 only internally
 _WARPS = 4  # must match WARPS in ebe.cu
 
 
@@ -33,12 +40,33 @@ def matrix_storage(name: str):
     if name not in MATRIX_DTYPES:
         raise InputError(f"--matrix-dtype must be one of {', '.join(MATRIX_DTYPES)} (got {name!r})")
     return np.dtype(MATRIX_DTYPES[name])
-_CUDA_TYPES = {np.dtype(np.float64): "double", np.dtype(np.float32): "float"}
+
+
+_CUDA_TYPES = {np.dtype(np.float64): "double", np.dtype(np.float32): "float", np.dtype(np.float16): "__half"}
+_NULL = np.uint64(0)  # the kernels' scale argument for float64 or float32 matrices (never read): a null pointer
+
+
+def quantise(mats, half, scale, first: int = 0):
+    """Rows of ``mats`` (m, NL, LD') float64 or float32 (NumPy or CuPy) into float16
+    storage: ``half[first:first + m, :, :NL]`` (E, NL, LD) float16 = row / s and
+    ``scale[first:first + m]`` (E, NL) float32 = s, s the row's largest |entry| rounded to
+    float32 (1 for a row of zeros). Stored entries lie in [-1, 1]; half * scale differs
+    from the row by at most about 2^-12 s (half float's rounding). Columns beyond NL are
+    neither read nor written. Rows that are not finite keep a non-finite scale: NaN for a
+    row holding a NaN, inf for one holding an inf (or whose largest entry overflows
+    float32)."""
+    m = mats.shape[0]
+    rows = mats[:, :, :NL]
+    s = abs(rows).max(axis=2).astype(np.float32)
+    s += (s == 0)
+    half[first:first + m, :, :NL] = rows / s[:, :, None]
+    scale[first:first + m] = s
 
 
 def matrix_options(mats) -> tuple[str, ...]:
     """Compiler options of a kernel that reads the element matrices ``mats`` (E, NL, LD)
-    through element_matrices.cuh: their row length, entry type and the header's folder."""
+    through element_matrices.cuh: their row length, entry type (and ROW_SCALE for float16)
+    and the header's folder."""
     return _options(mats.dtype, mats.shape[2])
 
 
@@ -47,37 +75,56 @@ def _options(dtype: np.dtype, ld: int) -> tuple[str, ...]:
     """Cached: finding the package folder costs 0.03-0.1 ms per launch, a large share of a
     product on a coarse multigrid level (scripts/profile_multigrid.py)."""
     folder = importlib.resources.files("fem3d.kernels")
-    return f"-DLD={ld}", f"-DMAT_T={_CUDA_TYPES[dtype]}", f"-I{folder}"
+    scaled = ("-DROW_SCALE",) if dtype == np.float16 else ()
+    return (f"-DLD={ld}", f"-DMAT_T={_CUDA_TYPES[dtype]}", *scaled, f"-I{folder}")
 
 
-def apply_numpy(mats, dofs, x, y, colour_offsets, transpose=False):
+def _check_scale(mats, row_scale):
+    """ValueError unless ``row_scale`` comes with float16 ``mats``, as (E, NL) float32."""
+    if (mats.dtype == np.float16) != (row_scale is not None):
+        raise ValueError(f"row_scale comes with float16 element matrices and only with them (matrices {mats.dtype}, "
+                         f"row_scale {'None' if row_scale is None else 'given'})")
+    if row_scale is not None and (row_scale.dtype != np.float32 or row_scale.shape != mats.shape[:2]):
+        raise ValueError(f"row_scale must be {mats.shape[:2]} float32 (got {row_scale.shape} {row_scale.dtype})")
+
+
+def apply_numpy(mats, dofs, x, y, colour_offsets, transpose=False, row_scale=None):
     """NumPy reference (colours need no ordering here: bincount sums race-free). Each
     element's product is taken in the storage precision (float32 matrices: x rounded to
     float32, relative differences ~1e-7 from the CUDA kernel's float64 sums; converting
     the matrices instead would cost more than the product), the sum over elements in
-    float64."""
+    float64. Float16 matrices are converted to float32 and multiplied by ``row_scale``
+    first, the products then taken in float32."""
+    _check_scale(mats, row_scale)
+    mats = mats[:, :, :NL]
+    if row_scale is not None:
+        mats = mats.astype(np.float32) * row_scale[:, :, None]
     local = x[dofs].astype(mats.dtype, copy=False)
-    prod = np.einsum("eji,ej->ei" if transpose else "eij,ej->ei", mats[:, :, :NL], local)  # twice matmul's speed on stacks of matrix-vector products
+    prod = np.einsum("eji,ej->ei" if transpose else "eij,ej->ei", mats, local)  # twice matmul's speed on stacks of matrix-vector products
     y[:] = np.bincount(dofs.ravel(), weights=prod.ravel(), minlength=y.size)
 
 
-def apply_cuda(mats, dofs, x, y, colour_offsets, transpose=False):
+def apply_cuda(mats, dofs, x, y, colour_offsets, transpose=False, row_scale=None):
     """CuPy: one launch per colour of ebe_apply / ebe_apply_t (ebe.cu), compiled for the
-    storage type and row length of ``mats``."""
+    storage type and row length of ``mats``; ``row_scale`` (float16 ``mats`` only) is
+    applied in the kernel."""
+    _check_scale(mats, row_scale)
+    scale = _NULL if row_scale is None else row_scale
     kernel = cuda_module("fem3d.kernels", "ebe.cu", matrix_options(mats)).get_function("ebe_apply_t" if transpose else "ebe_apply")
     threads = 96 if transpose else 32 * _WARPS
     y.fill(0)
     for c in range(len(colour_offsets) - 1):
         e0, e1 = int(colour_offsets[c]), int(colour_offsets[c + 1])
         if e1 > e0:
-            kernel((e1 - e0,), (threads,), (mats, dofs, x, y, np.int32(e0), np.int32(e1)))
+            kernel((e1 - e0,), (threads,), (mats, scale, dofs, x, y, np.int32(e0), np.int32(e1)))
 
 
 def bytes_moved(n_elements: int, n: int, itemsize: int = 8) -> int:
     """Bytes one product must move at least: every stored matrix entry (NL x NL of
-    ``itemsize`` bytes per element) and unknown index once, x read and y written once
-    (n float64 each)."""
-    return n_elements * NL * (NL * itemsize + 4) + 2 * 8 * n
+    ``itemsize`` bytes per element), row scale (NL float32 per element, float16 storage:
+    itemsize 2) and unknown index once, x read and y written once (n float64 each)."""
+    scales = 4 if itemsize == 2 else 0
+    return n_elements * NL * (NL * itemsize + scales + 4) + 2 * 8 * n
 
 
 def for_backend(backend):

@@ -16,6 +16,9 @@
 // Compile-time: LD, MAT_T and OUT_T, set by fem3d.kernels.vanka.
 
 #include "element_matrices.cuh"
+#ifdef ROW_SCALE
+#error "vanka.cu reads double or float matrices: __half rows would need their scales"
+#endif
 #ifndef OUT_T
 #define OUT_T double
 #endif
@@ -34,7 +37,7 @@ vanka_accumulate(const MAT_T* __restrict__ A, const int* __restrict__ slot, cons
     const int own = slot[e];
     if (own >= 0) {
         const MAT_T* Ae = A + own * (long)(NL * LD);
-        for (int t = threadIdx.x; t < NL * NL; t += blockDim.x) B[t] += (OUT_T)Ae[(t / NL) * LD + t % NL];
+        for (int t = threadIdx.x; t < NL * NL; t += blockDim.x) B[t] += (OUT_T)mat_entry(Ae[(t / NL) * LD + t % NL]);
     }
     for (int o = 0; o < K; ++o) {
         const int nb = nbr[e * K + o];  // the same for the whole block: barriers stay uniform
@@ -47,7 +50,7 @@ vanka_accumulate(const MAT_T* __restrict__ A, const int* __restrict__ slot, cons
         const MAT_T* An = A + s * (long)(NL * LD);
         for (int t = threadIdx.x; t < m * m; t += blockDim.x) {
             const int p = p0 + t / m, q = p0 + t % m;
-            B[ia[p] * NL + ia[q]] += (OUT_T)An[ja[p] * LD + ja[q]];
+            B[ia[p] * NL + ia[q]] += (OUT_T)mat_entry(An[ja[p] * LD + ja[q]]);
         }
     }
 }

@@ -21,7 +21,10 @@ class ElementOperator:
     mats  (E, NL, LD) element matrices (filled by the caller), colour-major order, stored as
           ``matrix_dtype``: float64, or float32 to halve the bytes each product reads
           (the operator is then the rounded matrix; the CUDA kernel sums in float64, the
-          NumPy path each element's products in float32: fem3d.kernels.ebe)
+          NumPy path each element's products in float32: fem3d.kernels.ebe), or float16
+          scaled per row (filled by fem3d.kernels.ebe.quantise) to halve them again
+    row_scale  (E, NL) float32 row scales of float16 ``mats`` (ones until filled; the
+          operator's element matrices are diag(row_scale_e) mats_e), else None
     dofs  (E, NL) int32 unknown (of this rank's vector) of each local unknown
     dist  fem3d.parallel.partition.Distribution of the n unknowns (default: one process)
     """
@@ -36,17 +39,18 @@ class ElementOperator:
         self.dofs = backend.asarray(dofs, dtype=np.int32)
         self.colour_offsets = [int(v) for v in colour_offsets]
         self.mats = self.xp.zeros((dofs.shape[0], NL, LD), dtype=matrix_dtype)
+        self.row_scale = self.xp.ones((dofs.shape[0], NL), dtype=np.float32) if self.mats.dtype == np.float16 else None
         self._apply = ebe.for_backend(backend)
         self._cross = None
 
     def matvec(self, x, out):
         """out = A x."""
-        self._apply(self.mats, self.dofs, x, out, self.colour_offsets, False)
+        self._apply(self.mats, self.dofs, x, out, self.colour_offsets, False, self.row_scale)
         return self.dist.sum_interface(out)
 
     def rmatvec(self, x, out):
         """out = A^T x."""
-        self._apply(self.mats, self.dofs, x, out, self.colour_offsets, True)
+        self._apply(self.mats, self.dofs, x, out, self.colour_offsets, True, self.row_scale)
         return self.dist.sum_interface(out)
 
     def normal_matvec(self, x, out, work):
@@ -59,8 +63,10 @@ class ElementOperator:
 
         Entries of the element matrices are grouped by (row, column) and summed before
         squaring; rows are processed in blocks of about ``max_entries`` entries. Entries
-        split between ranks add their cross terms, exchanged with the peers.
+        split between ranks add their cross terms, exchanged with the peers. Float64 or
+        float32 storage only.
         """
+        self._unscaled("normal_diagonal")
         xp = self.xp
         n_elem = self.dofs.shape[0]
         entries_per_row = max(1.0, n_elem * NL * NL / self.n)
@@ -98,6 +104,11 @@ class ElementOperator:
             if dist.comm.rank > q:
                 out += xp.bincount(cols, weights=2.0 * sums[q] * theirs[q], minlength=self.n)
         return out
+
+    def _unscaled(self, name: str) -> None:
+        """ValueError for float16 (row-scaled) storage, which ``name`` does not read."""
+        if self.row_scale is not None:
+            raise ValueError(f"ElementOperator.{name} needs float64 or float32 element matrices (these are float16 scaled per row)")
 
     def _peer_pair_sums(self):
         """Per peer: this rank's and the peer's partial sums of the entries (pairs) both hold."""
@@ -152,6 +163,8 @@ class ElementOperator:
         import scipy.sparse as sp
 
         mats = self.backend.to_numpy(self.mats)[:, :, :NL].astype(np.float64)
+        if self.row_scale is not None:
+            mats *= self.backend.to_numpy(self.row_scale)[:, :, None]
         dofs = self.backend.to_numpy(self.dofs).astype(np.int64)
         rows = np.repeat(dofs[:, :, None], NL, axis=2).ravel()
         cols = np.repeat(dofs[:, None, :], NL, axis=1).ravel()
