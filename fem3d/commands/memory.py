@@ -7,8 +7,9 @@ The paper solver: scripts/bench_fem.py (peak of CuPy's pool on an H100; the NumP
 peak resident size of `python -m fem3d.cavity` at 20^3 and 26^3). The mg solver (its
 float32 copy of the finest matrices, Vanka inverses, coarse levels and FGMRES basis):
 `python -m fem3d.cavity --re 100` at 30^3 and 40^3 on an H100 (CuPy's pool) and at 12^3
-and 20^3 on the CPU (peak resident size); with --assembly partial (float32 matrices, the
-point data of the sum-factorised products), at Re 1000 (H100) and 400 (CPU). The host
+and 20^3 on the CPU (peak resident size); with --assembly partial (the point data of the
+sum-factorised products, no element matrix kept on the finest level), at Re 1000 (H100) and
+400 (CPU). The host
 also holds the whole mesh.
 """
 from __future__ import annotations
@@ -30,7 +31,7 @@ DEVICE_BYTES = {
     ("gpu", "float32", "mg"): (182e3, 2.2e9),  # 7.11 GB at 30^3 (the pool keeps freed blocks: no lower than float64)
     ("cpu", "float64", "mg"): (245e3, 0.05e9),  # 0.38 GB at 12^3, 1.91 GB at 20^3
     ("cpu", "float32", "mg"): (217e3, 0.05e9),  # 0.34 GB at 12^3, 1.67 GB at 20^3
-    ("gpu", "partial", "mg"): (131e3, 2.2e9),  # 36.3 GB at 64^3, 80.0 GB at 84^3 (Re 1000)
+    ("gpu", "partial", "mg"): (74e3, 2.2e9),  # 21.2 GB at 64^3, 75.9 GB at 100^3 (Re 1000; no element matrix stored)
     ("cpu", "partial", "mg"): (165e3, 0.1e9),  # 0.38 GB at 12^3, 1.04 GB at 18^3
 }
 HOST_MESH_BYTES = 4e3  # per element of the whole mesh: connectivity, coordinates, geometry, boundary faces
