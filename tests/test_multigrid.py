@@ -20,14 +20,14 @@ from fem3d.solvers.linear import LinearOptions, make_linear_solver
 from support import assembled, sample_mesh, twisted_mesh
 
 
-def hierarchy(backend, n=4, re=200.0, kind="newton", grading=0.0, mesh=None, levels=None):
+def hierarchy(backend, n=4, re=200.0, kind="newton", grading=0.0, mesh=None, levels=None, assembly="element"):
     """Multigrid for the equations of TrigFlow on an n^3 box (or ``mesh``), linearised
     (``kind``) about the exact flow at the nodes: a smooth state, as Newton meets it;
     ``levels`` coarser levels (default coarse_levels)."""
     mesh = box_mesh(n, grading=grading) if mesh is None else mesh
     case = TrigFlow(re)
     problem = FlowProblem.with_boundary_velocity(mesh, re, lambda x: case.velocity(np, x), force=case.force)
-    system = NavierStokesSystem(problem, backend)
+    system = NavierStokesSystem(problem, backend, assembly=assembly)
     u = case.velocity(np, mesh.points)
     x = np.concatenate([u[:, 0], u[:, 1], u[:, 2], case.pressure(np, mesh.points[mesh.pressure_nodes])])
     state = system.assemble(backend.asarray(x), kind)
@@ -140,12 +140,16 @@ def test_vanka_blocks_and_application_match_the_assembled_matrix(backend, name):
     level = mg.levels[0]
     A = level.op.to_scipy().tocsr()  # the finest level's matrices: the system's rounded to float32
     dofs = backend.to_numpy(level.op.dofs)
-    level.smoother.begin()
-    level.smoother.add(level.op.mats)
-    blocks = backend.to_numpy(level.smoother.inverses.mats)  # the blocks, summed in float32 where the inverses go
+    vanka = level.smoother
+    vanka.begin()
+    vanka.open(0)
+    vanka.add(level.op.mats)
+    blocks = backend.to_numpy(vanka._scratch)  # the blocks of the one target group: every element
+    assert len(vanka.groups) == 1 and len(blocks) == len(dofs)
     for e in (0, 7, 30, len(dofs) - 1):
         assert np.abs(blocks[e] - A[dofs[e]][:, dofs[e]].toarray()).max() < 1e-6 * abs(A).max()
-    assert level.smoother.finish()
+    vanka.close(0)
+    assert vanka.end()
     r = np.random.default_rng(2).standard_normal(level.op.n)
     w = 1.0 / backend.to_numpy(level.valence)
     ref = np.zeros(level.op.n)
@@ -178,35 +182,75 @@ def test_vanka_blocks_kernel_matches_the_numpy_reference(dtype, out_dtype, name)
     slot = np.full(mesh.n_elements, -1, dtype=np.int32)
     slot[ids] = np.arange(len(ids))
     A = rng.standard_normal((len(ids), 89, 89)).astype(dtype)
-    start = rng.standard_normal((mesh.n_elements, 89, 89)).astype(out_dtype)
+    targets = np.sort(rng.permutation(mesh.n_elements)[:mesh.n_elements - 4]).astype(np.int32)
+    start = rng.standard_normal((len(targets), 89, 89)).astype(out_dtype)
     ref = start.copy()
-    kernels.accumulate_numpy(A, slot, *table, ref)
+    kernels.accumulate_numpy(A, slot, targets, *table, ref)
     got = cp.asarray(start)
-    kernels.accumulate_cuda(cp.asarray(A), cp.asarray(slot), *(cp.asarray(a) for a in table), got)
+    kernels.accumulate_cuda(cp.asarray(A), cp.asarray(slot), cp.asarray(targets), *(cp.asarray(a) for a in table), got)
     tol = 1e-12 if out_dtype == np.float64 else 2e-6
     assert np.abs(got.get() - ref).max() <= tol * np.abs(ref).max()
     assert np.abs(ref - start).max() > 1.0  # the chunk did add
 
 
 def test_vanka_blocks_from_chunks_equal_those_from_all_elements():
-    """Blocks summed from element matrices given in chunks of any order (a level whose
-    matrices are not stored) equal those summed from all at once."""
+    """Blocks of some target elements summed from element matrices given in chunks of any
+    order (a level whose matrices are not stored) equal those of all elements summed from
+    all at once."""
     from fem3d.kernels import vanka as kernels
     from fem3d.solvers.vanka import element_neighbours
 
     mesh = refine(sample_mesh("annulus"))
     table = element_neighbours(mesh)
     A = np.random.default_rng(4).standard_normal((mesh.n_elements, 89, 89))
+    every = np.arange(mesh.n_elements, dtype=np.int32)
     whole = np.zeros((mesh.n_elements, 89, 89))
-    kernels.accumulate_numpy(A, np.arange(mesh.n_elements, dtype=np.int32), *table, whole)
-    chunks = np.zeros_like(whole)
+    kernels.accumulate_numpy(A, every, every, *table, whole)
+    targets = np.sort(np.random.default_rng(6).permutation(mesh.n_elements)[:10]).astype(np.int32)
+    chunks = np.zeros((len(targets), 89, 89))
     for ids in np.array_split(np.random.default_rng(5).permutation(mesh.n_elements), 3):
         slot = np.full(mesh.n_elements, -1, dtype=np.int32)
         slot[ids] = np.arange(len(ids))
-        kernels.accumulate_numpy(A[ids], slot, *table, chunks)
-    assert np.abs(chunks - whole).max() < 1e-13 * np.abs(whole).max()
+        kernels.accumulate_numpy(A[ids], slot, targets, *table, chunks)
+    assert np.abs(chunks - whole[targets]).max() < 1e-13 * np.abs(whole).max()
     own = np.einsum("eii->e", A)
     assert np.abs(np.einsum("eii->e", whole) - own).max() > 1.0  # the neighbours' entries are in
+
+
+def stored_inverses(vanka):
+    """The smoother's weighted inverses (E, NL, NL) float64 on the host (float16 rows scaled back)."""
+    b, store = vanka.op.backend, vanka.inverses
+    mats = b.to_numpy(store.mats)[:, :, :89].astype(np.float64)
+    return mats if store.row_scale is None else mats * b.to_numpy(store.row_scale)[:, :, None]
+
+
+@pytest.mark.parametrize("groups", [1, 5])
+def test_streamed_finest_level_matches_the_stored_one(backend, monkeypatch, groups):
+    """A sum-factorised system's finest level (element matrices computed chunk by chunk at
+    the set-up, none kept) gives the hierarchy of the stored one: the same smoother inverses
+    and coarse Galerkin matrices (to float32 sums in another order) and cycle, with the
+    smoother's blocks summed in one target group or in five slabs (each with its halo)."""
+    from fem3d.solvers import vanka as vanka_module
+
+    mesh = refine(twisted_mesh(2))
+    monkeypatch.setattr(vanka_module, "GROUP", -(-mesh.n_elements // groups))
+    stored, mg, _ = hierarchy(backend, mesh=mesh, levels=1)
+    streamed, mgs, _ = hierarchy(backend, mesh=mesh, levels=1, assembly="partial")
+    fine = mgs.levels[0]
+    assert fine.op is streamed.op and streamed.elements is None and len(fine.smoother.groups) == groups
+    members = [backend.to_numpy(g) for g in fine.smoother.groups]
+    assert np.array_equal(np.sort(np.concatenate(members)), np.arange(mesh.n_elements))
+    for g, group in enumerate(members):
+        halo = backend.to_numpy(fine.smoother.halo(g))
+        assert (len(halo) == 0) == (groups == 1) and not np.isin(halo, group).any()
+    ref, got = stored_inverses(mg.levels[0].smoother), stored_inverses(fine.smoother)
+    tol = 2e-3 if fine.smoother.inverses.row_scale is not None else 1e-5  # float16 rows on a GPU
+    assert np.abs(got - ref).max() <= tol * np.abs(ref).max()
+    coarse, coarse_ref = (backend.to_numpy(m.levels[1].op.mats) for m in (mgs, mg))
+    assert np.abs(coarse - coarse_ref).max() <= 1e-6 * np.abs(coarse_ref).max()
+    r = backend.asarray(np.random.default_rng(7).standard_normal(fine.op.n))
+    out, out_ref = (backend.to_numpy(m.apply(r, backend.xp.empty_like(r))) for m in (mgs, mg))
+    assert np.abs(out - out_ref).max() <= 10 * tol * np.abs(out_ref).max()
 
 
 def random_blocks(dtype):

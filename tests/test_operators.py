@@ -79,8 +79,9 @@ def test_cuda_kernels_match_numpy_reference(ld, dtype):
 
 
 def test_quantise_scales_each_row_into_unit_range():
-    """Rows over 40 decades, a row of zeros, a NaN row and an inf row, written at ``first``
-    of storage for more elements (the rest and the padding columns untouched)."""
+    """Rows over 40 decades, a row of zeros, a NaN row and an inf row, written at elements
+    first:first + m of storage for more elements (the rest and the padding columns
+    untouched), and at scattered elements."""
     rng = np.random.default_rng(3)
     m, first = 5, 2
     mats = rng.standard_normal((m, ebe.NL, 96)) * 10.0 ** rng.uniform(-20, 20, (m, ebe.NL, 1))
@@ -89,7 +90,7 @@ def test_quantise_scales_each_row_into_unit_range():
     half = np.full((m + 3, ebe.NL, 96), 0.5, dtype=np.float16)
     scale = np.full((m + 3, ebe.NL), -1.0, dtype=np.float32)
     for source in (mats, mats.astype(np.float32)):
-        ebe.quantise(source, half, scale, first)
+        ebe.quantise(source, half, scale, slice(first, first + m))
         rows, part = source[:, :, :ebe.NL], half[first:first + m, :, :ebe.NL]
         assert np.all(half[:first] == 0.5) and np.all(half[first + m:] == 0.5) and np.all(half[:, :, ebe.NL:] == 0.5)
         assert np.all(scale[:first] == -1) and np.all(scale[first + m:] == -1)
@@ -102,9 +103,14 @@ def test_quantise_scales_each_row_into_unit_range():
     bad = mats[:2].copy()
     bad[0, 3, 10], bad[1, 4, 20] = np.nan, -np.inf
     with np.errstate(invalid="ignore"):  # inf / inf
-        ebe.quantise(bad, half, scale)
+        ebe.quantise(bad, half, scale, slice(0, 2))
     assert np.isnan(scale[0, 3]) and np.isinf(scale[1, 4])
     assert np.isfinite(np.delete(scale[:2].reshape(-1), [3, ebe.NL + 4])).all()
+    at = np.array([6, 0, 3, 1, 7])
+    scattered, scattered_scale = np.zeros_like(half), np.zeros_like(scale)
+    ebe.quantise(mats, scattered, scattered_scale, at)
+    ebe.quantise(mats, half, scale, slice(first, first + m))
+    assert np.array_equal(scattered[at, :, :ebe.NL], half[first:first + m, :, :ebe.NL]) and np.array_equal(scattered_scale[at], scale[first:first + m])
 
 
 def random_half(mesh, ld=ebe.LD, seed=4):

@@ -46,21 +46,20 @@ _CUDA_TYPES = {np.dtype(np.float64): "double", np.dtype(np.float32): "float", np
 _NULL = np.uint64(0)  # the kernels' scale argument for float64 or float32 matrices (never read): a null pointer
 
 
-def quantise(mats, half, scale, first: int = 0):
+def quantise(mats, half, scale, at=slice(None)):
     """Rows of ``mats`` (m, NL, LD') float64 or float32 (NumPy or CuPy) into float16
-    storage: ``half[first:first + m, :, :NL]`` (E, NL, LD) float16 = row / s and
-    ``scale[first:first + m]`` (E, NL) float32 = s, s the row's largest |entry| rounded to
-    float32 (1 for a row of zeros). Stored entries lie in [-1, 1]; half * scale differs
-    from the row by at most about 2^-12 s (half float's rounding). Columns beyond NL are
-    neither read nor written. Rows that are not finite keep a non-finite scale: NaN for a
-    row holding a NaN, inf for one holding an inf (or whose largest entry overflows
-    float32)."""
-    m = mats.shape[0]
+    storage for the elements ``at`` (a slice or an index array of m elements):
+    ``half[at, :, :NL]`` (E, NL, LD) float16 = row / s and ``scale[at]`` (E, NL) float32 = s,
+    s the row's largest |entry| rounded to float32 (1 for a row of zeros). Stored entries
+    lie in [-1, 1]; half * scale differs from the row by at most about 2^-12 s (half
+    float's rounding). Columns beyond NL are neither read nor written. Rows that are not
+    finite keep a non-finite scale: NaN for a row holding a NaN, inf for one holding an inf
+    (or whose largest entry overflows float32)."""
     rows = mats[:, :, :NL]
     s = abs(rows).max(axis=2).astype(np.float32)
     s += (s == 0)
-    half[first:first + m, :, :NL] = rows / s[:, :, None]
-    scale[first:first + m] = s
+    half[at, :, :NL] = rows / s[:, :, None]
+    scale[at] = s
 
 
 def matrix_options(mats) -> tuple[str, ...]:

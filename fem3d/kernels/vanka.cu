@@ -4,12 +4,13 @@
 //
 // A        (m, NL, LD) row-major element matrices of the chunk, of type MAT_T (double or float)
 // slot     (E,) int32 the chunk's row of each element, -1 for elements not in the chunk
+// targets  (T,) int32 the elements whose blocks are summed
 // nbr      (E, K) int32 neighbours of each element, -1 where none
 // pattern  (E, K) int32 how each neighbour meets the element: pattern p holds the shared
 //          positions ia[starts[p]:starts[p + 1]] (local unknowns of e) and the same slice
 //          of ja (the same unknowns as the neighbour's local unknowns)
 // starts   (P + 1,) int32
-// out      (E, NL, NL) blocks of type OUT_T (float or double), added to
+// out      (T, NL, NL) blocks of the targets, of type OUT_T (float or double), added to
 //
 // and their inverses (vanka_invert): blocks (B, n, n) row-major MAT_T, n <= 16 * TILES.
 //
@@ -23,17 +24,17 @@
 #define OUT_T double
 #endif
 
-// One block per target element e, which adds the chunk's contributions to B_e in a fixed
+// One thread block per target element e, which adds the chunk's contributions to B_e in a fixed
 // order (its own matrix, then its neighbours in table order): the sums are the same bits in
 // every run. Entries of one neighbour are distinct, so its threads add without atomics;
 // neighbours follow each other after a barrier (two may reach the same entry).
 extern "C" __global__ void __launch_bounds__(256)
-vanka_accumulate(const MAT_T* __restrict__ A, const int* __restrict__ slot, const int* __restrict__ nbr,
-                 const int* __restrict__ pattern, const int* __restrict__ ia, const int* __restrict__ ja,
-                 const int* __restrict__ starts, OUT_T* __restrict__ out, int K)
+vanka_accumulate(const MAT_T* __restrict__ A, const int* __restrict__ slot, const int* __restrict__ targets,
+                 const int* __restrict__ nbr, const int* __restrict__ pattern, const int* __restrict__ ia,
+                 const int* __restrict__ ja, const int* __restrict__ starts, OUT_T* __restrict__ out, int K)
 {
-    const long e = blockIdx.x;
-    OUT_T* B = out + e * (long)(NL * NL);
+    const long e = targets[blockIdx.x];
+    OUT_T* B = out + blockIdx.x * (long)(NL * NL);
     const int own = slot[e];
     if (own >= 0) {
         const MAT_T* Ae = A + own * (long)(NL * LD);

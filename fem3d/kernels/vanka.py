@@ -5,12 +5,13 @@ two share.
 
 A        (m, NL, LD) element matrices of the chunk, float64 or float32
 slot     (E,) int32 the chunk's row of each element, -1 for elements not in the chunk
+targets  (T,) int32 the elements whose blocks are summed
 nbr      (E, K) int32 neighbours of each element, -1 where none
 pattern  (E, K) int32 how each neighbour meets the element: pattern p holds the shared
          positions ia[starts[p]:starts[p + 1]] (local unknowns of e, distinct) and the
          same slice of ja (the same unknowns as the neighbour's local unknowns)
 starts   (P + 1,) int32 (host array for NumPy, device array for CUDA)
-out      (E, NL, NL) float32 or float64 blocks, added to
+out      (T, NL, NL) float32 or float64 blocks of the targets, added to
 
 and their inverses (invert_numpy, invert_cuda).
 """
@@ -30,7 +31,7 @@ def _ragged(starts, lengths):
     return np.repeat(starts - ends + lengths, lengths) + np.arange(ends[-1] if len(ends) else 0)
 
 
-def accumulate_numpy(A, slot, nbr, pattern, ia, ja, starts, out):
+def accumulate_numpy(A, slot, targets, nbr, pattern, ia, ja, starts, out):
     """NumPy reference: for TARGETS target elements at a time, their own matrices and the
     shared entries of their neighbours in the chunk, gathered at once (each pattern's m x m
     entry offsets tabulated first), summed in float64 by one bincount and added to out."""
@@ -41,15 +42,15 @@ def accumulate_numpy(A, slot, nbr, pattern, ia, ja, starts, out):
     row, col = np.repeat(starts[:-1], sq) + q // np.repeat(m, sq), np.repeat(starts[:-1], sq) + q % np.repeat(m, sq)
     to_table, from_table = ia[row] * NL + ia[col], ja[row] * ld + ja[col]
     for first in range(0, out.shape[0], TARGETS):
-        own = slot[first:first + TARGETS]
-        nb = nbr[first:first + TARGETS]
+        batch = targets[first:first + TARGETS]
+        own, nb = slot[batch], nbr[batch]
         theirs = np.where(nb >= 0, slot[nb], -1)
         e, k = np.nonzero(theirs >= 0)
         if e.size == 0 and not (own >= 0).any():
             continue
         block = np.zeros((len(own), NL, NL))
         block[own >= 0] = A[own[own >= 0], :, :NL]
-        f, p = theirs[e, k].astype(np.int64), pattern[first:first + TARGETS][e, k]
+        f, p = theirs[e, k].astype(np.int64), pattern[batch][e, k]
         idx = _ragged(np.cumsum(sq)[p] - sq[p], sq[p])
         to = np.repeat(e * NL * NL, sq[p]) + to_table[idx]
         frm = np.repeat(f * NL * ld, sq[p]) + from_table[idx]
@@ -57,12 +58,12 @@ def accumulate_numpy(A, slot, nbr, pattern, ia, ja, starts, out):
         out[first:first + len(own)] += block.astype(out.dtype, copy=False)
 
 
-def accumulate_cuda(A, slot, nbr, pattern, ia, ja, starts, out):
+def accumulate_cuda(A, slot, targets, nbr, pattern, ia, ja, starts, out):
     """CuPy: one launch of vanka_accumulate (vanka.cu), one thread block per target element."""
     options = matrix_options(A) + (f"-DOUT_T={'float' if out.dtype == np.float32 else 'double'}",)
     kernel = cuda_module("fem3d.kernels", "vanka.cu", options).get_function("vanka_accumulate")
     if out.shape[0]:
-        kernel((out.shape[0],), (256,), (A, slot, nbr, pattern, ia, ja, starts, out, np.int32(nbr.shape[1])))
+        kernel((out.shape[0],), (256,), (A, slot, targets, nbr, pattern, ia, ja, starts, out, np.int32(nbr.shape[1])))
 
 
 def for_backend(backend):

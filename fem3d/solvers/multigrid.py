@@ -86,6 +86,9 @@ DENSE_MAX = 5_000  # most unknowns of a coarsest level inverted as a dense matri
 # COARSE_MAX): on the H100 (its host's SuperLU beside it) inversion and product took 0.21 s and 0.06 ms at 4,209 unknowns
 # (a 40^3 box's coarsest), against 0.29 s and 2.9 ms (solve and copies) by SuperLU; 0.48 s and 0.14 ms against 0.87 s and
 # 8.9 ms at 6,934. On the CPU the dense inverse took 14.2 s at 6,934 unknowns
+INVERSES = {"gpu": np.float16, "cpu": np.float32}  # storage of the smoothers' inverses: on a GPU float16 scaled per row
+# (fem3d.kernels.ebe.quantise), half the bytes of float32 to hold and to read at each smoothing; NumPy's float16
+# arithmetic is slow, so float32 on the CPU
 GRAPH_ELEMENTS = 65_536  # levels of at most this many elements run their cycles from a CUDA graph (one GPU)
 _THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="coarse-lu")  # the host factorisation beside the device work
 SMOOTHING_STEPS = 8  # GMRES steps of each smoothing. With 3 the cycle diverged (error factor 1.07) on graded boxes
@@ -242,8 +245,9 @@ class Level:
         self.weights = 1.0 / valence
         self.free_weights = self.free * self.weights
         self.element_matrices, self.chunk = element_matrices, chunk
-        self.smoother = Vanka(op, mesh, valence, STORAGE)
-        self.groups = self.child_dofs = self.parent_dofs = self.child_weights = None
+        self.smoother = Vanka(op, mesh, valence, INVERSES[op.backend.kind])
+        self._by_group, self._smoother_ok = {}, False
+        self.groups = self.child_order = self.parent_order = self.child_dofs = self.parent_dofs = self.child_weights = None
         self.prolong_plan = self.restrict_plan = None
         self.gathered = False
         self.dirichlet = dirichlet_rows(self.xp, op.dofs, fixed, valence)  # its prescribed rows (coarse levels' Galerkin matrices)
@@ -277,33 +281,69 @@ class Level:
     def galerkin(self, coarse: "Level", P) -> None:
         """coarse.op.mats = sum over children of P_c^T A_child P_c with prescribed unknowns
         left out, then the prescribed rows of the coarse level; the children's matrices
-        (rounded to the coarse storage) ``chunk`` at a time, and, where this level's matrices
-        are not stored, also added to the smoother's blocks (Vanka.begin, add)."""
+        (rounded to the coarse storage) ``chunk`` at a time. Where this level's matrices are
+        not stored, they are computed once for this and the smoother's blocks
+        (:meth:`_streamed`)."""
         mats = coarse.op.mats
         P = P.astype(mats.dtype)
         coarse_free = coarse.free[coarse.op.dofs].astype(mats.dtype)
         mats.fill(0.0)
-        streamed = self.element_matrices is not None
-        if streamed:
-            self.smoother.begin()
-        for c, rows, parent, child in self.groups:
-            for s in range(0, len(child), self.chunk):
-                ids, part = child[s:s + self.chunk], slice(rows.start + s, min(rows.start + s + self.chunk, rows.stop))
-                a = self.element_matrices(ids).astype(mats.dtype) if streamed else self.op.mats[ids]
-                if streamed:
-                    self.smoother.add(a, ids)
-                fine_free = self.free[self.child_dofs[part]].astype(mats.dtype)
-                a = a[:, :, :NL] * fine_free[:, :, None] * fine_free[:, None, :]
-                mats[parent[s:s + self.chunk]] += P[c].T @ a @ P[c]  # a parent has one child of each position
+        if self.element_matrices is None:
+            for c, rows, parent, child in self.groups:
+                for s in range(0, len(child), self.chunk):
+                    at = slice(rows.start + s, min(rows.start + s + self.chunk, rows.stop))
+                    self._children_add(mats, P[c], parent[s:s + self.chunk], self.op.mats[child[s:s + self.chunk]], at)
+        else:
+            self._streamed(mats, P)
         if self.gathered:  # the children of a replicated level's elements live on several ranks
             self.op.dist.allreduce(mats)
         mats *= coarse_free[:, :, None] * coarse_free[:, None, :]
         apply_dirichlet_rows(mats, coarse.dirichlet)
 
+    def _children_add(self, mats, Pc, parents, a, at) -> None:
+        """mats[parents] += Pc^T a Pc for the children ``at`` (positions in the children's
+        order) of position code c, their matrices ``a`` with prescribed unknowns left out."""
+        fine_free = self.free[self.child_dofs[at]].astype(mats.dtype)
+        a = a[:, :, :NL] * fine_free[:, :, None] * fine_free[:, None, :]
+        mats[parents] += Pc.T @ a @ Pc  # a parent has one child of each position
+
+    def _streamed(self, mats, P) -> None:
+        """The Galerkin sums and the smoother's blocks from element matrices computed on
+        demand, one target group of the smoother at a time (Vanka.open, add, close): the
+        group's children by position code, each element once, then its halo for the blocks
+        only."""
+        vanka, chunk = self.smoother, self.chunk
+        matrices = lambda ids: self.element_matrices(ids).astype(STORAGE)  # noqa: E731
+        vanka.begin(matrices)
+        for g in range(len(vanka.groups)):
+            vanka.open(g)
+            for c, rows in self._group_children(g):
+                for s in range(0, len(rows), chunk):
+                    at = rows[s:s + chunk]
+                    ids = self.child_order[at]
+                    a = matrices(ids)
+                    vanka.add(a, ids)
+                    self._children_add(mats, P[c], self.parent_order[at], a, at)
+            halo = vanka.halo(g)
+            for s in range(0, len(halo), chunk):
+                vanka.add(matrices(halo[s:s + chunk]), halo[s:s + chunk])
+            vanka.close(g)
+        self._smoother_ok = vanka.end()
+
+    def _group_children(self, g: int) -> list:
+        """[(code c, positions in the children's order)] of the children in the smoother's
+        target group g (made at the first call)."""
+        if g not in self._by_group:
+            xp, group = self.xp, self.smoother.groups[g]
+            inside = xp.zeros(self.child_order.shape, dtype=bool)
+            inside[group] = True
+            self._by_group[g] = [(c, rows.start + xp.flatnonzero(inside[child])) for c, rows, _, child in self.groups]
+        return self._by_group[g]
+
     def smoother_setup(self) -> bool:
-        """Invert the smoother's blocks (summed here from the stored matrices, else by
-        :meth:`galerkin`); False when one is singular."""
-        return self.smoother.setup() if self.element_matrices is None else self.smoother.finish()
+        """Invert the smoother's blocks (from the stored matrices; where none are stored,
+        :meth:`galerkin` did); False when one is singular."""
+        return self.smoother.setup() if self.element_matrices is None else self._smoother_ok
 
 
 class CoarseSolve:
@@ -477,6 +517,7 @@ class Multigrid:
             child_pos, parent_pos = np.nonzero(np.abs(P[c] - 1.0) < 1e-12)  # coinciding nodes
             fixed[coarse_dofs[par][:, parent_pos]] = fine_fixed[fine_dofs[child][:, child_pos]]
             fine.groups.append((int(c), slice(first, last), backend.asarray(par), backend.asarray(child)))
+        fine.child_order, fine.parent_order = backend.asarray(order), backend.asarray(parent[order])
         fine.child_dofs, fine.parent_dofs = backend.asarray(fine_dofs[order]), backend.asarray(coarse_dofs[parent[order]])
         fine.prolong_plan, fine.restrict_plan = ScatterPlan(backend, fine.child_dofs), ScatterPlan(backend, fine.parent_dofs)
         fine.child_weights = fine.weights[fine.child_dofs]

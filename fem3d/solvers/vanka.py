@@ -29,10 +29,11 @@ import numpy as np
 
 from gpucfd.backend import to_numpy
 
-from ..kernels import vanka as vanka_kernels
-from ..kernels.ebe import NL
+from ..kernels import ebe, vanka as vanka_kernels
+from ..kernels.ebe import LD, NL
 from .operators import ElementOperator
 
+GROUP = 65536  # target elements whose blocks are summed at a time (a float32 scratch of 2.1 GB)
 CHUNK = {"gpu": 8192, "cpu": 128}  # elements per batch of inverses (bounds the temporaries; on the CPU, temporaries
 # of a few MB stay in the heap, while fresh pages of larger ones cost more than the arithmetic)
 
@@ -86,14 +87,34 @@ def element_neighbours(mesh, xp=np) -> tuple:
     return nbr, pattern, as_int32(ia), as_int32(ja), starts
 
 
+def target_groups(mesh, size: int, xp=np) -> list:
+    """The elements of ``mesh`` in groups of at most ``size`` (``xp`` int32 arrays, each
+    sorted): slabs across the mesh's longest extent, by the elements' centre nodes, so that
+    a group's neighbours outside it are few."""
+    n_elem = mesh.n_elements
+    count = -(-n_elem // size) if n_elem else 1
+    if count == 1:
+        return [xp.arange(n_elem, dtype=np.int32)]
+    centres = mesh.points[mesh.cells[:, 13]]  # node (1, 1, 1) of the tensor order: the element's centre
+    axis = int(np.argmax(np.ptp(mesh.points, axis=0)))
+    order = np.argsort(centres[:, axis], kind="stable")
+    return [xp.asarray(np.sort(part).astype(np.int32)) for part in np.array_split(order, count)]
+
+
 class Vanka:
     """The element Vanka smoother of one level: ``setup()`` after the level's element
-    matrices changed (or, for a level whose matrices are not stored, ``begin()``, ``add()``
-    of every element's matrix in chunks, then ``finish()``), then ``apply(r, out)``:
-    out = sum_e R_e^T W_e B_e^-1 R_e r (complete on every rank). ``op`` the level's operator
-    (its ``dofs`` (E, NL), colours, ``n`` and ``dist``; setup() reads its stored ``mats``),
-    ``mesh`` its (part of the) box, ``valence`` (n,) elements sharing each unknown, all ranks';
-    ``storage`` the dtype of the blocks and inverses."""
+    matrices changed, then ``apply(r, out)``: out = sum_e R_e^T W_e B_e^-1 R_e r (complete on
+    every rank). ``op`` the level's operator (its ``dofs`` (E, NL), colours, ``n`` and
+    ``dist``; setup() reads its stored ``mats``), ``mesh`` its (part of the) box,
+    ``valence`` (n,) elements sharing each unknown, all ranks'; ``storage`` the dtype of the
+    inverses: float16 (scaled per row, fem3d.kernels.ebe), float32 or float64.
+
+    The blocks are summed GROUP target elements at a time (``groups``: slabs of the mesh)
+    in a scratch array of the storage's precision (float32 for float16), inverted, weighted
+    and stored. A level whose matrices are not stored gives them in chunks instead:
+    ``begin(matrices)``, then for each group g ``open(g)``, ``add(mats, ids)`` of the
+    group's elements and of its halo (``halo(g)``: the neighbours outside it), ``close(g)``,
+    and ``end()``."""
 
     def __init__(self, op, mesh, valence, storage):
         self.op = op
@@ -102,64 +123,122 @@ class Vanka:
         self._accumulate, self._invert = vanka_kernels.for_backend(backend), vanka_kernels.inverse_for_backend(backend)
         self.weights = 1.0 / valence
         self.inverses = ElementOperator(backend, op.dofs, op.colour_offsets, op.n, op.dist, storage)
+        self.scratch_dtype = np.dtype(np.float32 if storage == np.float16 else storage)
+        self.groups = target_groups(mesh, GROUP, xp)
         n_elem = op.dofs.shape[0]
-        self._slot = xp.full(n_elem, -1, dtype=np.int32)  # the chunk's row of each element in add()
+        self._slot = xp.full(n_elem, -1, dtype=np.int32)  # a chunk's row of each of its elements, for add()
         self._every = xp.arange(n_elem, dtype=np.int32)
-        self._peer_sums = None
+        self._halos, self._peers, self._scratch, self._open, self._ok = {}, [], None, None, None
         self.xp = xp
 
     def setup(self) -> bool:
-        """Blocks from the level's stored matrices (one chunk), inverted: :meth:`finish`."""
+        """Blocks from the level's stored matrices, inverted; False when one is singular."""
         self.begin()
-        self.add(self.op.mats)
-        return self.finish()
+        for g in range(len(self.groups)):
+            self.open(g)
+            self.add(self.op.mats)
+            self.close(g)
+        return self.end()
 
-    def begin(self) -> None:
-        """Zero the blocks (held where the inverses go) and the sums for the peers."""
-        self.inverses.mats.fill(0.0)
-        plan = self.inverses.cross_plan
-        self._peer_sums = {q: self.xp.zeros(m, dtype=np.float64) for q, (_, _, _, m) in plan.items()}
+    def halo(self, g: int):
+        """The neighbours of group g's elements outside it (sorted int32; made at the first call)."""
+        if g not in self._halos:
+            xp, group = self.xp, self.groups[g]
+            inside = xp.zeros(self._every.shape, dtype=bool)
+            inside[group] = True
+            near = self.table[0][group].ravel()
+            near = near[near >= 0]
+            self._halos[g] = xp.unique(near[~inside[near]]).astype(np.int32)
+        return self._halos[g]
+
+    def begin(self, matrices=None) -> None:
+        """Start a set-up: the peers' partial sums of the entries whose row and column this
+        rank shares with them, from the element matrices of the elements holding such
+        entries (``matrices(ids)`` (m, NL, LD), or the stored ones); collective."""
+        xp, plan, self._ok = self.xp, self.inverses.cross_plan, None
+        self._peers = []
+        if not plan:
+            return
+        size = NL * LD
+        sums = {q: xp.zeros(m, dtype=np.float64) for q, (_, _, _, m) in plan.items()}
+        if matrices is None:
+            sources = [(self.op.mats, self._every)]
+        else:  # the elements holding shared entries, CHUNK at a time
+            holders = xp.unique(xp.concatenate([pos // size for pos, _, _, _ in plan.values()])).astype(np.int32)
+            step = CHUNK[self.op.backend.kind]
+            sources = ((matrices(ids), ids) for ids in (holders[s:s + step] for s in range(0, len(holders), step)))
+        for mats, ids in sources:
+            slot = self._every if ids is self._every else self._slot
+            if slot is self._slot:
+                slot[ids] = self._every[:len(ids)]
+            flat = mats.reshape(-1)
+            for q, (pos, seg, _, m) in plan.items():
+                row = slot[pos // size]
+                keep = row >= 0
+                values = flat[(row.astype(np.int64) * size + pos % size)[keep]]
+                sums[q] += xp.bincount(seg[keep], weights=values.astype(np.float64), minlength=m)
+            if slot is self._slot:
+                slot[ids] = -1
+        theirs = {q: xp.empty_like(a) for q, a in sums.items()}
+        self.inverses.dist.exchange(sums, theirs)
+        self._peers = [(pos, theirs[q][seg]) for q, (pos, seg, _, _) in plan.items()]
+
+    def open(self, g: int) -> None:
+        """Zero the blocks of group g."""
+        self._open = g
+        self._scratch = self.xp.zeros((len(self.groups[g]), NL, NL), dtype=self.scratch_dtype)
 
     def add(self, mats, ids=None) -> None:
         """Add the element matrices ``mats`` (m, NL, LD) of the elements ``ids`` (m,) (None:
-        all, in order) to the blocks: each element's whole matrix to its own block, its
-        entries on unknowns shared with a neighbour to the neighbour's (fem3d.kernels.vanka);
-        and to the sums for the peers, the entries whose row and column another rank shares."""
+        all, in order) to the open group's blocks: each element's whole matrix to its own
+        block, its entries on unknowns shared with a neighbour to the neighbour's
+        (fem3d.kernels.vanka)."""
         slot = self._every if ids is None else self._slot
         if ids is not None:
             slot[ids] = self._every[:len(ids)]
-        self._accumulate(mats, slot, *self.table, self.inverses.mats)
-        flat, size = mats.reshape(-1), NL * mats.shape[2]
-        for q, (pos, seg, _, m) in self.inverses.cross_plan.items():
-            row = slot[pos // size]
-            keep = row >= 0
-            values = flat[(row.astype(np.int64) * size + pos % size)[keep]]
-            self._peer_sums[q] += self.xp.bincount(seg[keep], weights=values.astype(np.float64), minlength=m)
+        self._accumulate(mats, slot, self.groups[self._open], *self.table, self._scratch)
         if ids is not None:
             slot[ids] = -1
 
-    def finish(self) -> bool:
-        """Add the peers' partial sums of the shared entries to the blocks, invert and weight
-        them CHUNK at a time, in place; False when a block is singular (the smoother, and so
-        the preconditioner, is then undefined)."""
-        xp, blocks = self.xp, self.inverses.mats
-        if self._peer_sums:
-            theirs = {q: xp.empty_like(a) for q, a in self._peer_sums.items()}
-            self.inverses.dist.exchange(self._peer_sums, theirs)
-            flat = blocks.reshape(-1)
-            for q, (pos, seg, _, _) in self.inverses.cross_plan.items():
-                flat[pos] += theirs[q][seg].astype(blocks.dtype)
-        dofs, n_elem = self.op.dofs, blocks.shape[0]
+    def close(self, g: int) -> None:
+        """Add the peers' sums to group g's blocks, invert and weight them CHUNK at a time
+        and store them (rounded per row to float16 where that is the storage)."""
+        group, blocks = self.groups[g], self._scratch
+        if self._peers:
+            flat, size = blocks.reshape(-1), NL * LD
+            self._slot[group] = self._every[:len(group)]
+            for pos, values in self._peers:
+                row = self._slot[pos // size]
+                keep = row >= 0
+                rc = pos % size
+                flat[(row.astype(np.int64) * NL * NL + (rc // LD) * NL + rc % LD)[keep]] += values[keep].astype(blocks.dtype)
+            self._slot[group] = -1
+        dofs, store = self.op.dofs, self.inverses
         chunk = CHUNK[self.op.backend.kind]
-        for first in range(0, n_elem, chunk):
-            last = min(first + chunk, n_elem)
+        for first in range(0, len(group), chunk):
+            at = group[first:first + chunk]
             try:
-                inv = self._invert(blocks[first:last, :, :NL])
+                inv = self._invert(blocks[first:first + chunk])
             except np.linalg.LinAlgError:
-                return False
-            inv *= self.weights[dofs[first:last]][:, :, None]
-            blocks[first:last] = inv
-        return bool(xp.isfinite(blocks).all())  # one read-back, after every chunk
+                self._ok = False
+                continue
+            inv *= self.weights[dofs[at]][:, :, None]
+            if store.row_scale is None:
+                store.mats[at, :, :NL] = inv
+            else:
+                ebe.quantise(inv, store.mats, store.row_scale, at)
+        self._scratch = self._open = None
+
+    def end(self) -> bool:
+        """True when every block was invertible: the inverses (and row scales) finite; one
+        read-back."""
+        if self._ok is False:
+            return False
+        store = self.inverses
+        finite = self.xp.isfinite(store.mats).all()
+        if store.row_scale is not None:
+            finite &= self.xp.isfinite(store.row_scale).all()
+        return bool(finite)
 
     def apply(self, r, out):
         return self.inverses.matvec(r, out)
