@@ -156,7 +156,8 @@ def test_vanka_blocks_and_application_match_the_assembled_matrix(backend, name):
     for e in range(len(dofs)):
         ref[dofs[e]] += w[dofs[e]] * np.linalg.solve(A[dofs[e]][:, dofs[e]].toarray(), r[dofs[e]])
     got = backend.to_numpy(level.smoother.apply(backend.asarray(r), backend.xp.empty(level.op.n)))
-    assert np.abs(got - ref).max() < 1e-5 * np.abs(ref).max()  # float32 inverses
+    half = vanka.inverses.row_scale is not None  # float16 inverses scaled per row (a GPU), else float32
+    assert np.abs(got - ref).max() < (1e-3 if half else 1e-5) * np.abs(ref).max()
 
 
 @pytest.mark.gpu

@@ -31,7 +31,7 @@ DEVICE_BYTES = {
     ("gpu", "float32", "mg"): (182e3, 2.2e9),  # 7.11 GB at 30^3 (the pool keeps freed blocks: no lower than float64)
     ("cpu", "float64", "mg"): (245e3, 0.05e9),  # 0.38 GB at 12^3, 1.91 GB at 20^3
     ("cpu", "float32", "mg"): (217e3, 0.05e9),  # 0.34 GB at 12^3, 1.67 GB at 20^3
-    ("gpu", "partial", "mg"): (74e3, 2.2e9),  # 21.2 GB at 64^3, 75.9 GB at 100^3 (Re 1000; no element matrix stored)
+    ("gpu", "partial", "mg"): (58e3, 2.2e9),  # 17.5 GB at 64^3, 58.5 GB at 100^3 (Re 1000; no element matrix stored, float16 inverses)
     ("cpu", "partial", "mg"): (165e3, 0.1e9),  # 0.38 GB at 12^3, 1.04 GB at 18^3
 }
 HOST_MESH_BYTES = 4e3  # per element of the whole mesh: connectivity, coordinates, geometry, boundary faces
