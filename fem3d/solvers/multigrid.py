@@ -20,12 +20,13 @@ so corrections never move them.
 The cycle works on matrices stored in float32 (STORAGE) with float64 vectors: the finest
 level holds the system's element matrices where they are float32 (NavierStokesSystem's
 float32 storage), else a float32 copy (refreshed at every linearisation, also when the rest
-of the hierarchy is kept); the coarse Galerkin matrices and the smoothers' inverses are
-float32. A sum-factorised system (partial assembly) stores no element matrix: its finest
-level, where coarser ones exist, applies the system's operator, and each set-up computes the
-element matrices a chunk at a time for the Galerkin product and the smoother's blocks
-(Level.galerkin), keeping none: about 32 kB per element (the float32 inverses) instead of 64. A preconditioner needs no more, and its products read
-half the bytes; the Krylov method around it keeps the float64 operator.
+of the hierarchy is kept); the coarse Galerkin matrices are float32, the smoothers' inverses
+float16 scaled per row on a GPU and float32 on the CPU (INVERSES). A preconditioner needs no
+more, and its products read a half or a quarter of the bytes; the Krylov method around it
+keeps the float64 operator. A sum-factorised system (partial assembly) stores no element
+matrix: its finest level, where coarser ones exist, applies the system's operator, and each
+set-up computes the element matrices a chunk at a time for the Galerkin product and the
+smoother's blocks (Level.galerkin), keeping none.
 
 One application is a V(1,1) cycle: ``smoothing_steps`` GMRES steps preconditioned by the
 element Vanka smoother (fem3d.solvers.vanka) before and after the coarse correction; the coarsest

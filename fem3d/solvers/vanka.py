@@ -8,9 +8,10 @@ is inverted once per linearisation; one smoothing application is the additive su
 
 (valence: elements sharing an unknown, so the weights form a partition of unity). That
 is an element-by-element product with stored matrices W_e B_e^-1, so the fem3d.kernels.ebe
-products (NumPy reference and CUDA kernel) apply it. The blocks are summed, inverted and
-stored in the precision of the level's matrices (float32 in fem3d.solvers.multigrid), in
-place: a smoother needs no more, and it halves the bytes each application reads.
+products (NumPy reference and CUDA kernel) apply it. The blocks are summed in float32 (or
+float64) a slab of target elements at a time, inverted and stored in the storage the
+level asks for (fem3d.solvers.multigrid.INVERSES: float16 scaled per row on a GPU, float32
+on the CPU): a smoother needs no more, and it reads a half or a quarter of float64's bytes.
 
 B_e needs the contributions of the element's neighbours (the elements sharing a node with
 it): from neighbour f, the entries of A_f whose row and column are both unknowns e shares
