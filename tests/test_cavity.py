@@ -175,23 +175,23 @@ def test_memory_estimate_names_the_largest_refinement_that_fits(tmp_path, capsys
 
 
 def test_partial_assembly_fits_a_larger_mesh(tmp_path, monkeypatch, capsys):
-    """2 GiB free on the CPU: the mg solver with stored matrices fits 8,423 elements, with
-    partial assembly (165e3 + 4e3 bytes per element and 0.1 GB) 12,115: the distorted cube
+    """1.5 GiB free on the CPU: the mg solver with stored matrices fits 6,267 elements, with
+    partial assembly (130e3 + 4e3 bytes per element and 0.1 GB) 11,273: the distorted cube
     refined twice (13,824) fits neither, and the hint names the assembly (asked for, or the
     default auto's last resort)."""
-    monkeypatch.setattr("gpucfd.backend.host_free_bytes", lambda: 2**31)
+    monkeypatch.setattr("gpucfd.backend.host_free_bytes", lambda: 1.5 * 2**30)
     for assembly in ("partial", "auto"):
         code = run_cli(cavity.main, ["--mesh", os.path.join(MESHES, "distorted_cube_hex8.msh"), "--lid", "lid", "--refine", "2",
                                      "--device", "cpu", "--assembly", assembly, "--out", str(tmp_path / "out")], prog="fem3d.cavity")
         err = capsys.readouterr().err
         assert code == 2 and err.count("\n") == 1 and "GiB of host memory (partial assembly)" in err, err
-        assert "13,824 elements need about 2.27 GiB" in err and err.rstrip().endswith("--refine 1 fits at most")
+        assert "13,824 elements need about 1.82 GiB" in err and err.rstrip().endswith("--refine 1 fits at most")
         assert not (tmp_path / "out").exists()
 
 
 def test_auto_assembly_takes_partial_assembly_where_stored_matrices_do_not_fit(tmp_path, monkeypatch, capsys):
     """0.45 GB free on the CPU: 12^3 elements need 0.48 GB with stored matrices (249e3 bytes
-    each and 0.05 GB) but 0.39 GB with partial assembly (169e3 and 0.1 GB): the default
+    each and 0.05 GB) but 0.33 GB with partial assembly (134e3 and 0.1 GB): the default
     --assembly auto takes partial assembly and says so in one warning line."""
     monkeypatch.setattr("gpucfd.backend.host_free_bytes", lambda: 0.45e9)
     code = run_cli(cavity.main, ["--n", "12", "--re", "100", "--max-steps", "2", "--device", "cpu", "--no-plots", "--no-vtu",
@@ -201,7 +201,7 @@ def test_auto_assembly_takes_partial_assembly_where_stored_matrices_do_not_fit(t
     assert json.loads((tmp_path / "summary.json").read_text())["options"]["linear"]["assembly"] == "partial"
     monkeypatch.setattr("gpucfd.backend.host_free_bytes", lambda: 0.3e9)
     assert run_cli(cavity.main, ["--n", "12", "--device", "cpu", "--out", str(tmp_path / "none")], prog="fem3d.cavity") == 2
-    assert "(partial assembly), 0.279 GiB is free: --n 10 fits at most" in capsys.readouterr().err
+    assert "(partial assembly), 0.279 GiB is free: --n 11 fits at most" in capsys.readouterr().err
 
 
 def test_not_converged_still_writes_marked_results(tmp_path):

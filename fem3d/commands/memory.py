@@ -27,12 +27,12 @@ DEVICE_BYTES = {
     ("gpu", "float32", "paper"): (65.4e3, 0.5e9),
     ("cpu", "float64", "paper"): (72e3, 2.6e9),
     ("cpu", "float32", "paper"): (100e3, 2.6e9),  # measured when each NumPy product made a float64 copy: an upper bound
-    ("gpu", "float64", "mg"): (177e3, 2.2e9),  # 6.94 GB at 30^3, 13.48 GB at 40^3
+    ("gpu", "float64", "mg"): (135e3, 3.5e9),  # 12.5 GB at 40^3, 37.8 GB at 64^3 (Re 1000; float16 inverses)
     ("gpu", "float32", "mg"): (182e3, 2.2e9),  # 7.11 GB at 30^3 (the pool keeps freed blocks: no lower than float64)
     ("cpu", "float64", "mg"): (245e3, 0.05e9),  # 0.38 GB at 12^3, 1.91 GB at 20^3
     ("cpu", "float32", "mg"): (217e3, 0.05e9),  # 0.34 GB at 12^3, 1.67 GB at 20^3
     ("gpu", "partial", "mg"): (58e3, 2.2e9),  # 17.5 GB at 64^3, 58.5 GB at 100^3 (Re 1000; no element matrix stored, float16 inverses)
-    ("cpu", "partial", "mg"): (165e3, 0.1e9),  # 0.38 GB at 12^3, 1.04 GB at 18^3
+    ("cpu", "partial", "mg"): (130e3, 0.1e9),  # 0.32 GB at 12^3, 0.86 GB at 18^3 (Re 400)
 }
 HOST_MESH_BYTES = 4e3  # per element of the whole mesh: connectivity, coordinates, geometry, boundary faces
 
