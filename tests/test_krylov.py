@@ -5,6 +5,7 @@ import pytest
 import scipy.sparse.linalg as spla
 
 from fem3d.kernels import cg, ebe, hessenberg, vectors
+from gpucfd.backend import get_backend
 from fem3d.solvers.krylov import BASIS_START, FGMRES, NormalEquationsCG, NormalJacobi, gmres_steps
 from fem3d.discretisation.mesh import box_mesh
 from fem3d.solvers.operators import ElementOperator
@@ -126,6 +127,40 @@ def test_fgmres_basis_grows_with_the_iterations(backend):
     again = whole.solve(op, b, backend.xp.zeros(op.n), DiagonalPreconditioner(diag))
     assert again.iterations == info.iterations
     np.testing.assert_allclose([r for _, r in again.history], [r for _, r in info.history], rtol=1e-12)
+
+
+class BoundedNumpy:
+    """NumPy whose ``empty`` refuses arrays of more than ``rows`` rows (MemoryError, as
+    CuPy's OutOfMemoryError is one): a device whose memory ends there."""
+
+    def __init__(self, rows):
+        self.rows = rows
+
+    def __getattr__(self, name):
+        return getattr(np, name)
+
+    def empty(self, shape, dtype=float):
+        if isinstance(shape, tuple) and len(shape) == 2 and shape[0] > self.rows:
+            raise MemoryError(f"{shape}")
+        return np.empty(shape, dtype)
+
+
+def test_fgmres_restarts_where_its_basis_cannot_grow():
+    """Out of memory for a larger basis, FGMRES keeps the BASIS_START directions it has and
+    restarts when they are full: the same first directions, then a restart, and it still
+    converges."""
+    op = random_operator(get_backend("cpu"))
+    b = np.random.default_rng(3).standard_normal(op.n)
+    precond = DiagonalPreconditioner(op.to_scipy().diagonal())
+    free = FGMRES(rtol=1e-10, restart=200, max_iterations=2000).solve(op, b, np.zeros(op.n), precond)
+    op.xp = BoundedNumpy(BASIS_START + 1)
+    bounded = FGMRES(rtol=1e-10, restart=200, max_iterations=2000)
+    x = np.zeros(op.n)
+    info = bounded.solve(op, b, x, precond)
+    assert bounded._basis[1].shape[0] == BASIS_START < free.iterations <= info.iterations
+    assert info.history[:BASIS_START + 1] == free.history[:BASIS_START + 1]  # the same first cycle,
+    assert info.history[BASIS_START + 1][1] != free.history[BASIS_START + 1][1]  # then a restart
+    assert info.converged and np.linalg.norm(op.to_scipy() @ x - b) <= 1e-10 * np.linalg.norm(b)
 
 
 def test_fgmres_exact_preconditioner_needs_one_iteration_and_reports_nan(backend):

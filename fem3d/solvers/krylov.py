@@ -226,14 +226,21 @@ class FGMRES:
         """(V, Z) with room for at least ``columns`` directions (at most the restart length),
         grown by doubling and keeping their contents: the basis of a solve that converges
         in a few iterations holds a few vectors, not the restart length's (at 64^3, 101
-        float64 vectors of 6.7 M unknowns: 5.4 GB)."""
+        float64 vectors of 6.7 M unknowns: 5.4 GB). Where the memory for a larger basis
+        cannot be had (MemoryError, as CuPy's OutOfMemoryError is), the present one comes
+        back and the solve restarts when it is full."""
         V, Z = self._basis or (None, None)
         if V is not None and (V.shape[1] != n or not isinstance(V, xp.ndarray)):
             V = Z = None
         if V is not None and V.shape[0] > columns:
             return V, Z
         m = min(self.restart, max(columns, BASIS_START, 2 * (0 if Z is None else Z.shape[0])))
-        grown = (xp.empty((m + 1, n), dtype=np.float64), xp.empty((m, n), dtype=np.float64))
+        try:
+            grown = (xp.empty((m + 1, n), dtype=np.float64), xp.empty((m, n), dtype=np.float64))
+        except MemoryError:
+            if V is None:
+                raise
+            return V, Z
         if V is not None:
             grown[0][:V.shape[0]], grown[1][:Z.shape[0]] = V, Z
         self._basis = grown
@@ -263,9 +270,12 @@ class FGMRES:
             g = np.zeros(m + 1)
             g[0] = beta
             rotations = []
-            j = 0
-            while j < m and its < self.max_iterations:
+            j, cycle = 0, m
+            while j < cycle and its < self.max_iterations:
                 V, Z = self._buffers(xp, b.size, j + 1)
+                if Z.shape[0] <= j:  # the basis could not grow: this cycle ends here
+                    cycle = j
+                    break
                 H[:j + 2, j] = op.backend.to_numpy(_arnoldi_step(op, precond, V, Z, j))
                 if not np.all(np.isfinite(H[:j + 2, j])):
                     return SolveInfo(its, "nan", math.nan, history)
@@ -288,6 +298,6 @@ class FGMRES:
             vectors.for_backend(op.backend).combine(Z[:j], op.backend.asarray(y), x)
             r = b - op.matvec(x, r)
             new = dist.norm(r) / bnorm
-            if new > 0.99 * relres and j == m:
+            if new > 0.99 * relres and j == cycle:
                 return SolveInfo(its, "stagnated", new, history)
             relres, beta = new, new * bnorm
