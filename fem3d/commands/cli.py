@@ -47,9 +47,9 @@ def add_solver_arguments(ap, tol: float, max_steps: int | None = None, newton: f
     g.add_argument("--matrix-dtype", default="float64",
                    help=f"storage of the element matrices: {' or '.join(MATRIX_DTYPES)} (half the memory and time per product; default float64)")
     g.add_argument("--assembly", default=lin.assembly,
-                   help="element: the linearisation stored as element matrices; partial: applied by sum factorisation, with "
-                        "float32 element matrices for multigrid only (mg solver; about 130 instead of 180 kB per element on a "
-                        "GPU, so larger meshes fit, about 30 %% slower where both fit); auto: element where it fits, else partial "
+                   help="element: the linearisation stored as element matrices; partial: applied by sum factorisation, no "
+                        "element matrix kept (mg solver; about 60 instead of 135 kB per element on a GPU, so larger meshes "
+                        "fit, about 30 %% slower where both fit); auto: element where it fits, else partial "
                         f"(default {lin.assembly})")
 
 

@@ -6,11 +6,10 @@ plus a fixed part (the NumPy path's batched diag(A^T A), the CUDA context and mo
 The paper solver: scripts/bench_fem.py (peak of CuPy's pool on an H100; the NumPy path:
 peak resident size of `python -m fem3d.cavity` at 20^3 and 26^3). The mg solver (its
 float32 copy of the finest matrices, Vanka inverses, coarse levels and FGMRES basis):
-`python -m fem3d.cavity --re 100` at 30^3 and 40^3 on an H100 (CuPy's pool) and at 12^3
-and 20^3 on the CPU (peak resident size); with --assembly partial (the point data of the
-sum-factorised products, no element matrix kept on the finest level), at Re 1000 (H100) and
-400 (CPU). The host
-also holds the whole mesh.
+`python -m fem3d.cavity --re 1000` at 40^3 and 64^3 on an H100 (CuPy's pool; float32 storage
+at 30^3 and Re 100) and at 12^3 and 20^3 on the CPU (peak resident size); with --assembly
+partial (the point data of the sum-factorised products, no element matrix kept on the finest
+level), at Re 1000 (H100) and 400 (CPU). The host also holds the whole mesh.
 """
 from __future__ import annotations
 
@@ -65,7 +64,7 @@ def fitting_assembly(backend, linear, mesh_elements: int, ranks: int) -> tuple:
     chosen = check_fits(backend, linear.matrix_dtype, linear.solver, mesh_elements, ranks, lambda e: f"{e:,} elements fit", "auto")
     note = None if chosen == "element" else (
         f"{mesh_elements:,} elements do not fit with stored element matrices: --assembly partial (sum-factorised products, "
-        f"float32 matrices for multigrid only; about 30 % slower where both fit)")
+        f"no element matrix kept; about 30 % slower where both fit)")
     return replace(linear, assembly=chosen), note
 
 

@@ -50,8 +50,8 @@ class LinearOptions:
     check_every: CG iterations between residual checks (each reads one number back);
     matrix_dtype: storage of the element matrices (fem3d.kernels.ebe.MATRIX_DTYPES);
     assembly: the linearisation's products (fem3d.solvers.partial_assembly.ASSEMBLIES:
-    stored element matrices, or "partial", sum factorisation with float32 element matrices
-    for multigrid only: mg's), or "auto": chosen by the memory check of the commands
+    stored element matrices, or "partial", sum factorisation with no element matrix kept:
+    mg's), or "auto": chosen by the memory check of the commands
     (fem3d.commands.memory.fitting_assembly), element elsewhere (:meth:`resolved`);
     restart: FGMRES restart length; smoothing_steps: GMRES steps of each multigrid
     smoothing; rebuild_after: mg keeps its preconditioner for the next linearisation

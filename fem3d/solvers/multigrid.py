@@ -225,11 +225,11 @@ def child_prolongations() -> np.ndarray:
 
 class Level:
     """One level: its operator, prescribed unknowns, valence, smoother and, except on the
-    coarsest, the transfer to the next coarser level: its elements as
-    children ordered by position code, ``groups`` a list of (code c, rows (slice of that
-    order), parents (m,), children (m,)) local coarse and fine elements of the children
-    at position c; ``child_dofs`` (Ef, NL) and ``parent_dofs`` (Ef, NL) the children's and
-    their parents' unknowns in that order (summed into by ``prolong_plan`` and ``restrict_plan``,
+    coarsest, the transfer to the next coarser level: its elements as children ordered by
+    position code, ``child_order`` (Ef,) and ``parent_order`` (Ef,) the local fine and coarse
+    elements of the children in that order, ``codes`` a list of (code c, rows: the slice of
+    that order of the children at position c); ``child_dofs`` (Ef, NL) and ``parent_dofs``
+    (Ef, NL) the children's and their parents' unknowns in that order (summed into by ``prolong_plan`` and ``restrict_plan``,
     fem3d.kernels.scatter), ``child_weights`` (Ef, NL) the partition-of-unity weights at the
     children's.
 
@@ -248,7 +248,7 @@ class Level:
         self.element_matrices, self.chunk = element_matrices, chunk
         self.smoother = Vanka(op, mesh, valence, INVERSES[op.backend.kind])
         self._by_group, self._smoother_ok = {}, False
-        self.groups = self.child_order = self.parent_order = self.child_dofs = self.parent_dofs = self.child_weights = None
+        self.codes = self.child_order = self.parent_order = self.child_dofs = self.parent_dofs = self.child_weights = None
         self.prolong_plan = self.restrict_plan = None
         self.gathered = False
         self.dirichlet = dirichlet_rows(self.xp, op.dofs, fixed, valence)  # its prescribed rows (coarse levels' Galerkin matrices)
@@ -259,8 +259,8 @@ class Level:
         op, xp, dense = self.op, self.xp, vectors.for_backend(self.op.backend)
         parents = (xc * coarse.free)[coarse.op.dofs]  # (Ec, NL)
         vals = xp.empty(self.child_dofs.shape, dtype=np.float64)
-        for c, rows, parent, _ in self.groups:
-            dense.rows_times(parents[parent], P[c], vals[rows], transpose=True)
+        for c, rows in self.codes:
+            dense.rows_times(parents[self.parent_order[rows]], P[c], vals[rows], transpose=True)
         out = self.prolong_plan.add(xp.zeros(op.n, dtype=np.float64), (vals * self.child_weights).ravel())
         op.dist.sum_interface(out)
         return out * self.free
@@ -270,7 +270,7 @@ class Level:
         local = (r * self.free_weights)[self.child_dofs]  # (Ef, NL)
         restricted = self.xp.empty_like(local)
         dense = vectors.for_backend(self.op.backend)
-        for c, rows, _, _ in self.groups:
+        for c, rows in self.codes:
             dense.rows_times(local[rows], P[c], restricted[rows])
         out = self.restrict_plan.add(self.xp.zeros(coarse.op.n, dtype=np.float64), restricted.ravel())
         if self.gathered:
@@ -290,10 +290,10 @@ class Level:
         coarse_free = coarse.free[coarse.op.dofs].astype(mats.dtype)
         mats.fill(0.0)
         if self.element_matrices is None:
-            for c, rows, parent, child in self.groups:
-                for s in range(0, len(child), self.chunk):
-                    at = slice(rows.start + s, min(rows.start + s + self.chunk, rows.stop))
-                    self._children_add(mats, P[c], parent[s:s + self.chunk], self.op.mats[child[s:s + self.chunk]], at)
+            for c, rows in self.codes:
+                for s in range(rows.start, rows.stop, self.chunk):
+                    at = slice(s, min(s + self.chunk, rows.stop))
+                    self._children_add(mats, P[c], self.parent_order[at], self.op.mats[self.child_order[at]], at)
         else:
             self._streamed(mats, P)
         if self.gathered:  # the children of a replicated level's elements live on several ranks
@@ -338,7 +338,7 @@ class Level:
             xp, group = self.xp, self.smoother.groups[g]
             inside = xp.zeros(self.child_order.shape, dtype=bool)
             inside[group] = True
-            self._by_group[g] = [(c, rows.start + xp.flatnonzero(inside[child])) for c, rows, _, child in self.groups]
+            self._by_group[g] = [(c, rows.start + xp.flatnonzero(inside[self.child_order[rows]])) for c, rows in self.codes]
         return self._by_group[g]
 
     def smoother_setup(self) -> bool:
@@ -492,7 +492,8 @@ class Multigrid:
             self._graph = Replayed(self.xp, lambda b: self._v_cycle(self.graphed, b))
 
     def _children(self, fine: Level, coarse_mesh, parent, position, gathered: bool = False):
-        """Set the fine level's transfer (groups, child_dofs, parent_dofs) to the coarse level
+        """Set the fine level's transfer (codes, child_order, parent_order, child_dofs,
+        parent_dofs, the scatter plans) to the coarse level
         whose local element ``parent`` (E_fine,) is each fine element's parent, the element
         being its child of position code ``position`` (E_fine,); returns the coarse level's
         prescribed unknowns (where its nodes coincide with prescribed fine nodes). ``gathered``:
@@ -512,12 +513,12 @@ class Multigrid:
         fine_dofs, coarse_dofs = backend.to_numpy(fine.op.dofs), coarse_mesh.dofs()
         fixed = np.zeros(coarse_mesh.n_dofs, dtype=bool)
         P = child_prolongations()
-        fine.groups = []
+        fine.codes = []
         for c, first, last in zip(codes, starts, np.append(starts[1:], len(order))):
             child, par = order[first:last], parent[order[first:last]]
             child_pos, parent_pos = np.nonzero(np.abs(P[c] - 1.0) < 1e-12)  # coinciding nodes
             fixed[coarse_dofs[par][:, parent_pos]] = fine_fixed[fine_dofs[child][:, child_pos]]
-            fine.groups.append((int(c), slice(first, last), backend.asarray(par), backend.asarray(child)))
+            fine.codes.append((int(c), slice(first, last)))
         fine.child_order, fine.parent_order = backend.asarray(order), backend.asarray(parent[order])
         fine.child_dofs, fine.parent_dofs = backend.asarray(fine_dofs[order]), backend.asarray(coarse_dofs[parent[order]])
         fine.prolong_plan, fine.restrict_plan = ScatterPlan(backend, fine.child_dofs), ScatterPlan(backend, fine.parent_dofs)

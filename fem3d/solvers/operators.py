@@ -99,7 +99,7 @@ class ElementOperator:
         out = xp.zeros(self.n, dtype=np.float64)
         if not dist.shared:
             return out
-        sums, theirs = self._peer_pair_sums()
+        sums, theirs = self.peer_pair_sums()
         for q, (_, _, cols, m) in self.cross_plan.items():
             if dist.comm.rank > q:
                 out += xp.bincount(cols, weights=2.0 * sums[q] * theirs[q], minlength=self.n)
@@ -110,11 +110,20 @@ class ElementOperator:
         if self.row_scale is not None:
             raise ValueError(f"ElementOperator.{name} needs float64 or float32 element matrices (these are float16 scaled per row)")
 
-    def _peer_pair_sums(self):
-        """Per peer: this rank's and the peer's partial sums of the entries (pairs) both hold."""
-        xp = self.xp
-        flat = self.mats.reshape(-1)
-        sums = {q: xp.bincount(seg, weights=flat[pos].astype(np.float64), minlength=m) for q, (pos, seg, _, m) in self.cross_plan.items()}
+    def peer_pair_sums(self, sources=None):
+        """Per peer: this rank's and the peer's partial sums of the entries (pairs) both hold,
+        this rank's from the element matrices of ``sources``, pairs (mats (m, NL, LD), row
+        (E,) int32: each element's row of mats, -1 for elements not in it) that give every
+        element holding such entries once (default: the stored matrices). Collective."""
+        xp, plan, size = self.xp, self.cross_plan, NL * LD
+        sums = {q: xp.zeros(m, dtype=np.float64) for q, (_, _, _, m) in plan.items()}
+        for mats, row in sources or [(self.mats, xp.arange(self.dofs.shape[0], dtype=np.int32))]:
+            flat = mats.reshape(-1)
+            for q, (pos, seg, _, m) in plan.items():
+                at = row[pos // size]
+                keep = at >= 0
+                values = flat[(at.astype(np.int64) * size + pos % size)[keep]]
+                sums[q] += xp.bincount(seg[keep], weights=values.astype(np.float64), minlength=m)
         theirs = {q: xp.empty_like(a) for q, a in sums.items()}
         self.dist.exchange(sums, theirs)
         return sums, theirs

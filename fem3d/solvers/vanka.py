@@ -156,33 +156,25 @@ class Vanka:
         """Start a set-up: the peers' partial sums of the entries whose row and column this
         rank shares with them, from the element matrices of the elements holding such
         entries (``matrices(ids)`` (m, NL, LD), or the stored ones); collective."""
-        xp, plan, self._ok = self.xp, self.inverses.cross_plan, None
-        self._peers = []
+        self._ok, self._peers, plan = None, [], self.inverses.cross_plan
         if not plan:
             return
-        size = NL * LD
-        sums = {q: xp.zeros(m, dtype=np.float64) for q, (_, _, _, m) in plan.items()}
         if matrices is None:
             sources = [(self.op.mats, self._every)]
         else:  # the elements holding shared entries, CHUNK at a time
-            holders = xp.unique(xp.concatenate([pos // size for pos, _, _, _ in plan.values()])).astype(np.int32)
+            holders = self.xp.unique(self.xp.concatenate([pos // (NL * LD) for pos, _, _, _ in plan.values()])).astype(np.int32)
             step = CHUNK[self.op.backend.kind]
-            sources = ((matrices(ids), ids) for ids in (holders[s:s + step] for s in range(0, len(holders), step)))
-        for mats, ids in sources:
-            slot = self._every if ids is self._every else self._slot
-            if slot is self._slot:
-                slot[ids] = self._every[:len(ids)]
-            flat = mats.reshape(-1)
-            for q, (pos, seg, _, m) in plan.items():
-                row = slot[pos // size]
-                keep = row >= 0
-                values = flat[(row.astype(np.int64) * size + pos % size)[keep]]
-                sums[q] += xp.bincount(seg[keep], weights=values.astype(np.float64), minlength=m)
-            if slot is self._slot:
-                slot[ids] = -1
-        theirs = {q: xp.empty_like(a) for q, a in sums.items()}
-        self.inverses.dist.exchange(sums, theirs)
+            sources = self._rows_of(matrices, (holders[s:s + step] for s in range(0, len(holders), step)))
+        _, theirs = self.inverses.peer_pair_sums(sources)
         self._peers = [(pos, theirs[q][seg]) for q, (pos, seg, _, _) in plan.items()]
+
+    def _rows_of(self, matrices, chunks):
+        """(matrices(ids), each element's row of them) for each ``ids`` of ``chunks``, the rows
+        valid until the next is taken (fem3d.solvers.operators.ElementOperator.peer_pair_sums)."""
+        for ids in chunks:
+            self._slot[ids] = self._every[:len(ids)]
+            yield matrices(ids), self._slot
+            self._slot[ids] = -1
 
     def open(self, g: int) -> None:
         """Zero the blocks of group g."""
