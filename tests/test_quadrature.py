@@ -89,12 +89,30 @@ def force(xp, x):
 
 @pytest.mark.parametrize("jacobian", [False, True])
 @pytest.mark.parametrize("name", ["distorted", "annulus"])
-def test_element_matrices_on_the_gpu_equal_numpy(cp, name, jacobian):
+@pytest.mark.parametrize("case", ["full", "sums", "unforced", "prescribed"])
+def test_element_matrices_on_the_gpu_equal_numpy(cp, name, jacobian, case):
+    """The kernel of fem3d.kernels.element_assembly against the array code: matrices and sums
+    with a pressure and a force; the sums alone; no pressure nor force (no residual); and with
+    the rows of prescribed unknowns set (every 7th unknown of 100 elements' 500)."""
     X = geometry(name)[:100]
     rng = np.random.default_rng(5)
     u, p = rng.standard_normal((len(X), 27, 3)), rng.standard_normal((len(X), 8))
-    ref = element_matrices_chunk(np, X, u, 300.0, ReferenceTables.build(np, X.shape[1]), force, p, jacobian)
-    got = element_matrices_chunk(cp, *(cp.asarray(v) for v in (X, u)), 300.0, ReferenceTables.build(cp, X.shape[1]),
-                                 force, cp.asarray(p), jacobian)
+    dofs = rng.integers(0, 500, (len(X), 89)).astype(np.int32)
+    fixed, valence = np.arange(500) % 7 == 0, rng.integers(1, 9, 500).astype(np.float64)
+    options = dict(force=None if case == "unforced" else force, p_nodes=None if case == "unforced" else p, jacobian=jacobian,
+                   matrices=case != "sums")
+    if jacobian and case == "unforced":
+        options["p_nodes"] = p
+    prescribed = (dofs, fixed, valence) if case == "prescribed" else None
+    ref = element_matrices_chunk(np, X, u, 300.0, ReferenceTables.build(np, X.shape[1]), prescribed=prescribed, **options)
+    on_gpu = {k: cp.asarray(v) if isinstance(v, np.ndarray) else v for k, v in options.items()}
+    got = element_matrices_chunk(cp, cp.asarray(X), cp.asarray(u), 300.0, ReferenceTables.build(cp, X.shape[1]),
+                                 prescribed=None if prescribed is None else tuple(cp.asarray(v) for v in prescribed), **on_gpu)
+    assert [g is None for g in got] == [r is None for r in ref] == [case == "sums", False, case == "unforced" and not jacobian, False]
     for g, r in zip(got, ref):
-        assert relative(g.get(), r) <= 1e-12
+        if r is not None:
+            assert g.shape == r.shape
+            assert relative(g.get(), r) <= 1e-12 if r.any() else not g.any()  # no force: zero loads
+    if case == "prescribed":
+        e, k = np.nonzero(fixed[dofs])
+        assert len(e) > 1000 and np.array_equal(got[0].get()[e, k, k], 1.0 / valence[dofs[e, k]])

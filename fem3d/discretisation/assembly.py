@@ -26,6 +26,7 @@ from gpucfd.backend import einsum
 from .element import Q1, Q2, gauss_hex
 from .geometry import det_and_inverse, geometry_element, jacobians
 from ..kernels.ebe import LD, NL
+from ..kernels.element_assembly import element_matrices_cuda
 from ..kernels.quadrature import geometry_cuda
 from .upwind import tau as upwind_tau
 from .upwind import tau_and_derivative as upwind_tau_and_derivative
@@ -92,11 +93,13 @@ def laplacian_metric(xp, X, Jinv, tables: ReferenceTables):
 
 
 def element_matrices_chunk(xp, X, u_nodes, re: float, tables: ReferenceTables, force=None, p_nodes=None,
-                           jacobian: bool = False, out=None, matrices: bool = True):
+                           jacobian: bool = False, out=None, matrices: bool = True, prescribed=None):
     """Element matrices (E, NL, LD), loads (E, NL), residuals (E, NL) and the squared row
     norms of the Picard matrices (E, NL) of one chunk of elements; the matrices are
     written into ``out`` (E, NL, LD) float64 when given (no temporary of their size), or,
     with ``matrices`` False, not formed (None in their place: the sums cost less).
+    ``prescribed`` (dofs (E, NL), fixed (n,) bool, valence (n,)) or None: the rows of
+    prescribed unknowns in the matrices are those of :func:`apply_dirichlet_rows`.
 
     X (E, g, 3) geometry nodes; u_nodes (E, 27, 3) velocity a about which the equations are
     linearised; p_nodes (E, 8) pressure (or None); force(xp, x) -> (..., 3) body force at
@@ -110,17 +113,25 @@ def element_matrices_chunk(xp, X, u_nodes, re: float, tables: ReferenceTables, f
     strong momentum residual and dS_i/da_d = (dtau_i/da_d) a . grad N_i + tau_i dN_i/dx_d.
     Residuals: A(a) x_e - b_e with x_e = (a, p) when p_nodes is given, else None. The row
     norms of A(a) weigh the residual alike whichever matrix is returned.
+
+    On CuPy arrays the point quantities feed one CUDA kernel
+    (fem3d.kernels.element_assembly); the array code below, used for NumPy, is its reference.
     """
     E = X.shape[0]
     geo = quadrature_geometry(xp, X, tables)
     wq, dN, dM, lap = geo["wq"], geo["dN"], geo["dM"], geo["lap"]
     nu = 1.0 / re
     a = einsum(xp, "qn,eni->eqi", tables.N, u_nodes)
-    adv = einsum(xp, "eqi,eqni->eqn", a, dN)  # a . grad N_j
     if jacobian:
         tau, dtau = upwind_tau_and_derivative(xp, a, geo["J"], re, tables.mid)
     else:
-        tau = upwind_tau(xp, a, geo["J"], re, tables.mid)
+        tau, dtau = upwind_tau(xp, a, geo["J"], re, tables.mid), None
+    f = None if force is None else force(xp, geo["x"])
+    if xp is not np:
+        mats = (xp.empty((E, NL, LD), dtype=np.float64) if out is None else out) if matrices else None
+        newton = dtau if matrices else None
+        return (mats, *element_matrices_cuda(geo, a, tau, newton, u_nodes, p_nodes, f, tables.N, tables.M, nu, mats, prescribed))
+    adv = einsum(xp, "eqi,eqni->eqn", a, dN)  # a . grad N_j
     S = tau * adv
     wW = ((tables.N[None] + S) * wq[..., None]).transpose(0, 2, 1)  # (E, 27, Q)
     wS = (S * wq[..., None]).transpose(0, 2, 1)
@@ -131,7 +142,6 @@ def element_matrices_chunk(xp, X, u_nodes, re: float, tables: ReferenceTables, f
     wM = (tables.M[None] * wq[..., None]).transpose(0, 2, 1)  # (E, 8, Q)
     G = xp.stack([-((dN[..., d] * wq[..., None]).transpose(0, 2, 1) @ tables.M) + wS @ dM[..., d] for d in range(3)], axis=1)
     D = xp.stack([wM @ dN[..., d] for d in range(3)], axis=1)  # G (E, 3, 27, 8), D (E, 3, 8, 27)
-    f = None if force is None else force(xp, geo["x"])
     load = xp.zeros((E, NL), dtype=np.float64)
     if f is not None:
         load[:, :81] = (wW @ f).transpose(0, 2, 1).reshape(E, 81)
@@ -158,6 +168,8 @@ def element_matrices_chunk(xp, X, u_nodes, re: float, tables: ReferenceTables, f
     mats[:, :81, 81:NL] = G.reshape(E, 81, 8)
     mats[:, 81:NL, :81] = D.transpose(0, 2, 1, 3).reshape(E, 8, 81)
     mats[:, 81:NL, 81:NL] = 0.0
+    if prescribed is not None:
+        apply_dirichlet_rows(mats, dirichlet_rows(xp, *prescribed))
     return mats, load, residual, row_sq
 
 

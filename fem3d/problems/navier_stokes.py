@@ -29,7 +29,7 @@ from typing import Callable
 import numpy as np
 
 from ..kernels.scatter import ScatterPlan
-from ..discretisation.assembly import ReferenceTables, apply_dirichlet_rows, dirichlet_rows, element_matrices_chunk
+from ..discretisation.assembly import ReferenceTables, dirichlet_rows, element_matrices_chunk
 from .boundary import Constraints, constraints_by_tag
 from gpucfd.backend import PhaseTimer, process_seconds
 from gpucfd.errors import InputError, check_range
@@ -213,9 +213,7 @@ class NavierStokesSystem:
         with self.timer("element_matrices"):
             stored = self.elements is not None
             residual, load, row_sq = self._element_sums(x, kind == "newton" and stored, store=stored)
-            if stored:
-                apply_dirichlet_rows(self.elements.mats, self.dirichlet)
-            else:
+            if not stored:
                 self._linearise(self.op, x, kind)
             self._linearised = (x.copy(), nodal_velocity(xp, x, self.mesh.n_nodes), kind)
             fixed = self.fixed  # copyto with a mask: no read-back of the mask's count, unlike boolean indexing
@@ -250,10 +248,9 @@ class NavierStokesSystem:
         matrices' cost again)."""
         x, velocity, kind = self._linearised
         dofs = self.dofs[ids]
-        mats = element_matrices_chunk(self.xp, self.geometry[ids], velocity[self.cells[ids]], self.problem.re, self.tables,
-                                      self.problem.force, x[dofs[:, 81:]], jacobian=kind == "newton")[0]
-        apply_dirichlet_rows(mats, dirichlet_rows(self.xp, dofs, self.fixed, self.valence))
-        return mats
+        return element_matrices_chunk(self.xp, self.geometry[ids], velocity[self.cells[ids]], self.problem.re, self.tables,
+                                      self.problem.force, x[dofs[:, 81:]], jacobian=kind == "newton",
+                                      prescribed=(dofs, self.fixed, self.valence))[0]
 
     def equation_residual(self, x):
         """F(x) (n,) of the discrete equations in every row, the prescribed ones too (where
@@ -276,7 +273,7 @@ class NavierStokesSystem:
             mats, b_e, r_e, sq_e = element_matrices_chunk(xp, self.geometry[e], vel[self.cells[e]], self.problem.re,
                                                           self.tables, self.problem.force, x[dofs[:, 81:]],
                                                           jacobian=jacobian, out=op.mats[e] if direct else None,
-                                                          matrices=store)
+                                                          matrices=store, prescribed=(dofs, self.fixed, self.valence))
             if store and not direct:
                 op.mats[e] = mats
             plan = self._plans.get(s) or self._plans.setdefault(s, ScatterPlan(self.backend, dofs))
