@@ -9,7 +9,7 @@ from .discretisation.mesh_checks import MERGE_TOL
 
 def describe(mesh: HexMesh) -> str:
     """A few lines summarising ``mesh``."""
-    lo, hi = mesh.points.min(axis=0), mesh.points.max(axis=0)
+    lo, hi = mesh.bounds()
     tags = {name: int((mesh.boundary_tags == t).sum()) for name, t in mesh.tag_names.items()}
     untagged = int((mesh.boundary_tags < 0).sum())
     return "\n".join([

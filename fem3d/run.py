@@ -160,7 +160,7 @@ def picture(result, out: str, files: list, name: str) -> None:
     """slice.png, the mid-plane speed of the case ``name``, in a child process; a failure
     is a warning."""
     mesh = result.flow.mesh
-    lo, hi = mesh.points.min(axis=0), mesh.points.max(axis=0)
+    lo, hi = mesh.bounds()
     wide = (hi[0] - lo[0]) / max(hi[1] - lo[1], 1e-300)
     samples = (int(min(480, 120 * max(wide, 1.0))), int(min(480, 120 / min(wide, 1.0))))
     try:

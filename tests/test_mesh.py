@@ -8,8 +8,9 @@ import pytest
 
 from fem3d.discretisation.element import Q1, Q2
 from gpucfd.errors import InputError, run_cli
-from fem3d.discretisation.mesh import (VTK_HEX8_TO_TENSOR, box_mesh, graded_coordinates, greedy_colouring, mesh_from_hex8,
-                                       read_mesh)
+from fem3d.discretisation.mesh import (VTK_HEX8_TO_TENSOR, box_mesh, face_keys, graded_coordinates, greedy_colouring,
+                                       mesh_from_hex8, read_mesh)
+from fem3d.discretisation.mesh_checks import unique_rows
 from fem3d.mesh import describe, main
 
 MESHES = os.path.join(os.path.dirname(__file__), "..", "meshes")
@@ -83,6 +84,42 @@ def test_general_mesh_from_hex8_matches_box():
     assert np.allclose(m.points[m.cells], map_points(m))
     assert np.allclose(np.sort(m.points, axis=0), np.sort(box.points, axis=0))
     assert m.colour_is_race_free() and len(m.boundary_faces) == len(box.boundary_faces)
+
+
+@pytest.mark.parametrize("n, grading", [((5, 3, 4), (0.5, 1.0, 2.0)), ((7, 1, 2), 0.0), ((4, 4, 4), 1.0)])
+def test_box_boundary_by_index_is_the_one_matched_by_face_keys(n, grading):
+    """box_mesh marks its boundary faces by element index; matching the faces' vertex keys
+    (the general path of _finish) finds the same faces in the same order, and the faces on
+    each wall plane carry that wall's tag."""
+    m = box_mesh(*n, grading=grading)
+    keys = face_keys(m.pressure_cells)
+    _, inverse, counts = unique_rows(keys)
+    once = np.flatnonzero(counts[inverse] == 1)
+    assert np.array_equal(6 * m.boundary_faces[:, 0] + m.boundary_faces[:, 1], once)
+    xyz = m.points[m.pressure_nodes][keys[once]]  # (F, 4, 3)
+    lo, hi = m.bounds()
+    tags = np.full(len(once), -1)
+    for d in range(3):
+        tags[np.all(xyz[:, :, d] == lo[d], axis=1)] = 2 * d
+        tags[np.all(xyz[:, :, d] == hi[d], axis=1)] = 2 * d + 1
+    assert np.array_equal(m.boundary_tags, tags) and m.boundary_tags.dtype == np.int64
+    assert len(once) == 2 * (n[0] * n[1] + n[1] * n[2] + n[0] * n[2])
+
+
+def test_box_numbering_dofs_valence_and_bounds():
+    m = box_mesh(3, 2, 4, lengths=(3.0, 1.0, 2.0), origin=(-1.0, 0.5, 0.0))
+    k, j, i = np.meshgrid(np.arange(9), np.arange(5), np.arange(7), indexing="ij")  # Q2 grid, i fastest
+    assert np.array_equal(m.points, np.stack([-1.0 + 0.5 * i.ravel(), 0.5 + 0.25 * j.ravel(), 0.25 * k.ravel()], axis=1))
+    assert np.array_equal(m.pressure_nodes[[0, 1, 4, 13, 59]], [0, 2, 14, 2 * 7 * 5 + 2, 6 + 7 * (4 + 5 * 8)])
+    first = m.element_ids.tolist().index(0)  # element (0, 0, 0): its Q2 nodes are the grid's first 3 x 3 x 3
+    assert m.cells[first].tolist() == [a + 7 * b + 35 * c for c in range(3) for b in range(3) for a in range(3)]
+    assert m.pressure_cells[first].tolist() == [0, 1, 4, 5, 12, 13, 16, 17]
+    n = m.n_nodes
+    assert np.array_equal(m.dofs(), np.concatenate([m.cells, m.cells + n, m.cells + 2 * n, m.pressure_cells + 3 * n], axis=1))
+    assert np.array_equal(m.dof_valence(), np.bincount(m.dofs().ravel()).astype(np.float64))
+    assert m.dof_valence()[[0, 1, 3 * n, 3 * n + 1]].tolist() == [1.0, 1.0, 1.0, 2.0]
+    lo, hi = m.bounds()
+    assert lo.tolist() == [-1.0, 0.5, 0.0] and hi.tolist() == [2.0, 1.5, 2.0]
 
 
 def sequential_greedy(vertex_cells):

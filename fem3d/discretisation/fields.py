@@ -79,19 +79,17 @@ def locate(mesh, points: np.ndarray, candidates: int = 27, tol: float = 1e-8):
     """Element and reference coordinates of physical points (host arrays).
 
     points (P, 3). For each point the ``candidates`` elements with the nearest centres
-    are tried, nearest first, each only for the points not yet found: the geometry map
+    are tried, nearest first (HexMesh.centre_tree), each only for the points not yet found: the geometry map
     is inverted by Newton's method and the first element whose reference coordinates
     lie in [-1 - tol, 1 + tol]^3 is taken.
     Returns elem (P,) int (-1 where the point is outside the mesh) and xi (P, 3).
     """
-    from scipy.spatial import cKDTree
-
     from .element import Q1, Q2
 
     geo = Q1 if mesh.geometry.shape[1] == 8 else Q2
     points = np.atleast_2d(np.asarray(points, dtype=float))
     k = min(candidates, mesh.n_elements)
-    _, cand = cKDTree(mesh.geometry.mean(axis=1)).query(points, k=k)
+    _, cand = mesh.centre_tree.query(points, k=k)
     cand = cand.reshape(len(points), k)
     elem = np.full(len(points), -1, dtype=np.int64)
     xi_found = np.zeros((len(points), 3))
@@ -121,10 +119,10 @@ def evaluate(mesh, x: np.ndarray, elem: np.ndarray, xi: np.ndarray):
     (see :func:`locate`); NaN where elem is -1."""
     from .element import Q1, Q2
 
-    vel = nodal_velocity(np, x, mesh.n_nodes)
-    p = split(x, mesh.n_nodes)[3]
     e = np.maximum(elem, 0)
-    u = einsum(np, "pn,pni->pi", Q2.values(xi), vel[mesh.cells[e]])
+    nodes, n = mesh.cells[e], mesh.n_nodes
+    u = einsum(np, "pn,pni->pi", Q2.values(xi), np.stack([x[nodes + d * n] for d in range(3)], axis=-1))
+    p = split(x, n)[3]
     pr = einsum(np, "pl,pl->p", Q1.values(xi), p[mesh.pressure_cells[e]])
     u[elem < 0] = np.nan
     pr[elem < 0] = np.nan
@@ -171,7 +169,7 @@ def centre_line(mesh, x: np.ndarray, axis: int, points: int, extra_coords=()) ->
     Returns coords (m,), points (m, 3), velocity (m, 3) and pressure (m,); NaN at points
     outside the mesh.
     """
-    lo, hi = mesh.points.min(axis=0), mesh.points.max(axis=0)
+    lo, hi = mesh.bounds()
     coords = np.linspace(lo[axis], hi[axis], points)
     coords = np.unique(np.concatenate([coords, np.clip(np.asarray(extra_coords, dtype=float), lo[axis], hi[axis])]))
     pts = np.tile(0.5 * (lo + hi), (len(coords), 1))
@@ -188,7 +186,7 @@ def mid_plane(mesh, x: np.ndarray, samples=121) -> dict:
     (x[i], y[j], z); NaN at points outside the mesh.
     """
     m, k = (samples, samples) if np.ndim(samples) == 0 else samples
-    lo, hi = mesh.points.min(axis=0), mesh.points.max(axis=0)
+    lo, hi = mesh.bounds()
     xs, ys, z = np.linspace(lo[0], hi[0], m), np.linspace(lo[1], hi[1], k), 0.5 * (lo[2] + hi[2])
     gx, gy = np.meshgrid(xs, ys)
     pts = np.stack([gx.ravel(), gy.ravel(), np.full(gx.size, z)], axis=1)

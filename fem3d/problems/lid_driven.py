@@ -27,8 +27,9 @@ def lid_faces(mesh, lid: str) -> np.ndarray:
             raise InputError(f"--lid {lid}: {value!r} is not a number") from None
         d = "xyz".index(axis.strip())
         faces = mesh.boundary_faces
-        verts = mesh.points[mesh.pressure_nodes][mesh.pressure_cells[faces[:, 0][:, None], Q1_FACE_NODES[faces[:, 1]]]]
-        tol = 1e-9 * float(np.ptp(mesh.points, axis=0).max())
+        verts = mesh.points[mesh.pressure_nodes[mesh.pressure_cells[faces[:, 0][:, None], Q1_FACE_NODES[faces[:, 1]]]]]
+        lo, hi = mesh.bounds()
+        tol = 1e-9 * float((hi - lo).max())
         mask = np.all(np.abs(verts[..., d] - level) <= tol, axis=1)
     else:
         mask = np.isin(mesh.boundary_tags, mesh.tag_ids([lid]))

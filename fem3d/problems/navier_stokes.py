@@ -175,7 +175,7 @@ class NavierStokesSystem:
             bc[d * n + nodes[on]] = values[on, d]
         self.fixed, self.bc_values = backend.asarray(fixed), backend.asarray(bc)
         # elements sharing each unknown (all ranks')
-        self.valence = self.dist.sum_interface(backend.asarray(np.bincount(dofs.ravel(), minlength=nd).astype(np.float64)))
+        self.valence = self.dist.sum_interface(backend.asarray(mesh.dof_valence()))
         self.p_weights = pressure_weights(backend, mesh)
         self.dirichlet = dirichlet_rows(xp, self.dofs, self.fixed, self.valence)  # the prescribed rows, found once
         self._plans = {}  # the element sums' ScatterPlan of each chunk (by its first element), made at its first sum

@@ -457,7 +457,8 @@ class Multigrid:
     def __init__(self, system, levels: int, smoothing_steps: int = SMOOTHING_STEPS):
         mesh, dist, backend = system.mesh, system.dist, system.backend
         self.xp, self.steps = backend.xp, smoothing_steps
-        self.P = backend.asarray(child_prolongations())
+        P = child_prolongations()
+        self.P = backend.asarray(P)
         comm = dist.comm
         self.system = system
         elements, streamed = system.elements, system.elements is None and levels > 0
@@ -481,8 +482,9 @@ class Multigrid:
             local[part.elements] = np.arange(len(part.elements))
             dofs = part.mesh.dofs()
             op = ElementOperator(backend, dofs, part.mesh.colour_offsets, part.mesh.n_dofs, part.dist, STORAGE)
-            valence = part.dist.sum_interface(backend.asarray(np.bincount(dofs.ravel(), minlength=part.mesh.n_dofs).astype(np.float64)))
-            fixed = self._children(self.levels[-1], part.mesh, local[parent], position, gathered=comm.size > 1 and k == partitioned + 1)
+            valence = part.dist.sum_interface(backend.asarray(part.mesh.dof_valence()))
+            fixed = self._children(self.levels[-1], part.mesh.n_dofs, dofs, local[parent], position, P,
+                                   gathered=comm.size > 1 and k == partitioned + 1)
             self.levels.append(Level(op, part.mesh, fixed, valence, chunk=system.chunk))
         self.direct = CoarseSolve(self.levels[-1], system.problem.enclosed)
         self.graphed = None  # the first level whose cycles replay a CUDA graph
@@ -491,36 +493,38 @@ class Multigrid:
                                 or k == len(self.levels) - 1)
             self._graph = Replayed(self.xp, lambda b: self._v_cycle(self.graphed, b))
 
-    def _children(self, fine: Level, coarse_mesh, parent, position, gathered: bool = False):
+    def _children(self, fine: Level, n_coarse: int, coarse_dofs, parent, position, P, gathered: bool = False):
         """Set the fine level's transfer (codes, child_order, parent_order, child_dofs,
-        parent_dofs, the scatter plans) to the coarse level
-        whose local element ``parent`` (E_fine,) is each fine element's parent, the element
-        being its child of position code ``position`` (E_fine,); returns the coarse level's
-        prescribed unknowns (where its nodes coincide with prescribed fine nodes). ``gathered``:
-        the coarse level is replicated on every rank and the fine one partitioned, so the
-        coarse sums of the children add over the ranks (Level.gathered)."""
+        parent_dofs, the scatter plans) to the coarse level of ``n_coarse`` unknowns, its
+        local elements' unknowns ``coarse_dofs`` (Ec, NL) (host), whose local element
+        ``parent`` (E_fine,) is each fine element's parent, the element being its child of
+        position code ``position`` (E_fine,); ``P`` the host child_prolongations(). The
+        unknowns of the children and parents are gathered on the backend (the fine level's
+        stay on the device). Returns the coarse level's prescribed unknowns (where its nodes
+        coincide with prescribed fine nodes). ``gathered``: the coarse level is replicated on
+        every rank and the fine one partitioned, so the coarse sums of the children add over
+        the ranks (Level.gathered)."""
         backend = fine.op.backend
         fine.gathered = gathered
         total = fine.op.dist.allreduce if gathered else (lambda a: a)
         if (parent < 0).any():
             raise ValueError("multigrid: a parent element lives on another rank (partition not aligned)")
-        volume = np.prod(np.where(np.stack([position % 3, position // 3 % 3, position // 9]) == 2, 1.0, 0.5), axis=0)
-        if not np.allclose(total(np.bincount(parent, volume, minlength=coarse_mesh.n_elements)), 1.0):
+        halves = np.array([0.5 ** ((c % 3 != 2) + (c // 3 % 3 != 2) + (c // 9 != 2)) for c in range(27)])
+        if not np.allclose(total(np.bincount(parent, halves[position], minlength=len(coarse_dofs))), 1.0):
             raise ValueError("multigrid: a child element lives on another rank (partition not aligned)")
         order = np.argsort(position, kind="stable")
-        codes, starts = np.unique(position[order], return_index=True)
-        fine_fixed = backend.to_numpy(fine.fixed)
-        fine_dofs, coarse_dofs = backend.to_numpy(fine.op.dofs), coarse_mesh.dofs()
-        fixed = np.zeros(coarse_mesh.n_dofs, dtype=bool)
-        P = child_prolongations()
-        fine.codes = []
-        for c, first, last in zip(codes, starts, np.append(starts[1:], len(order))):
-            child, par = order[first:last], parent[order[first:last]]
-            child_pos, parent_pos = np.nonzero(np.abs(P[c] - 1.0) < 1e-12)  # coinciding nodes
-            fixed[coarse_dofs[par][:, parent_pos]] = fine_fixed[fine_dofs[child][:, child_pos]]
-            fine.codes.append((int(c), slice(first, last)))
+        counts = np.bincount(position, minlength=27)
+        ends = np.cumsum(counts)
         fine.child_order, fine.parent_order = backend.asarray(order), backend.asarray(parent[order])
-        fine.child_dofs, fine.parent_dofs = backend.asarray(fine_dofs[order]), backend.asarray(coarse_dofs[parent[order]])
+        fine.child_dofs = fine.op.dofs[fine.child_order]  # gathered where the dofs live (the device)
+        fine.parent_dofs = backend.asarray(coarse_dofs)[fine.parent_order]
+        fixed = backend.xp.zeros(n_coarse, dtype=bool)
+        fine.codes = []
+        for c in np.flatnonzero(counts):
+            rows = slice(int(ends[c] - counts[c]), int(ends[c]))
+            child_pos, parent_pos = (backend.asarray(a) for a in np.nonzero(np.abs(P[c] - 1.0) < 1e-12))  # coinciding nodes
+            fixed[fine.parent_dofs[rows, parent_pos]] = fine.fixed[fine.child_dofs[rows, child_pos]]  # repeats agree
+            fine.codes.append((int(c), rows))
         fine.prolong_plan, fine.restrict_plan = ScatterPlan(backend, fine.child_dofs), ScatterPlan(backend, fine.parent_dofs)
         fine.child_weights = fine.weights[fine.child_dofs]
         return backend.asarray(total(fixed.astype(np.float64)) > 0)

@@ -97,7 +97,8 @@ def target_groups(mesh, size: int, xp=np) -> list:
     if count == 1:
         return [xp.arange(n_elem, dtype=np.int32)]
     centres = mesh.points[mesh.cells[:, 13]]  # node (1, 1, 1) of the tensor order: the element's centre
-    axis = int(np.argmax(np.ptp(mesh.points, axis=0)))
+    lo, hi = mesh.bounds()
+    axis = int(np.argmax(hi - lo))
     order = np.argsort(centres[:, axis], kind="stable")
     return [xp.asarray(np.sort(part).astype(np.int32)) for part in np.array_split(order, count)]
 
