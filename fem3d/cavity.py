@@ -26,6 +26,7 @@ import os
 import signal
 import sys
 import time
+from dataclasses import replace
 
 from .commands import resolution
 from .commands.cavity_output import CavityRun, final_lines, write_pictures, write_results, write_summary
@@ -43,6 +44,10 @@ from .problems.lid_driven import lid_driven_problem, read_initial
 from .problems.navier_stokes import RE_MAX
 from .discretisation.refine import REFINE_MAX, refine
 from .solvers.linear import make_linear_solver
+from .solvers.sequencing import SEQUENCE_MAX, SEQUENCE_MIN, interpolate
+from .solvers.sequencing import plan as sequence_plan
+from .parallel.partition import partition_elements
+from gpucfd.backend import PhaseTimer
 
 
 def build_mesh(args, fits, kind: str, ranks: int, warn):
@@ -109,6 +114,11 @@ def parse(argv):
                     help="Reynolds numbers solved first: auto (steps of at most 2.5x from 400 when Re > 400), none, or a list like 100,400")
     ap.add_argument("--initial", help="start from this solution.npy of an earlier run on the same mesh (restart; "
                     "combine with --continuation none to stay at --re)")
+    ap.add_argument("--sequence", default="auto",
+                    help="mesh sequencing: solve first on this many coarser nested meshes (the multigrid hierarchy's, "
+                         f"0 to {SEQUENCE_MAX}), the continuation on the coarsest, each solution the next mesh's initial "
+                         f"guess, so that the finest takes a few Newton steps; none, or auto: the coarser meshes of at least "
+                         f"{SEQUENCE_MIN} elements per rank with --solver mg (default auto)")
     ap.add_argument("--out", default="cavity-out", help="output directory (default cavity-out)")
     ap.add_argument("--no-plots", action="store_true", help="skip profiles.png and slice.png")
     ap.add_argument("--no-vtu", action="store_true", help="skip the VTU/PVTU solution files (benchmarks of large meshes)")
@@ -146,17 +156,26 @@ def main(argv=None) -> int:
             linear, note = fitting_assembly(backend, linear, mesh.n_elements, comm.size)
             notes += [note] if note else []
             part = distribute(mesh, comm, backend, linear.alignment(mesh, comm.size))
+            coarser = [] if x0 is not None or (args.sequence == "auto" and linear.solver != "mg") else \
+                sequence_plan(args.sequence, mesh, lambda m: sequencing_possible(linear, m, comm.size), comm.size)
             out = ensure_writable_dir(args.out)
         for line in notes if root else []:
             print(f"fem3d.cavity: warning: {line}", file=sys.stderr, flush=True)
-        system = partitioned_system(problem, part, backend, linear.matrix_dtype, prepared_since=t_start, assembly=linear.assembly)
         say = (lambda s: print(s, flush=True)) if root and not args.quiet else (lambda s: None)
         ranks = f" on {comm.size} ranks ({comm.name})" if comm.size > 1 else ""
         say(f"cavity Re {args.re:g}: {mesh.n_elements} elements, {mesh.n_dofs} unknowns, {backend.describe()}{ranks}")
         bar = _progress_bar() if root and not args.quiet and sys.stdout.isatty() else None
         check = InterruptCheck(comm, every=10)
         progress = check if bar is None else (lambda it, relres: (bar(it, relres), check(it, relres)))
-        solver = NonlinearSolver(system, make_linear_solver(linear, progress), nonlinear, InterruptCheck(comm))
+        timer, since = PhaseTimer(backend), t_start
+        if coarser:
+            x0, sequence = solve_coarser_first(args, mesh, coarser, linear, nonlinear, stages, (backend, comm, timer, t_start),
+                                               say, progress)
+            stages, since = stages if x0 is None else [], None
+        system = partitioned_system(problem, part, backend, linear.matrix_dtype, prepared_since=since, assembly=linear.assembly,
+                                    timer=timer)
+        solver = NonlinearSolver(system, make_linear_solver(linear, progress), from_coarser(nonlinear) if coarser and x0 is not None
+                                 else nonlinear, InterruptCheck(comm))
 
         def checkpoint(stage):  # a converged continuation stage: restartable from here
             x = part.dist.gather(stage.result.x)
@@ -170,7 +189,7 @@ def main(argv=None) -> int:
         run = CavityRun(command=" ".join(["python -m fem3d.cavity", *argv]), out=out, re=done[-1].re, mesh=mesh,
                         mesh_info=mesh_info, part=part, x_local=last.x, x=x, comm=comm, device=backend.describe(),
                         history=[stage.as_dict() for stage in done],
-                        options={"nonlinear": vars(nonlinear), "linear": vars(linear)},
+                        options={"nonlinear": vars(nonlinear), "linear": vars(linear)}, sequence=sequence if coarser else [],
                         times_s=system.phase_seconds(), output_started=t_output, per_rank=per_rank,
                         converged=last.converged and done[-1].re == args.re, reason=last.reason, vtu=not args.no_vtu)
         files = write_results(run)
@@ -199,6 +218,58 @@ def main(argv=None) -> int:
         raise ConvergenceError(f"results in {out} are marked as not converged (Re {done[-1].re:g}, residual {last.residual:.2e} "
                                f"after {len(last.steps)} steps){hint}", last.reason)
     return 0
+
+
+def sequencing_possible(linear, mesh, ranks: int) -> bool:
+    """``mesh`` can be solved with ``linear``'s solver on ``ranks`` ranks (mesh sequencing's coarser meshes)."""
+    try:
+        resolved = linear.for_mesh(mesh)
+        partition_elements(mesh, ranks, resolved.alignment(mesh, ranks))
+    except InputError:
+        return False
+    return resolved.solver == linear.solver
+
+
+def from_coarser(nonlinear):
+    """The nonlinear options of a solve from a coarser mesh's solution: Newton from the first step."""
+    return replace(nonlinear, newton=math.inf)
+
+
+def solve_coarser_first(args, mesh, coarser, linear, nonlinear, stages, run, say, progress):
+    """Mesh sequencing (fem3d.solvers.sequencing): the cavity solved on the coarser meshes of
+    ``coarser`` (finest first), coarsest first, the continuation's ``stages`` there, each
+    mesh from the last one's solution interpolated. ``run``: (backend, comm, the run's
+    PhaseTimer, time.perf_counter() where the run began). Returns (the initial guess of
+    ``mesh`` (n_dofs,) NumPy on every rank, or None where the last coarse solve did not
+    converge, and a summary record per coarse mesh). A mesh whose solve does not converge
+    passes nothing on: the next finer one starts from rest with the continuation."""
+    backend, comm, timer, since = run
+    x, records = None, []
+    for k in reversed(range(len(coarser))):
+        c = coarser[k]
+        t0 = time.perf_counter()
+        problem = lid_driven_problem(c.coarse, args.re, args.lid)
+        part = distribute(c.coarse, comm, backend, linear.alignment(c.coarse, comm.size))
+        system = partitioned_system(problem, part, backend, linear.matrix_dtype, prepared_since=since, assembly=linear.assembly,
+                                    timer=timer)
+        since = None
+        solver = NonlinearSolver(system, make_linear_solver(linear.for_mesh(c.coarse), progress),
+                                 nonlinear if x is None else from_coarser(nonlinear), InterruptCheck(comm))
+        say(f"mesh sequencing: {c.coarse.n_elements} elements, {c.coarse.n_dofs} unknowns")
+        done = solve_continuation(solver, stages if x is None else [], args.re,
+                                  None if x is None else x[part.dist.gdofs], lambda line: say("  " + line))
+        last = done[-1].result
+        records.append({"elements": c.coarse.n_elements, "unknowns": c.coarse.n_dofs, "seconds": time.perf_counter() - t0,
+                        "converged": last.converged and done[-1].re == args.re, "stages": [s.as_dict() for s in done]})
+        if last.reason.startswith("interrupted"):
+            return None, records
+        if not records[-1]["converged"]:
+            say(f"  not converged ({last.reason}): the next mesh starts from rest")
+            x = None
+            continue
+        x = comm.bcast(part.dist.gather(last.x))
+        x = backend.to_numpy(interpolate(backend.xp, x, coarser[k - 1].coarse if k else mesh, c))
+    return x, records
 
 
 def _progress_bar():

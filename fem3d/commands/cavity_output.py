@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
@@ -52,6 +52,7 @@ class CavityRun:
     converged: bool
     reason: str  # converged, max_steps, nan, diverged, stagnated, linear_solver, interrupted (...)
     vtu: bool = True  # write the VTU (or PVTU) solution
+    sequence: list = field(default_factory=list)  # mesh sequencing: per coarser mesh solved first, coarsest first (fem3d.cavity.solve_coarser_first)
 
     @cached_property
     def references(self) -> list:
@@ -141,7 +142,7 @@ def write_summary(run: CavityRun, files: list[str], warnings: list[str] = ()) ->
         "nonlinear_steps": len(steps),
         "newton_steps": sum(s["kind"] == "newton" for s in steps),
         "linear_iterations": sum(s["linear_iterations"] for s in steps),
-        "continuation": run.history, "times_s": times, **timing,
+        "continuation": run.history, "sequence": run.sequence, "times_s": times, **timing,
         "per_rank": run.per_rank, "options": run.options, "validation": run.comparison, "accuracy": run.accuracy,
         "files": list(files), "warnings": list(warnings), "command": run.command,
     }

@@ -36,16 +36,17 @@ def start(args, argv):
 
 
 def partitioned_system(problem, part, backend, matrix_dtype: str = "float64", prepared_since: float | None = None,
-                       assembly: str = "element") -> NavierStokesSystem:
+                       assembly: str = "element", timer=None) -> NavierStokesSystem:
     """The equations of ``problem`` on this rank's part (fem3d.parallel.partition.distribute)
     (collective: every rank calls it), with the run's data preparation charged to its
     timer once: from ``prepared_since`` (time.perf_counter() where the caller began to
     prepare the run: read or build the mesh, cut it; default: this call) until the system
     is ready on the device. The one place where data_preparation is timed. ``assembly``:
-    NavierStokesSystem's."""
+    NavierStokesSystem's; ``timer``: a PhaseTimer the run's systems share (mesh sequencing),
+    default a new one."""
     since = time.perf_counter() if prepared_since is None else prepared_since
     local = problem if part.dist.is_serial else problem.restricted(part.mesh, part.nodes)
-    system = NavierStokesSystem(local, backend, part.dist, matrix_dtype, assembly=assembly)
+    system = NavierStokesSystem(local, backend, part.dist, matrix_dtype, assembly=assembly, timer=timer)
     system.timer.charge("data_preparation", since)
     return system
 

@@ -147,13 +147,13 @@ class NavierStokesSystem:
     with "partial"); ``dofs`` (E, NL) int32 the unknowns of each element (device)."""
 
     def __init__(self, problem: FlowProblem, backend, dist=None, matrix_dtype: str = "float64", chunk: int | None = None,
-                 assembly: str = "element"):
+                 assembly: str = "element", timer: PhaseTimer | None = None):
         if assembly not in ASSEMBLIES:
             raise InputError(f"--assembly must be one of {', '.join(ASSEMBLIES)} (got {assembly!r})")
         storage = matrix_storage(matrix_dtype)
         self.problem = problem
         self.backend = backend
-        self.timer = PhaseTimer(backend)
+        self.timer = timer or PhaseTimer(backend)
         xp = self.xp = backend.xp
         mesh = self.mesh = problem.mesh
         self.dist = dist or Distribution.serial(backend, mesh.n_dofs)

@@ -191,20 +191,34 @@ def coarser(mesh):
     coarser whole mesh, the element of it that is each element's parent (E,) and the
     element's position code (E,) in it (fem3d.solvers.multigrid.child_prolongations): from
     the refinement (fem3d.discretisation.refine), else the box coarsened side by side
-    (fem3d.solvers.multigrid.split; the coarse box's vertices sit at the fine vertex indices
+    (:func:`box_coarsening`; the coarse box's vertices sit at the fine vertex indices
     they keep over the fine side's element count: nested where the fine box is the uniform unit box)."""
     if mesh.coarser is not None:
         return mesh.coarser, mesh.parent, REFINED[mesh.child_position]
+    grid, kept, parents, position = box_coarsening(mesh)
+    coarse = box_mesh(*grid, vertices=[k / k[-1] for k in kept])
+    return coarse, element_index(coarse, parents), position
+
+
+def box_coarsening(mesh):
+    """(grid, kept, parents, position) of the box ``mesh`` (a whole box or one rank's part)
+    coarsened side by side (:func:`split`): the coarse box's elements per side, the fine
+    vertex indices along each side that are the coarse box's vertices (three int arrays),
+    each element's parent as a box element number (x fastest) and its position code."""
     (px, sx), (py, sy), (pz, sz) = sides = [split(n) for n in mesh.grid]
     cx, cy, _ = grid = [int(p[-1]) + 1 for p, _ in sides]
-    vertices = [np.append(np.flatnonzero(np.diff(p, prepend=-1)), len(p)) / len(p) for p, _ in sides]
-    coarse = box_mesh(*grid, vertices=vertices)
-    index = np.empty(coarse.n_elements, dtype=np.int64)
-    index[coarse.element_ids] = np.arange(coarse.n_elements)
+    kept = [np.append(np.flatnonzero(np.diff(p, prepend=-1)), len(p)) for p, _ in sides]
     nx, ny, _ = mesh.grid
     ids = mesh.element_ids
     i, j, k = ids % nx, (ids // nx) % ny, ids // (nx * ny)
-    return coarse, index[px[i] + cx * (py[j] + cy * pz[k])], sx[i] + 3 * sy[j] + 9 * sz[k]
+    return grid, kept, px[i] + cx * (py[j] + cy * pz[k]), sx[i] + 3 * sy[j] + 9 * sz[k]
+
+
+def element_index(box, numbers) -> np.ndarray:
+    """The elements of the whole box mesh ``box`` whose box element numbers (x fastest) are ``numbers``."""
+    index = np.empty(box.n_elements, dtype=np.int64)
+    index[box.element_ids] = np.arange(box.n_elements)
+    return index[numbers]
 
 
 def child_prolongations() -> np.ndarray:
