@@ -171,6 +171,7 @@ def main(argv=None) -> int:
         if coarser:
             x0, sequence = solve_coarser_first(args, mesh, coarser, linear, nonlinear, stages, (backend, comm, timer, t_start),
                                                say, progress)
+            backend.release_cached()  # the coarse systems' memory, for the fine system and its cycle's graph pool
             stages, since = stages if x0 is None else [], None
         system = partitioned_system(problem, part, backend, linear.matrix_dtype, prepared_since=since, assembly=linear.assembly,
                                     timer=timer)

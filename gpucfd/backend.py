@@ -8,6 +8,7 @@ counted where it is issued.
 from __future__ import annotations
 
 import functools
+import gc
 import importlib.resources
 import os
 import statistics
@@ -80,6 +81,14 @@ class Backend:
             return host_free_bytes()
         free, _ = self.xp.cuda.runtime.memGetInfo()
         return free + self.xp.get_default_memory_pool().free_bytes()
+
+    def release_cached(self) -> None:
+        """Hand the blocks that freed arrays left in CuPy's memory pool back to the device
+        (unreachable cycles collected first), so that other pools (a CUDA graph's,
+        gpucfd.graphs) can have them: after a phase whose arrays are all gone."""
+        gc.collect()
+        if self.is_gpu:
+            self.xp.get_default_memory_pool().free_all_blocks()
 
     def describe(self) -> str:
         if not self.is_gpu:

@@ -7,7 +7,8 @@
 Runs ``python -m fem3d.cavity --re RE --n N --grading G --device D`` with the default
 ``--solver auto`` (each in its own process, after one untimed 4^3 run that compiles the
 kernels; scripts/bench_solvers.py's runs) for every N, and tabulates the solver ``auto``
-took, Newton steps, Krylov iterations per step, the multigrid set-up's share of the run,
+took, the coarser meshes solved first (mesh sequencing, fem3d.cavity --sequence) with their
+nonlinear steps, the finest mesh's Newton steps and Krylov iterations per step, the multigrid set-up's share of the run,
 the process wall time, seconds per million unknowns and per element against the median
 over the sizes, the device memory at the peak and the largest deviation of the centre-line
 profiles from the published data. Saves benchmarks/results/bench_sizes_<tag>.{json,md,png}
@@ -49,15 +50,17 @@ def rows_with_ratios(rows: list) -> list:
 
 
 def table(rows: list) -> str:
-    lines = ["| N | unknowns | solver | Newton steps | Krylov its/step | set-up share | wall s | cold-cache wall s "
-             "| s per M unknowns | s per element / median | device memory GB | kB per element | max profile diff | converged |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| N | unknowns | solver | coarser meshes first: N (steps) | Newton steps | Krylov its/step | set-up share | wall s "
+             "| cold-cache wall s | s per M unknowns | s per element / median | device memory GB | kB per element "
+             "| max profile diff | converged |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         mem = "" if r["device_pool_bytes"] is None else f"{r['device_pool_bytes'] / 1e9:.1f}"
         per = "" if r["kb_per_element"] is None else f"{r['kb_per_element']:.0f}"
         cold = "" if r.get("cold_wall_s") is None else f"{r['cold_wall_s']:.1f}"
         dev = "" if r["largest_deviation"] is None else f"{r['largest_deviation']:.4f}"
-        lines.append(f"| {r['n']} | {r['unknowns']:,} | {r['solver']} | {r['newton_steps']} | {r['iterations_per_step']:.1f} "
+        coarser = ", ".join(f"{round(q['elements'] ** (1 / 3))} ({q['steps']})" for q in r.get("sequence", []))
+        lines.append(f"| {r['n']} | {r['unknowns']:,} | {r['solver']} | {coarser} | {r['newton_steps']} | {r['iterations_per_step']:.1f} "
                      f"| {100 * r['setup_share']:.0f} % | {r['wall_s']:.1f} | {cold} | {r['s_per_m_unknowns']:.1f} "
                      f"| {r['per_element_vs_median']:.2f} | {mem} | {per} | {dev} | {'yes' if r['converged'] else 'no'} |")
     return "\n".join(lines)

@@ -56,7 +56,10 @@ def run(n: int, re: float, solver: str, device: str, runs: str, extra: list, gra
             "times_s": s["times_s"], "run_s": s["t_run_s"], "wall_s": wall, "device_pool_bytes": pool,
             "element_matrix_bytes": elements * 89 * 89 * 8,
             "largest_deviation": s["accuracy"]["largest_deviation"]["max_abs_diff"] if s["accuracy"]["largest_deviation"] else None,
-            "residual": s["residual"]}
+            "residual": s["residual"],
+            "sequence": [{"elements": q["elements"], "steps": sum(len(st["steps"]) for st in q["stages"]),
+                          "linear_iterations": sum(x["linear_iterations"] for st in q["stages"] for x in st["steps"])}
+                         for q in s.get("sequence", [])]}
 
 
 def table(rows: list) -> str:
