@@ -45,6 +45,7 @@ from .problems.navier_stokes import RE_MAX
 from .discretisation.refine import REFINE_MAX, refine
 from .solvers.linear import make_linear_solver
 from .solvers.sequencing import SEQUENCE_MAX, SEQUENCE_MIN, interpolate
+from .solvers.sequencing import limits as sequence_limits
 from .solvers.sequencing import plan as sequence_plan
 from .parallel.partition import partition_elements
 from gpucfd.backend import PhaseTimer
@@ -138,6 +139,7 @@ def main(argv=None) -> int:
         with agreed_errors(comm):
             check_range("--re", args.re, low=0, high=RE_MAX, low_open=True)
             stages = continuation_steps(args.continuation, args.re)
+            sequence_limits(args.sequence, comm.size)  # checked also where --initial leaves it unused
             nonlinear, linear = nonlinear_options(args), linear_options(args)
             notes = []
             cores = os.cpu_count() or 1
@@ -167,7 +169,7 @@ def main(argv=None) -> int:
         bar = _progress_bar() if root and not args.quiet and sys.stdout.isatty() else None
         check = InterruptCheck(comm, every=10)
         progress = check if bar is None else (lambda it, relres: (bar(it, relres), check(it, relres)))
-        timer, since = PhaseTimer(backend), t_start
+        timer, since, sequence = PhaseTimer(backend), t_start, []
         if coarser:
             x0, sequence = solve_coarser_first(args, mesh, coarser, linear, nonlinear, stages, (backend, comm, timer, t_start),
                                                say, progress)
@@ -175,7 +177,7 @@ def main(argv=None) -> int:
             stages, since = stages if x0 is None else [], None
         system = partitioned_system(problem, part, backend, linear.matrix_dtype, prepared_since=since, assembly=linear.assembly,
                                     timer=timer)
-        solver = NonlinearSolver(system, make_linear_solver(linear, progress), from_coarser(nonlinear) if coarser and x0 is not None
+        solver = NonlinearSolver(system, make_linear_solver(linear, progress), from_coarser(nonlinear) if sequence and x0 is not None
                                  else nonlinear, InterruptCheck(comm))
 
         def checkpoint(stage):  # a converged continuation stage: restartable from here
@@ -190,7 +192,7 @@ def main(argv=None) -> int:
         run = CavityRun(command=" ".join(["python -m fem3d.cavity", *argv]), out=out, re=done[-1].re, mesh=mesh,
                         mesh_info=mesh_info, part=part, x_local=last.x, x=x, comm=comm, device=backend.describe(),
                         history=[stage.as_dict() for stage in done],
-                        options={"nonlinear": vars(nonlinear), "linear": vars(linear)}, sequence=sequence if coarser else [],
+                        options={"nonlinear": vars(nonlinear), "linear": vars(linear)}, sequence=sequence,
                         times_s=system.phase_seconds(), output_started=t_output, per_rank=per_rank,
                         converged=last.converged and done[-1].re == args.re, reason=last.reason, vtu=not args.no_vtu)
         files = write_results(run)

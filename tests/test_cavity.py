@@ -278,6 +278,8 @@ BAD = [
     (["--mesh", "MESHES/distorted_cube_hex8.msh", "--n", "4"], "--mesh cannot be combined"),
     (["--mesh", "missing.msh"], "--mesh file not found"),
     (["--continuation", "soon"], "--continuation must be auto, none or"),
+    (["--sequence", "11"], "--sequence must be >= 0 and <= 10 (got 11)"),
+    (["--sequence", "soon", "--initial", "no-such.npy"], "--sequence must be auto, none or a count of coarser meshes"),
     (["--device", "quantum"], "--device must be one of auto, cpu, gpu"),
     (["--relax", "0"], "--relax must be > 0"),
 ]

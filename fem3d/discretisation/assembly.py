@@ -122,15 +122,14 @@ def element_matrices_chunk(xp, X, u_nodes, re: float, tables: ReferenceTables, f
     wq, dN, dM, lap = geo["wq"], geo["dN"], geo["dM"], geo["lap"]
     nu = 1.0 / re
     a = einsum(xp, "qn,eni->eqi", tables.N, u_nodes)
-    if jacobian:
+    if jacobian and matrices:  # d tau / d a enters the Jacobian's matrices alone, not the sums
         tau, dtau = upwind_tau_and_derivative(xp, a, geo["J"], re, tables.mid)
     else:
         tau, dtau = upwind_tau(xp, a, geo["J"], re, tables.mid), None
     f = None if force is None else force(xp, geo["x"])
     if xp is not np:
         mats = (xp.empty((E, NL, LD), dtype=np.float64) if out is None else out) if matrices else None
-        newton = dtau if matrices else None
-        return (mats, *element_matrices_cuda(geo, a, tau, newton, u_nodes, p_nodes, f, tables.N, tables.M, nu, mats, prescribed))
+        return (mats, *element_matrices_cuda(geo, a, tau, dtau, u_nodes, p_nodes, f, tables.N, tables.M, nu, mats, prescribed))
     adv = einsum(xp, "eqi,eqni->eqn", a, dN)  # a . grad N_j
     S = tau * adv
     wW = ((tables.N[None] + S) * wq[..., None]).transpose(0, 2, 1)  # (E, 27, Q)

@@ -221,15 +221,22 @@ def element_index(box, numbers) -> np.ndarray:
     return index[numbers]
 
 
+def child_boxes(codes) -> tuple[np.ndarray, np.ndarray]:
+    """(scale, shift) (m, 3) of children of position codes ``codes`` (m,): the parent's
+    reference coordinates at the child's reference xi are scale * xi + shift along each axis."""
+    codes = np.asarray(codes)
+    s = np.stack([codes % 3, (codes // 3) % 3, codes // 9], axis=1)  # 0: the lower half, 1: the upper half, 2: whole
+    return np.where(s == 2, 1.0, 0.5), np.where(s == 2, 0.0, s - 0.5)
+
+
 def child_prolongations() -> np.ndarray:
     """(27, NL, NL): P_c maps a parent's local unknowns to those of its child of position code
     c = a + 3 b + 9 g, a, b, g the child's position along the parent's xi, eta, zeta (0: the
     lower half, 1: the upper half, 2: the whole parent): values of the parent's Q2 velocity
     (each component) and Q1 pressure at the child's nodes."""
     out = np.zeros((27, NL, NL))
-    for c in range(27):
-        s = np.array([c % 3, (c // 3) % 3, c // 9])
-        scale, shift = np.where(s == 2, 1.0, 0.5), np.where(s == 2, 0.0, s - 0.5)
+    scales, shifts = child_boxes(np.arange(27))
+    for c, (scale, shift) in enumerate(zip(scales, shifts)):
         vel, pres = Q2.values(Q2.nodes * scale + shift), Q1.values(Q1.nodes * scale + shift)
         for d in range(3):
             out[c, 27 * d:27 * d + 27, 27 * d:27 * d + 27] = vel

@@ -21,7 +21,7 @@ import numpy as np
 from gpucfd.errors import InputError, check_range
 from ..discretisation.element import Q1, Q2
 from ..discretisation.mesh import HexMesh, box_mesh
-from .multigrid import REFINED, box_coarsening, element_index
+from .multigrid import REFINED, box_coarsening, child_boxes, element_index
 
 SEQUENCE_MIN = 1000  # elements of the coarsest mesh that --sequence auto solves (10^3: H100, Re 1000, 40^3 from 20^3 and 10^3 took 4.6 s, from 20^3 alone 5.2 s, without sequencing 6.5 s)
 CHUNK = 65536  # elements per batch of the interpolation
@@ -43,9 +43,7 @@ def coarsening(mesh: HexMesh) -> Coarsening | None:
     """The next coarser mesh of the whole mesh ``mesh``: the mesh it refines, else the
     coarser box of a structured box; None for a mesh that is neither."""
     if mesh.coarser is not None:
-        code = REFINED[mesh.child_position]
-        s = np.stack([code % 3, (code // 3) % 3, code // 9], axis=1)  # 0: lower half, 1: upper half, 2: whole
-        return Coarsening(mesh.coarser, mesh.parent, np.where(s == 2, 1.0, 0.5), np.where(s == 2, 0.0, s - 0.5))
+        return Coarsening(mesh.coarser, mesh.parent, *child_boxes(REFINED[mesh.child_position]))
     if mesh.grid is None:
         return None
     grid, kept, parents, _ = box_coarsening(mesh)
@@ -109,20 +107,24 @@ def plan(spec: str, mesh: HexMesh, usable=lambda coarse: True, ranks: int = 1) -
     "none"; "auto": every coarser mesh of at least SEQUENCE_MIN elements per rank; a count K,
     0 to SEQUENCE_MAX: up to K coarser meshes. The chain ends before the first coarse mesh
     that is not ``usable(coarse)``. InputError for another ``spec``."""
-    if spec == "none":
-        return []
-    if spec == "auto":
-        levels, least = SEQUENCE_MAX, SEQUENCE_MIN * ranks
-    else:
-        try:
-            levels = int(spec)
-        except ValueError:
-            raise InputError(f"--sequence must be auto, none or a count of coarser meshes, 0 to {SEQUENCE_MAX} (got {spec!r})") from None
-        check_range("--sequence", levels, low=0, high=SEQUENCE_MAX, integer=True)
-        least = 1
+    levels, least = limits(spec, ranks)
     out = []
     for c in chain(mesh, levels, least):
         if not usable(c.coarse):
             break
         out.append(c)
     return out
+
+
+def limits(spec: str, ranks: int = 1) -> tuple[int, int]:
+    """(coarser meshes at most, elements of each at least) of --sequence ``spec`` on ``ranks``
+    ranks (:func:`plan`); InputError naming the allowed values for another ``spec``."""
+    if spec == "none":
+        return 0, 1
+    if spec == "auto":
+        return SEQUENCE_MAX, SEQUENCE_MIN * ranks
+    try:
+        levels = int(spec)
+    except ValueError:
+        raise InputError(f"--sequence must be auto, none or a count of coarser meshes, 0 to {SEQUENCE_MAX} (got {spec!r})") from None
+    return check_range("--sequence", levels, low=0, high=SEQUENCE_MAX, integer=True), 1
