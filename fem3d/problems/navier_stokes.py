@@ -179,7 +179,7 @@ class NavierStokesSystem:
         self.p_weights = pressure_weights(backend, mesh)
         self.dirichlet = dirichlet_rows(xp, self.dofs, self.fixed, self.valence)  # the prescribed rows, found once
         self._plans = {}  # the element sums' ScatterPlan of each chunk (by its first element), made at its first sum
-        self._linearised = None  # (x, nodal velocity, kind) of the last assembly
+        self._linearised = None  # (x, nodal velocity, kind) of the last assembly without stored matrices
         self.op = self.elements if assembly == "element" else self._sum_factorised()
         self.volume = self.dist.allreduce_scalar(float(self.p_weights.sum()))
 
@@ -213,9 +213,9 @@ class NavierStokesSystem:
         with self.timer("element_matrices"):
             stored = self.elements is not None
             residual, load, row_sq = self._element_sums(x, kind == "newton" and stored, store=stored)
-            if not stored:
+            if not stored:  # what element_matrices() computes the matrices of
                 self._linearise(self.op, x, kind)
-            self._linearised = (x.copy(), nodal_velocity(xp, x, self.mesh.n_nodes), kind)
+                self._linearised = (x.copy(), nodal_velocity(xp, x, self.mesh.n_nodes), kind)
             fixed = self.fixed  # copyto with a mask: no read-back of the mask's count, unlike boolean indexing
             xp.copyto(residual, x - self.bc_values, where=fixed)
             xp.copyto(load, self.bc_values, where=fixed)
@@ -243,9 +243,9 @@ class NavierStokesSystem:
 
     def element_matrices(self, ids):
         """(m, NL, LD) float64 element matrices of the local elements ``ids`` (m,) (device
-        integers) of the last assemble()'s linearisation, prescribed rows applied: what
-        assemble() stores with element assembly, computed on demand (the element
-        matrices' cost again)."""
+        integers) of the last assemble()'s linearisation, prescribed rows applied, for a
+        system that stores none (partial assembly): what assemble() stores with element
+        assembly, computed on demand (the element matrices' cost again)."""
         x, velocity, kind = self._linearised
         dofs = self.dofs[ids]
         return element_matrices_chunk(self.xp, self.geometry[ids], velocity[self.cells[ids]], self.problem.re, self.tables,
