@@ -119,7 +119,8 @@ def parse(argv):
                     help="mesh sequencing: solve first on this many coarser nested meshes (the multigrid hierarchy's, "
                          f"0 to {SEQUENCE_MAX}), the continuation on the coarsest, each solution the next mesh's initial "
                          f"guess, so that the finest takes a few Newton steps; none, or auto: the coarser meshes of at least "
-                         f"{SEQUENCE_MIN} elements per rank with --solver mg (default auto)")
+                         f"{SEQUENCE_MIN['gpu']} elements per rank on a GPU, {SEQUENCE_MIN['cpu']} on the CPU, with --solver mg "
+                         "(default auto)")
     ap.add_argument("--out", default="cavity-out", help="output directory (default cavity-out)")
     ap.add_argument("--no-plots", action="store_true", help="skip profiles.png and slice.png")
     ap.add_argument("--no-vtu", action="store_true", help="skip the VTU/PVTU solution files (benchmarks of large meshes)")
@@ -139,7 +140,7 @@ def main(argv=None) -> int:
         with agreed_errors(comm):
             check_range("--re", args.re, low=0, high=RE_MAX, low_open=True)
             stages = continuation_steps(args.continuation, args.re)
-            sequence_limits(args.sequence, comm.size)  # checked also where --initial leaves it unused
+            sequence_limits(args.sequence, backend.kind, comm.size)  # checked also where --initial leaves it unused
             nonlinear, linear = nonlinear_options(args), linear_options(args)
             notes = []
             cores = os.cpu_count() or 1
@@ -159,7 +160,7 @@ def main(argv=None) -> int:
             notes += [note] if note else []
             part = distribute(mesh, comm, backend, linear.alignment(mesh, comm.size))
             coarser = [] if x0 is not None or (args.sequence == "auto" and linear.solver != "mg") else \
-                sequence_plan(args.sequence, mesh, lambda m: sequencing_possible(linear, m, comm.size), comm.size)
+                sequence_plan(args.sequence, mesh, backend.kind, lambda m: sequencing_possible(linear, m, comm.size), comm.size)
             out = ensure_writable_dir(args.out)
         for line in notes if root else []:
             print(f"fem3d.cavity: warning: {line}", file=sys.stderr, flush=True)

@@ -28,7 +28,7 @@ import sys
 import tempfile
 
 from gpucfd.errors import ArgumentParser, InputError, run_cli
-from bench_solvers import WARMUP_N, run, run_folder
+from bench_solvers import WARMUP_ENV, WARMUP_N, run, run_folder
 from gpucfd.output import atomic_path
 from script_options import check_each, check_tag
 from timed_runs import record_memory
@@ -104,7 +104,7 @@ def save(base: str, rows: list, commands: list, re: float, grading: float) -> No
     with atomic_path(base + ".md") as tmp, open(tmp, "w") as fh:
         fh.write(f"# Time to solution against N, lid-driven cube at Re {re:g} ({device})\n\n"
                  + "".join(f"`{c}`\n\n" for c in commands) +
-                 f"`--solver auto`, grading {grading:g}; after one untimed {WARMUP_N}^3 run (kernels compiled and cached); "
+                 f"`--solver auto`, grading {grading:g}; after one untimed {WARMUP_N}^3 run (kernels compiled and cached, Python bytecode written); "
                  "wall s: the process's, as a user runs it; cold-cache wall s: the same run with an empty kernel cache "
                  "(`--cold`: every kernel compiled first, as on a fresh machine); kB per element: the device memory "
                  "over the elements.\n\n" + text + "\n")
@@ -145,7 +145,7 @@ def main(argv=None) -> int:
     saved = [r for r in saved if r["n"] not in args.n]  # a saved row of the same N is replaced
     commands.append("python scripts/bench_sizes.py " + " ".join(argv))
     os.makedirs(args.results, exist_ok=True)
-    run(WARMUP_N, args.re, "auto", args.device, os.path.join(args.runs, "warmup"), [], args.grading)  # untimed: compiles
+    run(WARMUP_N, args.re, "auto", args.device, os.path.join(args.runs, "warmup"), [], args.grading, WARMUP_ENV)  # untimed: compiles
     rows = []
     for n in args.n:  # the record is saved after every run: a sweep cut short keeps what it measured
         cold = None

@@ -29,12 +29,12 @@ def record_memory(main, argv) -> int:
 
 def timed_child(script: str, args: list, out: str, env: dict | None = None) -> tuple[float, dict, dict]:
     """Run ``python script --child args`` (a script whose --child calls record_memory; with
-    ``env`` added to its environment) and return (process wall seconds, its summary.json,
+    ``env`` added to its environment, a variable set to None removed) and return (process wall seconds, its summary.json,
     its memory.json) from ``out``; exit with the child's code and its stderr unless it
     solved (0) or reported no convergence (3)."""
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, os.path.abspath(script), "--child", *args], capture_output=True, text=True,
-                          env=None if env is None else {**os.environ, **env})
+                          env=None if env is None else {k: v for k, v in {**os.environ, **env}.items() if v is not None})
     wall = time.perf_counter() - t0
     if proc.returncode not in (0, 3):
         sys.stderr.write(proc.stderr)

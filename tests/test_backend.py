@@ -130,3 +130,24 @@ def test_importing_fem3d_sizes_the_pools_before_numpy_loads():
     env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "OMPI_COMM_WORLD_LOCAL_SIZE")}
     out = subprocess.run([sys.executable, "-c", code], env={**env, "MPI_LOCALNRANKS": "64"}, capture_output=True, text=True)
     assert out.stdout.split() == ["1", "False"], out.stderr
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_batched_products_equal_einsum_whether_or_not_cut_over_threads(monkeypatch, dtype):
+    """gpucfd.threads.batched_matvec against einsum, each way round, on one thread and with
+    the stack cut into three ranges on three threads (a cut must change no element's product)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from gpucfd import threads
+
+    rng = np.random.default_rng(5)
+    mats, x = rng.standard_normal((7, 5, 5)).astype(dtype), rng.standard_normal((7, 5)).astype(dtype)
+    single = {t: threads.batched_matvec(mats, x, t) for t in (False, True)}
+    for t, spec in ((False, "eij,ej->ei"), (True, "eji,ej->ei")):
+        assert single[t].dtype == dtype and single[t].shape == (7, 5)
+        assert np.abs(single[t] - np.einsum(spec, mats, x)).max() < 20 * np.finfo(dtype).eps
+    with ThreadPoolExecutor(3) as pool:
+        monkeypatch.setattr(threads, "_pool", lambda: (3, pool))
+        monkeypatch.setattr(threads, "SPLIT_ENTRIES", 0)
+        for t in (False, True):
+            assert np.array_equal(threads.batched_matvec(mats, x, t), single[t])

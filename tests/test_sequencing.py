@@ -45,15 +45,19 @@ def test_interpolation_on_a_refined_mesh_is_the_multigrid_prolongation():
 
 def test_plan_of_the_sequence_option():
     mesh = box_mesh(40, grading=1.0)
-    assert plan("none", mesh) == []
-    assert [c.coarse.grid for c in plan("auto", mesh)] == [(20, 20, 20), (10, 10, 10)]  # 5^3 is under SEQUENCE_MIN
-    assert SEQUENCE_MIN == 1000 and [c.coarse.grid for c in plan("auto", mesh, ranks=2)] == [(20, 20, 20)]
-    assert [c.coarse.grid for c in plan("3", mesh)] == [(20, 20, 20), (10, 10, 10), (5, 5, 5)]
-    assert [c.coarse.grid for c in plan("3", mesh, usable=lambda m: m.n_elements > 200)] == [(20, 20, 20), (10, 10, 10)]
-    assert plan("1", sample_mesh("distorted")) == []  # neither refined nor a box
+    assert plan("none", mesh, "gpu") == []
+    assert [c.coarse.grid for c in plan("auto", mesh, "gpu")] == [(20, 20, 20), (10, 10, 10)]  # 5^3 is under SEQUENCE_MIN
+    assert SEQUENCE_MIN == {"gpu": 1000, "cpu": 200}
+    assert [c.coarse.grid for c in plan("auto", mesh, "gpu", ranks=2)] == [(20, 20, 20)]
+    assert [c.coarse.grid for c in plan("auto", mesh, "cpu")] == [(20, 20, 20), (10, 10, 10)]
+    assert [c.coarse.grid for c in plan("auto", box_mesh(12), "cpu")] == [(6, 6, 6)]  # 216 elements: solved first on a CPU
+    assert plan("auto", box_mesh(12), "cpu", ranks=2) == [] and plan("auto", box_mesh(10), "cpu") == []
+    assert [c.coarse.grid for c in plan("3", mesh, "gpu")] == [(20, 20, 20), (10, 10, 10), (5, 5, 5)]
+    assert [c.coarse.grid for c in plan("3", mesh, "cpu", usable=lambda m: m.n_elements > 200)] == [(20, 20, 20), (10, 10, 10)]
+    assert plan("1", sample_mesh("distorted"), "cpu") == []  # neither refined nor a box
     for bad in ("some", "11", "-1", "1.5"):
         with pytest.raises(InputError, match="--sequence"):
-            plan(bad, mesh)
+            plan(bad, mesh, "cpu")
 
 
 def test_sequenced_cavity_reaches_the_unsequenced_solution_in_fewer_fine_steps(tmp_path):

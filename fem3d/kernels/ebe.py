@@ -26,6 +26,7 @@ import importlib.resources
 import numpy as np
 
 from gpucfd.backend import cuda_module
+from gpucfd.threads import batched_matvec
 
 NL = 89  # local unknowns of a Q2-Q1 element: 27 u, 27 v, 27 w, 8 p
 LD = NL  # stored row length
@@ -92,14 +93,15 @@ def apply_numpy(mats, dofs, x, y, colour_offsets, transpose=False, row_scale=Non
     element's product is taken in the storage precision (float32 matrices: x rounded to
     float32, relative differences ~1e-7 from the CUDA kernel's float64 sums; converting
     the matrices instead would cost more than the product), the sum over elements in
-    float64. Float16 matrices are converted to float32 and multiplied by ``row_scale``
-    first, the products then taken in float32."""
+    float64 (the products spread over the host's cores: gpucfd.threads.batched_matvec).
+    Float16 matrices are converted to float32 and multiplied by ``row_scale`` first, the
+    products then taken in float32."""
     _check_scale(mats, row_scale)
     mats = mats[:, :, :NL]
     if row_scale is not None:
         mats = mats.astype(np.float32) * row_scale[:, :, None]
     local = x[dofs].astype(mats.dtype, copy=False)
-    prod = np.einsum("eji,ej->ei" if transpose else "eij,ej->ei", mats, local)  # twice matmul's speed on stacks of matrix-vector products
+    prod = batched_matvec(mats, local, transpose)
     y[:] = np.bincount(dofs.ravel(), weights=prod.ravel(), minlength=y.size)
 
 
