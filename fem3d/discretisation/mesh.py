@@ -22,6 +22,7 @@ from functools import cached_property
 
 import numpy as np
 
+from gpucfd.sets import distinct
 from gpucfd.backend import einsum
 from .element import Q1, Q2, face_nodes
 from gpucfd.errors import InputError
@@ -132,7 +133,7 @@ class HexMesh:
         faces = self.boundary_faces
         if tags is not None:
             faces = faces[np.isin(self.boundary_tags, self.tag_ids(tags))]
-        return np.unique(self.cells[faces[:, 0][:, None], Q2_FACE_NODES[faces[:, 1]]])
+        return distinct(self.cells[faces[:, 0][:, None], Q2_FACE_NODES[faces[:, 1]]])
 
     def bounds(self) -> tuple[np.ndarray, np.ndarray]:
         """(lo (3,), hi (3,)): the bounding box of the Q2 nodes (a coordinate at a time: seven
@@ -168,7 +169,7 @@ class HexMesh:
         """True when no two elements of one colour share a Q2 node."""
         for c in range(self.n_colours):
             nodes = self.cells[self.colour_offsets[c]:self.colour_offsets[c + 1]].ravel()
-            if np.unique(nodes).size != nodes.size:
+            if distinct(nodes).size != nodes.size:
                 return False
         return True
 
@@ -397,7 +398,7 @@ def mesh_from_hex27(points: np.ndarray, hex27_cells: np.ndarray, face_tags=None,
     pts = np.asarray(points, dtype=float)[used]
     vert_local = [a + 3 * b + 9 * c for c in (0, 2) for b in (0, 2) for a in (0, 2)]
     # renumber so that vertices come first: pressure node i is Q2 node i
-    vertex_ids = np.unique(cells[:, vert_local])
+    vertex_ids = distinct(cells[:, vert_local])
     others = np.setdiff1d(np.arange(len(used)), vertex_ids)
     new_id = np.empty(len(used), dtype=np.int64)
     new_id[vertex_ids] = np.arange(len(vertex_ids))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpucfd.sets import distinct
 from gpucfd.errors import InputError
 
 MERGE_TOL = 1e-10  # nodes closer than this times the bounding-box diagonal are one node
@@ -61,7 +62,7 @@ def check_points(points: np.ndarray, cells: np.ndarray) -> None:
     if cells.size and (cells.min() < 0 or cells.max() >= len(points)):
         raise InputError(f"cells refer to point {int(cells.max() if cells.max() >= len(points) else cells.min())}, "
                          f"but the mesh has points 0..{len(points) - 1}")
-    used = np.unique(cells)
+    used = distinct(cells)
     bad = used[~np.isfinite(points[used]).all(axis=1)]
     if bad.size:
         raise InputError(f"point {int(bad[0])} of the mesh has a non-finite coordinate {points[bad[0]].tolist()} "
@@ -76,7 +77,7 @@ def coincident_nodes(points: np.ndarray, cells: np.ndarray, tol: float = MERGE_T
     from scipy.sparse.csgraph import connected_components
     from scipy.spatial import cKDTree
 
-    used = np.unique(cells)
+    used = distinct(cells)
     xyz = points[used]
     radius = tol * float(np.linalg.norm(xyz.max(axis=0) - xyz.min(axis=0)))
     pairs = cKDTree(xyz).query_pairs(radius, output_type="ndarray")

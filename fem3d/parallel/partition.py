@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gpucfd.sets import distinct
 from .comm import SerialComm
 from gpucfd.errors import InputError
 from ..kernels import interface
@@ -89,9 +90,9 @@ def submesh(mesh: HexMesh, elements: np.ndarray):
     elements of the whole coarser mesh.
     """
     cells = mesh.cells[elements]
-    nodes = np.unique(cells)
+    nodes = distinct(cells)
     pcells = mesh.pressure_cells[elements]
-    pressure = np.unique(pcells)
+    pressure = distinct(pcells)
     colour = np.repeat(np.arange(mesh.n_colours), np.diff(mesh.colour_offsets))[elements]
     counts = np.bincount(colour, minlength=mesh.n_colours)
     keep = np.isin(mesh.boundary_faces[:, 0], elements)
@@ -147,7 +148,7 @@ class Distribution:
         offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         self._blocks = {q: (int(offsets[k]), int(offsets[k + 1])) for k, q in enumerate(peers)}
         send = np.concatenate([self.shared[q] for q in peers]) if peers else np.zeros(0, np.int64)
-        iface = np.unique(send)
+        iface = distinct(send)
         m = len(iface)
         slot = np.concatenate([np.arange(m)] + [np.searchsorted(iface, self.shared[q]) for q in peers])
         rank = np.concatenate([np.full(m, self.comm.rank)] + [np.full(n, q) for q, n in zip(peers, sizes)])

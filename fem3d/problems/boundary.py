@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gpucfd.sets import distinct
 from gpucfd.errors import InputError
 from .expressions import Expression
 from ..discretisation.mesh import Q2_FACE_NODES, point_text
@@ -134,7 +135,7 @@ def constraints(mesh, groups: list) -> Constraints:
             free = ~mask[nodes, component]
             mask[nodes[free], component[free]] = True
             continue
-        nodes = np.unique(face_nodes)
+        nodes = distinct(face_nodes)
         free = nodes[~mask[nodes].any(axis=1)]
         if isinstance(condition, Velocity):
             v = condition.values(mesh.points[free])

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpucfd.sets import distinct
 from ..discretisation.fields import evaluate, locate
 from ..discretisation.mesh import Q2_FACE_NODES
 
@@ -27,7 +28,7 @@ def boundary_force(system, x, tags) -> np.ndarray:
     mesh, backend, dist = system.mesh, system.backend, system.dist
     faces = mesh.boundary_faces[np.isin(mesh.boundary_tags, mesh.tag_ids(tags))]
     on_body = np.zeros(mesh.n_dofs)
-    on_body[np.unique(mesh.cells[faces[:, 0][:, None], Q2_FACE_NODES[faces[:, 1]]])] = 1.0
+    on_body[distinct(mesh.cells[faces[:, 0][:, None], Q2_FACE_NODES[faces[:, 1]]])] = 1.0
     on_body = dist.sum_interface(backend.asarray(on_body)) > 0  # also where only another rank has the face
     residual = system.equation_residual(backend.asarray(x))
     n = mesh.n_nodes

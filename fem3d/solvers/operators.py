@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpucfd.sets import distinct
 from ..kernels import ebe
 from ..kernels.ebe import LD, NL
 from ..parallel.partition import Distribution
@@ -152,7 +153,7 @@ class ElementOperator:
             e, r, c = np.nonzero(m[:, :, None] & m[:, None, :])
             e = elems[e]
             key = dist.gdofs[dofs[e, r]] * dist.n_global + dist.gdofs[dofs[e, c]]
-            keys_of[q] = np.unique(key)
+            keys_of[q] = distinct(key)
             entries[q] = (e, r, c, key)
         theirs = dist.exchange_objects(keys_of)
         plan = {}
