@@ -31,7 +31,7 @@ from dataclasses import replace
 from .commands import resolution
 from .commands.cavity_output import CavityRun, final_lines, write_pictures, write_results, write_summary
 from .commands.cli import add_solver_arguments, linear_options, nonlinear_options
-from .parallel.comm import agreed_errors
+from .parallel.comm import SerialComm, agreed_errors
 from .problems.distributed import add_parallel_arguments, partitioned_system, rank_report, start
 from gpucfd.errors import ArgumentParser, ConvergenceError, InputError, check_range, run_cli
 from .parallel.interrupt import InterruptCheck, agreed, graceful_stop, requested
@@ -44,7 +44,7 @@ from .problems.lid_driven import lid_driven_problem, read_initial
 from .problems.navier_stokes import RE_MAX
 from .discretisation.refine import REFINE_MAX, refine
 from .solvers.linear import make_linear_solver
-from .solvers.sequencing import SEQUENCE_MAX, SEQUENCE_MIN, interpolate
+from .solvers.sequencing import REDUNDANT_MAX, SEQUENCE_MAX, SEQUENCE_MIN, interpolate, redundant
 from .solvers.sequencing import limits as sequence_limits
 from .solvers.sequencing import plan as sequence_plan
 from .parallel.partition import partition_elements
@@ -119,8 +119,8 @@ def parse(argv):
                     help="mesh sequencing: solve first on this many coarser nested meshes (the multigrid hierarchy's, "
                          f"0 to {SEQUENCE_MAX}), the continuation on the coarsest, each solution the next mesh's initial "
                          f"guess, so that the finest takes a few Newton steps; none, or auto: the coarser meshes of at least "
-                         f"{SEQUENCE_MIN['gpu']} elements per rank on a GPU, {SEQUENCE_MIN['cpu']} on the CPU, with --solver mg "
-                         "(default auto)")
+                         f"{SEQUENCE_MIN['gpu']} elements on a GPU, {SEQUENCE_MIN['cpu']} on the CPU, with --solver mg; those of at "
+                         f"most {REDUNDANT_MAX} elements solved whole on every rank (default auto)")
     ap.add_argument("--out", default="cavity-out", help="output directory (default cavity-out)")
     ap.add_argument("--no-plots", action="store_true", help="skip profiles.png and slice.png")
     ap.add_argument("--no-vtu", action="store_true", help="skip the VTU/PVTU solution files (benchmarks of large meshes)")
@@ -140,7 +140,7 @@ def main(argv=None) -> int:
         with agreed_errors(comm):
             check_range("--re", args.re, low=0, high=RE_MAX, low_open=True)
             stages = continuation_steps(args.continuation, args.re)
-            sequence_limits(args.sequence, backend.kind, comm.size)  # checked also where --initial leaves it unused
+            sequence_limits(args.sequence, backend.kind)  # checked also where --initial leaves it unused
             nonlinear, linear = nonlinear_options(args), linear_options(args)
             notes = []
             cores = os.cpu_count() or 1
@@ -160,7 +160,8 @@ def main(argv=None) -> int:
             notes += [note] if note else []
             part = distribute(mesh, comm, backend, linear.alignment(mesh, comm.size))
             coarser = [] if x0 is not None or (args.sequence == "auto" and linear.solver != "mg") else \
-                sequence_plan(args.sequence, mesh, backend.kind, lambda m: sequencing_possible(linear, m, comm.size), comm.size)
+                sequence_plan(args.sequence, mesh, backend.kind,
+                              lambda m: sequencing_possible(linear, m, 1 if redundant(m) else comm.size))
             out = ensure_writable_dir(args.out)
         for line in notes if root else []:
             print(f"fem3d.cavity: warning: {line}", file=sys.stderr, flush=True)
@@ -242,7 +243,8 @@ def from_coarser(nonlinear):
 def solve_coarser_first(args, mesh, coarser, linear, nonlinear, stages, run, say, progress):
     """Mesh sequencing (fem3d.solvers.sequencing): the cavity solved on the coarser meshes of
     ``coarser`` (finest first), coarsest first, the continuation's ``stages`` there, each
-    mesh from the last one's solution interpolated. ``run``: (backend, comm, the run's
+    mesh from the last one's solution interpolated; a mesh of at most REDUNDANT_MAX elements
+    solved whole on every rank (the same steps everywhere), rank 0's solution passed on. ``run``: (backend, comm, the run's
     PhaseTimer, time.perf_counter() where the run began). Returns (the initial guess of
     ``mesh`` (n_dofs,) NumPy on every rank, or None where the last coarse solve did not
     converge, and a summary record per coarse mesh). A mesh whose solve does not converge
@@ -253,7 +255,8 @@ def solve_coarser_first(args, mesh, coarser, linear, nonlinear, stages, run, say
         c = coarser[k]
         t0 = time.perf_counter()
         problem = lid_driven_problem(c.coarse, args.re, args.lid)
-        part = distribute(c.coarse, comm, backend, linear.alignment(c.coarse, comm.size))
+        cut = comm if not redundant(c.coarse) else SerialComm()  # a small mesh is solved whole on every rank
+        part = distribute(c.coarse, cut, backend, linear.alignment(c.coarse, cut.size))
         system = partitioned_system(problem, part, backend, linear.matrix_dtype, prepared_since=since, assembly=linear.assembly,
                                     timer=timer)
         since = None

@@ -217,9 +217,10 @@ def test_paper_flow_on_a_general_mesh_matches_single_process(ranks):
 
 @pytest.mark.mpi
 def test_sequenced_cavity_matches_single_process(ranks, tmp_path):
-    """Mesh sequencing under MPI (fem3d.cavity with --sequence 1): the coarse mesh solved on every
-    rank, its solution gathered and interpolated, the fine solve from it with Newton steps;
-    the same solution as one process doing the same with the library."""
+    """Mesh sequencing under MPI (fem3d.cavity with --sequence 1): the coarse mesh solved whole on
+    every rank (sequencing.redundant), rank 0's solution interpolated, the fine solve cut among
+    the ranks from it with Newton steps; the same solution as one process doing the same with
+    the library."""
     from dataclasses import replace
 
     from fem3d import cavity

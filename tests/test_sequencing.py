@@ -10,7 +10,7 @@ import pytest
 from fem3d import cavity
 from fem3d.discretisation.mesh import box_mesh
 from fem3d.solvers.multigrid import REFINED, child_prolongations
-from fem3d.solvers.sequencing import SEQUENCE_MIN, coarsening, interpolate, plan
+from fem3d.solvers.sequencing import SEQUENCE_MIN, coarsening, interpolate, plan, redundant
 from gpucfd.errors import InputError
 from support import sample_mesh
 
@@ -48,10 +48,10 @@ def test_plan_of_the_sequence_option():
     assert plan("none", mesh, "gpu") == []
     assert [c.coarse.grid for c in plan("auto", mesh, "gpu")] == [(20, 20, 20), (10, 10, 10)]  # 5^3 is under SEQUENCE_MIN
     assert SEQUENCE_MIN == {"gpu": 1000, "cpu": 200}
-    assert [c.coarse.grid for c in plan("auto", mesh, "gpu", ranks=2)] == [(20, 20, 20)]
+    assert redundant(box_mesh(50)) and not redundant(box_mesh(51))  # at most REDUNDANT_MAX: solved whole on every rank
     assert [c.coarse.grid for c in plan("auto", mesh, "cpu")] == [(20, 20, 20), (10, 10, 10)]
     assert [c.coarse.grid for c in plan("auto", box_mesh(12), "cpu")] == [(6, 6, 6)]  # 216 elements: solved first on a CPU
-    assert plan("auto", box_mesh(12), "cpu", ranks=2) == [] and plan("auto", box_mesh(10), "cpu") == []
+    assert plan("auto", box_mesh(10), "cpu") == []
     assert [c.coarse.grid for c in plan("3", mesh, "gpu")] == [(20, 20, 20), (10, 10, 10), (5, 5, 5)]
     assert [c.coarse.grid for c in plan("3", mesh, "cpu", usable=lambda m: m.n_elements > 200)] == [(20, 20, 20), (10, 10, 10)]
     assert plan("1", sample_mesh("distorted"), "cpu") == []  # neither refined nor a box

@@ -23,10 +23,13 @@ from ..discretisation.element import Q1, Q2
 from ..discretisation.mesh import HexMesh, box_mesh
 from .multigrid import REFINED, box_coarsening, child_boxes, element_index
 
-SEQUENCE_MIN = {  # elements per rank of the coarsest mesh that --sequence auto solves, by device kind
+SEQUENCE_MIN = {  # elements of the coarsest mesh that --sequence auto solves, by device kind
     "gpu": 1000,  # H100, Re 1000: 40^3 from 20^3 and 10^3 took 4.6 s, from 20^3 alone 5.2 s, without sequencing 6.5 s
     "cpu": 200,  # two cores, Re 400: 12^3 from 6^3 7.5 s against 9.5 s, 16^3 from 8^3 14.6 s against 22.2 s; 10^3 from 5^3 5.3 against 5.4 s
 }
+REDUNDANT_MAX = 131072  # coarser meshes of at most this many elements are solved whole on every rank, not cut among the
+# ranks: their steps are launch- and message-bound (2x H200, Re 1000: 16^3 took 1.2 s on one GPU and 4.0 s cut in two,
+# 32^3 0.75 s and 1.14 s, 50^3 1.41 s and 1.92 s)
 CHUNK = 65536  # elements per batch of the interpolation
 
 
@@ -109,13 +112,14 @@ def _tensor_interpolate(xp, values, L):
 SEQUENCE_MAX = 10  # coarser meshes --sequence may name
 
 
-def plan(spec: str, mesh: HexMesh, kind: str, usable=lambda coarse: True, ranks: int = 1) -> list[Coarsening]:
+def plan(spec: str, mesh: HexMesh, kind: str, usable=lambda coarse: True) -> list[Coarsening]:
     """The coarsenings of ``mesh`` (finest first) whose meshes --sequence ``spec`` solves first
-    on ``ranks`` ranks of device kind ``kind`` ("cpu" or "gpu"): "none"; "auto": every coarser
-    mesh of at least SEQUENCE_MIN[kind] elements per rank; a count K,
+    on device kind ``kind`` ("cpu" or "gpu"): "none"; "auto": every coarser mesh of at least
+    SEQUENCE_MIN[kind] elements, whatever the number of ranks (those of at most REDUNDANT_MAX
+    elements are solved whole on every rank: :func:`redundant`); a count K,
     0 to SEQUENCE_MAX: up to K coarser meshes. The chain ends before the first coarse mesh
     that is not ``usable(coarse)``. InputError for another ``spec``."""
-    levels, least = limits(spec, kind, ranks)
+    levels, least = limits(spec, kind)
     out = []
     for c in chain(mesh, levels, least):
         if not usable(c.coarse):
@@ -124,14 +128,18 @@ def plan(spec: str, mesh: HexMesh, kind: str, usable=lambda coarse: True, ranks:
     return out
 
 
-def limits(spec: str, kind: str, ranks: int = 1) -> tuple[int, int]:
-    """(coarser meshes at most, elements of each at least) of --sequence ``spec`` on ``ranks``
-    ranks of device kind ``kind`` (:func:`plan`); InputError naming the allowed values for
-    another ``spec``."""
+def redundant(mesh: HexMesh) -> bool:
+    """Whether a coarser mesh is solved whole on every rank (at most REDUNDANT_MAX elements)."""
+    return mesh.n_elements <= REDUNDANT_MAX
+
+
+def limits(spec: str, kind: str) -> tuple[int, int]:
+    """(coarser meshes at most, elements of each at least) of --sequence ``spec`` on device
+    kind ``kind`` (:func:`plan`); InputError naming the allowed values for another ``spec``."""
     if spec == "none":
         return 0, 1
     if spec == "auto":
-        return SEQUENCE_MAX, SEQUENCE_MIN[kind] * ranks
+        return SEQUENCE_MAX, SEQUENCE_MIN[kind]
     try:
         levels = int(spec)
     except ValueError:
