@@ -22,7 +22,7 @@ import time
 from .problems.case import read_case
 from .commands.cli import add_solver_arguments, linear_options, nonlinear_options
 from .parallel.comm import agreed_errors
-from .problems.distributed import add_parallel_arguments, start
+from .problems.distributed import add_parallel_arguments, partition_balance, partition_line, start
 from gpucfd.errors import ArgumentParser, ConvergenceError, check_range, run_cli
 from .discretisation.fields import mid_plane
 from .problems.flow import Flow
@@ -153,6 +153,9 @@ def report_lines(result) -> list[str]:
     lines.append(f"{'converged' if result.converged else 'NOT converged (' + result.reason + ')'}: {len(steps)} nonlinear "
                  f"steps, {its} linear iterations, residual {result.residual:.2e}, T_run {timing['t_run_s']:.1f} s of "
                  f"{timing['wall_s']:.1f} s wall, T_unit {timing['t_unit_us']:.1f} us{every}")
+    balance = partition_balance(result.per_rank)
+    if balance:
+        lines.append(partition_line(balance))
     return lines
 
 

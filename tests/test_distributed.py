@@ -266,6 +266,10 @@ def test_cavity_command_writes_pieces_joined_by_pvtu(ranks, tmp_path):
     assert sum(r["elements"] for r in per_rank) == 27
     assert all(r["communication_s"] > 0 and r["compute_s"] > 0 and r["interface_unknowns"] > 0 for r in per_rank)
     assert all(list(r["times_s"]) == ["data_preparation", "element_matrices", "linear_setup", "solve"] for r in per_rank)
+    assert [r["neighbours"] for r in per_rank] == [[q for q in (k - 1, k + 1) if 0 <= q < comm.size] for k in range(comm.size)]  # slabs
+    elements = [r["elements"] for r in per_rank]  # 3 layers of 9: 18 + 9 on two ranks, 9 each on three
+    assert summary["partition"] == {"elements": [min(elements), max(elements)], "imbalance": pytest.approx(max(elements) * comm.size / 27),
+                                    "interface_unknowns": max(r["interface_unknowns"] for r in per_rank), "neighbours": min(2, comm.size - 1)}
     assert summary["t_run_s"] == pytest.approx(sum(per_rank[0]["times_s"].values())) and summary["t_run_s"] <= summary["wall_s"]
     pyvista = pytest.importorskip("pyvista")
     grid = pyvista.read(os.path.join(out, "cavity.pvtu"))
@@ -355,3 +359,17 @@ def test_channel_forces_and_point_values_match_single_process(ranks):
         ref_velocity, ref_pressure = point_values(mesh, ref.x, points)
         assert force[0] > 0 and relative(force, ref_force) < 1e-8
         assert relative(velocity, ref_velocity) < 1e-8 and relative(pressure, ref_pressure) < 1e-8
+
+
+def test_partition_figures_and_their_line():
+    from fem3d.problems.distributed import partition_balance, partition_line
+
+    per_rank = [{"elements": 18, "interface_unknowns": 120, "neighbours": [1]},
+                {"elements": 6, "interface_unknowns": 200, "neighbours": [0, 2]},
+                {"elements": 12, "interface_unknowns": 80, "neighbours": [1]}]
+    balance = partition_balance(per_rank)
+    assert balance == {"elements": [6, 18], "imbalance": 1.5, "interface_unknowns": 200, "neighbours": 2}
+    assert partition_line(balance) == ("partition: 6-18 elements per rank (imbalance 1.500); a rank shares at most 200 "
+                                       "unknowns, with at most 2 other ranks")
+    assert partition_line({**balance, "neighbours": 1}).endswith("with at most 1 other rank")
+    assert partition_balance(per_rank[:1]) is None and partition_balance(None) is None

@@ -17,7 +17,7 @@ from functools import cached_property
 import numpy as np
 
 from . import plots
-from ..problems.distributed import write_solution_vtu
+from ..problems.distributed import partition_balance, partition_line, write_solution_vtu
 from ..discretisation.fields import mid_plane
 from ..discretisation.mesh import HexMesh
 from gpucfd.output import save_npy, write_json
@@ -143,7 +143,7 @@ def write_summary(run: CavityRun, files: list[str], warnings: list[str] = ()) ->
         "newton_steps": sum(s["kind"] == "newton" for s in steps),
         "linear_iterations": sum(s["linear_iterations"] for s in steps),
         "continuation": run.history, "sequence": run.sequence, "times_s": times, **timing,
-        "per_rank": run.per_rank, "options": run.options, "validation": run.comparison, "accuracy": run.accuracy,
+        "per_rank": run.per_rank, "partition": partition_balance(run.per_rank), "options": run.options, "validation": run.comparison, "accuracy": run.accuracy,
         "files": list(files), "warnings": list(warnings), "command": run.command,
     }
     write_json(os.path.join(run.out, "summary.json"), summary)
@@ -173,5 +173,7 @@ def final_lines(run: CavityRun, summary: dict) -> list[str]:
     lines.append(f"T_unit {summary['t_unit_us']:.1f} us ({summary['nonlinear_steps']} nonlinear steps, "
                  f"{summary['linear_iterations']} linear iterations, T_run {summary['t_run_s']:.1f} s of {summary['wall_s']:.1f} s "
                  "wall)")
+    if summary["partition"]:
+        lines.append(partition_line(summary["partition"]))
     lines.append(f"wrote {run.out}/: {', '.join(summary['files'])}")
     return lines

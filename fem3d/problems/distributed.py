@@ -75,11 +75,32 @@ def write_solution_vtu(out: str, stem: str, part, x_local: np.ndarray, comm) -> 
 
 
 def rank_report(comm, system, part, backend) -> list | None:
-    """Per rank (on rank 0, None elsewhere): elements, unknowns, interface unknowns, device,
-    seconds per phase, seconds communicating and computing (phases minus communication)."""
+    """Per rank (on rank 0, None elsewhere): elements, unknowns, interface unknowns, the
+    neighbouring ranks (those it shares unknowns with), device, seconds per phase, seconds
+    communicating and computing (phases minus communication)."""
     phases = system.timer.as_dict()
     mine = {"rank": comm.rank, "elements": int(part.mesh.n_elements), "unknowns": int(part.dist.n),
-            "interface_unknowns": int(len(part.dist.interface)), "device": backend.describe(), "communicator": comm.name,
-            "times_s": phases, "communication_s": comm.seconds,
+            "interface_unknowns": int(len(part.dist.interface)), "neighbours": [int(q) for q in part.dist.shared],
+            "device": backend.describe(), "communicator": comm.name, "times_s": phases, "communication_s": comm.seconds,
             "compute_s": max(0.0, sum(phases.values()) - comm.seconds)}
     return comm.gather(mine)
+
+
+def partition_balance(per_rank: list | None) -> dict | None:
+    """The partition in figures from :func:`rank_report`'s list (None for one rank): elements
+    per rank (least, most) and the imbalance (most over the mean), the most interface
+    unknowns and neighbours of a rank."""
+    if not per_rank or len(per_rank) < 2:
+        return None
+    elements = [r["elements"] for r in per_rank]
+    return {"elements": [min(elements), max(elements)], "imbalance": max(elements) * len(elements) / sum(elements),
+            "interface_unknowns": max(r["interface_unknowns"] for r in per_rank),
+            "neighbours": max(len(r["neighbours"]) for r in per_rank)}
+
+
+def partition_line(balance: dict) -> str:
+    """One line of :func:`partition_balance`'s figures."""
+    lo, hi = balance["elements"]
+    n = balance["neighbours"]
+    return (f"partition: {lo}-{hi} elements per rank (imbalance {balance['imbalance']:.3f}); a rank shares at most "
+            f"{balance['interface_unknowns']} unknowns, with at most {n} other rank{'' if n == 1 else 's'}")

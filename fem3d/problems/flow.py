@@ -26,7 +26,7 @@ import numpy as np
 from gpucfd.errors import InputError, check_range
 from gpucfd.output import ensure_writable_dir, save_npy, write_json
 from ..parallel.comm import setup
-from .distributed import partitioned_system, rank_report, write_solution_vtu
+from .distributed import partition_balance, partitioned_system, rank_report, write_solution_vtu
 from ..parallel.interrupt import InterruptCheck
 from .navier_stokes import FlowProblem, run_timing
 from ..solvers.nonlinear import NonlinearOptions, NonlinearSolver, continuation_steps, solve_continuation
@@ -157,7 +157,7 @@ class FlowResult:
                 "nonlinear_steps": len(steps), "linear_iterations": sum(s["linear_iterations"] for s in steps),
                 "linear_iterations_per_step": sum(s["linear_iterations"] for s in steps) / max(len(steps), 1),
                 "quantities": self.quantities, "continuation": self.history, "times_s": self.times_s, **self.timing(),
-                "per_rank": self.per_rank, "options": self.options}
+                "per_rank": self.per_rank, "partition": partition_balance(self.per_rank), "options": self.options}
 
     def write(self, out: str, vtu: bool = True, extra: dict | None = None) -> list[str]:
         """solution.npy, flow.vtu (flow_<rank>.vtu pieces and flow.pvtu on several ranks;
