@@ -5,8 +5,8 @@
     python scripts/bench_sizes.py --device gpu --re 1000 --n 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63 64 --tag h100 --add
 
 Runs ``python -m fem3d.cavity --re RE --n N --grading G --device D`` with the default
-``--solver auto`` (each in its own process, after one untimed 4^3 run that compiles the
-kernels; scripts/bench_solvers.py's runs) for every N, and tabulates the solver ``auto``
+``--solver auto`` (each in its own process, after one untimed 8^3 run that compiles the
+kernels and writes the Python bytecode; scripts/bench_solvers.py's runs) for every N, and tabulates the solver ``auto``
 took, the coarser meshes solved first (mesh sequencing, fem3d.cavity --sequence) with their
 nonlinear steps, the finest mesh's Newton steps and Krylov iterations per step, the multigrid set-up's share of the run,
 the process wall time, seconds per million unknowns and per element against the median

@@ -530,8 +530,8 @@ class Multigrid:
         total = fine.op.dist.allreduce if gathered else (lambda a: a)
         if (parent < 0).any():
             raise ValueError("multigrid: a parent element lives on another rank (partition not aligned)")
-        halves = np.array([0.5 ** ((c % 3 != 2) + (c // 3 % 3 != 2) + (c // 9 != 2)) for c in range(27)])
-        if not np.allclose(total(np.bincount(parent, halves[position], minlength=len(coarse_dofs))), 1.0):
+        volume = np.prod(child_boxes(position)[0], axis=1)  # each child's share of its parent
+        if not np.allclose(total(np.bincount(parent, volume, minlength=len(coarse_dofs))), 1.0):
             raise ValueError("multigrid: a child element lives on another rank (partition not aligned)")
         order = np.argsort(position, kind="stable")
         counts = np.bincount(position, minlength=27)
