@@ -265,6 +265,7 @@ def test_cavity_command_writes_pieces_joined_by_pvtu(ranks, tmp_path):
     assert [r["rank"] for r in per_rank] == list(range(comm.size))
     assert sum(r["elements"] for r in per_rank) == 27
     assert all(r["communication_s"] > 0 and r["compute_s"] > 0 and r["interface_unknowns"] > 0 for r in per_rank)
+    assert all(r["traffic"]["exchanges"] > 0 and r["traffic"]["message_bytes"] >= 8 * r["interface_unknowns"] for r in per_rank)
     assert all(list(r["times_s"]) == ["data_preparation", "element_matrices", "linear_setup", "solve"] for r in per_rank)
     assert [r["neighbours"] for r in per_rank] == [[q for q in (k - 1, k + 1) if 0 <= q < comm.size] for k in range(comm.size)]  # slabs
     elements = [r["elements"] for r in per_rank]  # 3 layers of 9: 18 + 9 on two ranks, 9 each on three
@@ -373,3 +374,19 @@ def test_partition_figures_and_their_line():
                                        "unknowns, with at most 2 other ranks")
     assert partition_line({**balance, "neighbours": 1}).endswith("with at most 1 other rank")
     assert partition_balance(per_rank[:1]) is None and partition_balance(None) is None
+
+
+@pytest.mark.mpi
+def test_traffic_counts_reductions_exchanges_messages_and_bytes(ranks):
+    """One interface sum is one exchange of a message per neighbour, 8 bytes per shared
+    entry; one allreduce of 3 entries is one reduction of 24 bytes."""
+    backend, comm = ranks
+    part = distribute(box_mesh(6), comm, backend)
+    before = dict(comm.traffic)
+    part.dist.sum_interface(backend.xp.ones(part.dist.n))
+    part.dist.allreduce(backend.xp.zeros(3))
+    got = {k: comm.traffic[k] - before[k] for k in before}
+    shared = sum(len(i) for i in part.dist.shared.values())
+    assert got == {"reductions": 1, "reduction_bytes": 24, "exchanges": 1, "messages": len(part.dist.shared),
+                   "message_bytes": 8 * shared}
+    assert len(part.dist.shared) == (1 if comm.rank in (0, comm.size - 1) else 2) and shared > 0

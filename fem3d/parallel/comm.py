@@ -10,7 +10,10 @@ place, ``exchange(sends, recvs)`` sends each float64 array sends[peer] to its pe
 receives into recvs[peer] (same shapes both ways), plus object collectives for
 set-up and output. ``seconds`` is the time spent communicating: host-staged calls are
 timed with the device synchronised around them; NCCL calls stay asynchronous on the
-device's stream and are timed there with CUDA events.
+device's stream and are timed there with CUDA events. ``traffic`` counts what this rank
+did: reductions (``allreduce`` and ``allreduce_scalar`` calls) and their bytes, exchanges
+(``exchange`` calls: each a point of synchronisation with the peers), the messages sent
+and their bytes; the set-up's collectives of Python objects are not counted.
 
 :func:`setup` picks the communicator and this rank's device: under MPI each rank takes
 GPU ``local_rank % n_gpus`` (local rank from a shared-memory split of COMM_WORLD).
@@ -36,6 +39,16 @@ class SerialComm:
 
     def __init__(self):
         self._seconds = 0.0
+        self.traffic = {"reductions": 0, "reduction_bytes": 0, "exchanges": 0, "messages": 0, "message_bytes": 0}
+
+    def _count_reduction(self, nbytes: int) -> None:
+        self.traffic["reductions"] += 1
+        self.traffic["reduction_bytes"] += int(nbytes)
+
+    def _count_exchange(self, sends: dict) -> None:
+        self.traffic["exchanges"] += 1
+        self.traffic["messages"] += len(sends)
+        self.traffic["message_bytes"] += sum(int(a.size) * 8 for a in sends.values())  # float64 on the wire
 
     @property
     def seconds(self) -> float:
@@ -90,6 +103,7 @@ class MPIComm(SerialComm):
 
     def allreduce(self, buf):
         t0 = self._start()
+        self._count_reduction(buf.size * 8)
         host = np.ascontiguousarray(self.backend.to_numpy(buf), dtype=np.float64)
         self.comm.Allreduce(self.MPI.IN_PLACE, host, op=self.MPI.SUM)
         buf[...] = host if isinstance(buf, np.ndarray) else self.backend.asarray(host)
@@ -98,12 +112,14 @@ class MPIComm(SerialComm):
 
     def allreduce_scalar(self, value: float) -> float:
         t0 = time.perf_counter()
+        self._count_reduction(8)
         out = self.comm.allreduce(float(value), op=self.MPI.SUM)
         self._seconds += time.perf_counter() - t0
         return out
 
     def exchange(self, sends: dict, recvs: dict) -> None:
         t0 = self._start()
+        self._count_exchange(sends)
         on_host = all(isinstance(a, np.ndarray) for a in recvs.values())
         host = {q: np.ascontiguousarray(self.backend.to_numpy(a), dtype=np.float64) for q, a in sends.items()}
         into = recvs if on_host else {q: np.empty(a.shape, dtype=np.float64) for q, a in recvs.items()}
@@ -183,6 +199,7 @@ class NcclComm(MPIComm):
         kind = {np.dtype(np.float64): nccl.NCCL_FLOAT64, np.dtype(np.float32): nccl.NCCL_FLOAT32}[buf.dtype]  # KeyError: other types
         if not buf.flags.c_contiguous:
             raise ValueError("NCCL allreduce needs a contiguous buffer")
+        self._count_reduction(buf.nbytes)
         self._queue(lambda s: nc.allReduce(buf.data.ptr, buf.data.ptr, buf.size, kind, nccl.NCCL_SUM, s))
         return buf
 
@@ -190,6 +207,7 @@ class NcclComm(MPIComm):
         if any(isinstance(a, np.ndarray) for a in recvs.values()):
             return super().exchange(sends, recvs)
         nc, nccl = self.nc, self.nccl
+        self._count_exchange(sends)
 
         def issue(stream):
             nccl.groupStart()

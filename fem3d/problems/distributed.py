@@ -77,12 +77,13 @@ def write_solution_vtu(out: str, stem: str, part, x_local: np.ndarray, comm) -> 
 def rank_report(comm, system, part, backend) -> list | None:
     """Per rank (on rank 0, None elsewhere): elements, unknowns, interface unknowns, the
     neighbouring ranks (those it shares unknowns with), device, seconds per phase, seconds
-    communicating and computing (phases minus communication)."""
+    communicating and computing (phases minus communication), and the communicator's
+    traffic (reductions, exchanges, messages and bytes; fem3d.parallel.comm)."""
     phases = system.timer.as_dict()
     mine = {"rank": comm.rank, "elements": int(part.mesh.n_elements), "unknowns": int(part.dist.n),
             "interface_unknowns": int(len(part.dist.interface)), "neighbours": [int(q) for q in part.dist.shared],
             "device": backend.describe(), "communicator": comm.name, "times_s": phases, "communication_s": comm.seconds,
-            "compute_s": max(0.0, sum(phases.values()) - comm.seconds)}
+            "compute_s": max(0.0, sum(phases.values()) - comm.seconds), "traffic": dict(comm.traffic)}
     return comm.gather(mine)
 
 
