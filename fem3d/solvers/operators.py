@@ -140,32 +140,36 @@ class ElementOperator:
         return self._cross
 
     def _cross_plan(self) -> dict:
-        dist = self.dist
-        dofs = self.backend.to_numpy(self.dofs).astype(np.int64)
+        """The plan of :attr:`cross_plan`, found with the backend's array module (on the GPU
+        there), only the keys of the pairs going through the host to the peers."""
+        xp, dist, backend = self.xp, self.dist, self.backend
+        dofs = self.dofs.astype(np.int64)
+        gdofs = backend.asarray(dist.gdofs)
         _, nl, ld = self.mats.shape
         keys_of, entries = {}, {}
         for q, idx in dist.shared.items():
-            on_q = np.zeros(self.n, dtype=bool)
-            on_q[idx] = True
+            on_q = xp.zeros(self.n, dtype=bool)
+            on_q[backend.asarray(idx)] = True
             mask = on_q[dofs]
-            elems = np.flatnonzero(mask.any(axis=1))
+            elems = xp.flatnonzero(mask.any(axis=1))
             m = mask[elems]
-            e, r, c = np.nonzero(m[:, :, None] & m[:, None, :])
+            e, r, c = xp.nonzero(m[:, :, None] & m[:, None, :])
             e = elems[e]
-            key = dist.gdofs[dofs[e, r]] * dist.n_global + dist.gdofs[dofs[e, c]]
-            keys_of[q] = distinct(key)
+            key = gdofs[dofs[e, r]] * dist.n_global + gdofs[dofs[e, c]]
+            keys_of[q] = distinct(key, xp)
             entries[q] = (e, r, c, key)
-        theirs = dist.exchange_objects(keys_of)
+        theirs = dist.exchange_objects({q: backend.to_numpy(k) for q, k in keys_of.items()})
         plan = {}
         for q, (e, r, c, key) in entries.items():
-            common = np.intersect1d(keys_of[q], theirs[q], assume_unique=True)
-            seg = np.searchsorted(common, key)
-            keep = (seg < len(common)) & (common[np.minimum(seg, len(common) - 1)] == key)
+            mine, other = keys_of[q], backend.asarray(theirs[q])
+            at = xp.minimum(xp.searchsorted(other, mine), max(len(other) - 1, 0))
+            common = mine[other[at] == mine] if len(other) else mine[:0]
+            seg = xp.searchsorted(common, key)
+            keep = (seg < len(common)) & (common[xp.minimum(seg, max(len(common) - 1, 0))] == key) if len(common) else seg < 0
             e, r, c, seg = e[keep], r[keep], c[keep], seg[keep]
-            cols = np.empty(len(common), dtype=np.int64)
+            cols = xp.empty(len(common), dtype=np.int64)
             cols[seg] = dofs[e, c]
-            pos = (e * nl + r) * ld + c
-            plan[q] = tuple(self.backend.asarray(a) for a in (pos, seg, cols)) + (len(common),)
+            plan[q] = ((e * nl + r) * ld + c, seg, cols, len(common))
         return plan
 
     def to_scipy(self):
