@@ -56,8 +56,9 @@ def prolongation_matrix(mg, k=0):
 
 def test_coarse_grids_and_alignment():
     """Every side of more than 2 elements to half rounded up until at most COARSE_MAX unknowns,
-    the odd side's whole layer in the middle, on any number of ranks; under MPI the leading
-    boxes that halve the slab axis with at least 2 layers per rank stay partitioned."""
+    the odd side's whole layer in the middle, on any number of ranks; under MPI the most leading
+    boxes that halve the slab axis with at least 2 layers per rank whose layers cut in slabs give
+    a rank at most 1.1 times the mean stay partitioned."""
     assert [coarse_grids((n, n, n)) for n in (2, 5, 6, 9)] == [[], [], [(3, 3, 3)], [(5, 5, 5)]]
     assert coarse_grids((11, 11, 11)) == [(6, 6, 6), (3, 3, 3)] and coarse_grids((6, 5, 7)) == [(3, 3, 4)]
     assert coarse_grids((200, 2, 2)) == [(100, 2, 2), (50, 2, 2), (25, 2, 2)]
@@ -65,11 +66,14 @@ def test_coarse_grids_and_alignment():
         grids = coarse_grids((n, n, n))
         assert grids and box_unknowns(grids[-1]) <= COARSE_MAX < box_unknowns(([(n, n, n)] + grids)[-2]), n
     assert coarse_grids((40, 40, 40)) == [(20, 20, 20), (10, 10, 10), (5, 5, 5)]
-    assert [distributed_grids((40, 40, 40), p) for p in (1, 2, 3, 4, 5, 6, 8)] == [3, 3, 2, 2, 2, 1, 1]
+    assert [distributed_grids((40, 40, 40), p) for p in (1, 2, 3, 4, 5, 6, 8)] == [3, 2, 1, 1, 2, 0, 0]
+    assert [distributed_grids((112, 112, 112), p) for p in (2, 3, 4, 8)] == [3, 3, 2, 1]  # 14, 14, 28 and 56 slab units
+    assert distributed_grids((12, 12, 12), 3) == 1  # 12 and 6 units on 3 ranks balanced, 3 fewer than 2 per rank
+    assert distributed_grids((20, 20, 20), 6) == 0  # 20 units on 6 ranks: 1.2 times the mean, 10: fewer than 2 per rank
     assert distributed_grids((42, 42, 42), 2) == 1 and distributed_grids((9, 9, 9), 2) == 0  # 21 and 9 layers: odd
     assert distributed_grids((9, 10, 2), 2) == 0  # (5, 5, 2): the longest side would no longer be the slab axis
     assert coarse_grids(None) == [] and coarse_levels(box_mesh(9)) == 1 and coarse_levels(refine(box_mesh(9))) == 2
-    assert alignment(box_mesh(40), 3) == 4 and alignment(box_mesh(8), 1) == 1 and alignment(refine(box_mesh(42)), 2) == 2
+    assert alignment(box_mesh(40), 3) == 2 and alignment(box_mesh(8), 1) == 1 and alignment(refine(box_mesh(42)), 2) == 2
     assert coarsest_unknowns(box_mesh(40)) == box_unknowns((5, 5, 5)) and coarsest_unknowns(refine(twisted_mesh(3))) == 3 * 7**3 + 4**3
     parent, position = split(9)
     assert parent.tolist() == [0, 0, 1, 1, 2, 3, 3, 4, 4] and position.tolist() == [0, 1, 0, 1, 2, 0, 1, 0, 1]

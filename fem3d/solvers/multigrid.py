@@ -51,6 +51,7 @@ matrices) are completed over all ranks (Level.gathered).
 """
 from __future__ import annotations
 
+import math
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -71,8 +72,10 @@ from .vanka import Vanka
 STORAGE = np.float32  # the levels' matrices and smoothers: as many iterations as float64, each in half the time at 8^3, Re 400
 # on the CPU; at 40^3, Re 1000 on the H100 the solve takes 3-10 % less (the A/B runs of commit 8380826)
 MIN_COARSE = 2  # sides of at most this many elements are not coarsened
-BALANCE_UNITS = 2  # under MPI, coarse boxes stay partitioned while they keep this many layers per rank along the slab
-# axis (the finest level's slabs then differ by at most 1.5 times); the coarser ones are replicated on every rank
+LAYERS_PER_RANK = 2  # under MPI, a partitioned coarse box keeps at least this many layers per rank along the slab axis;
+IMBALANCE_MAX = 1.1  # of those, the partitioned ones are the most leading ones whose coarsest layers cut in slabs give a
+# rank at most this many times the mean (112^3 on 4 ranks: 28 slab units of 4 layers, not 14 of 8 with 1.14 times the
+# mean on two ranks); the coarser ones are replicated on every rank
 COARSE_MAX = 5_000  # a box of at most this many unknowns is not coarsened on one rank: the coarsest level of a
 # 40^3 box is its 5^3 (4,209 unknowns), of any N^3 box from 6^3 to 100^3 3^3 to 5^3 (1,093-4,209), solved directly
 DIRECT_MAX = 20_000  # most unknowns of a coarsest level solved directly: SuperLU's set-up took 0.5 s at 6,934 unknowns
@@ -124,20 +127,23 @@ def coarse_grids(grid) -> list:
 
 def distributed_grids(grid, parts: int) -> int:
     """How many of coarse_grids(grid) are partitioned across ``parts`` ranks, the rest being
-    replicated on every rank (fem3d.solvers.multigrid.Multigrid): the leading boxes that halve
-    the longest side of ``grid`` (the slab axis of fem3d.parallel.partition.slab_owners) into
-    pairs of layers and keep at least BALANCE_UNITS coarse layers per rank along it, so that
-    slabs of whole coarse layers differ by at most 1.5 times."""
+    replicated on every rank (fem3d.solvers.multigrid.Multigrid): of the leading boxes that
+    halve the longest side of ``grid`` (the slab axis of fem3d.parallel.partition.slab_owners)
+    into pairs of layers with at least LAYERS_PER_RANK layers per rank, the most whose layers,
+    as slab units, give a rank at most IMBALANCE_MAX times the mean; where no count does, the
+    most with the least imbalance."""
     grids = coarse_grids(grid)
     if parts == 1 or not grids:
         return len(grids)
     axis = int(np.argmax(grid))
-    layers, count = grid[axis], 0
+    units = [grid[axis]]
     for g in grids:
-        if layers % 2 or 2 * g[axis] != layers or g[axis] < BALANCE_UNITS * parts or int(np.argmax(g)) != axis:
+        if units[-1] % 2 or 2 * g[axis] != units[-1] or g[axis] < LAYERS_PER_RANK * parts or int(np.argmax(g)) != axis:
             break
-        layers, count = g[axis], count + 1
-    return count
+        units.append(g[axis])
+    imbalance = [math.ceil(u / parts) * parts / u for u in units]
+    fine = [k for k, x in enumerate(imbalance) if x <= IMBALANCE_MAX]
+    return fine[-1] if fine else max(range(len(units)), key=lambda k: (-imbalance[k], k))
 
 
 def chain(mesh) -> list:
