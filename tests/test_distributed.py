@@ -379,12 +379,20 @@ def test_partition_figures_and_their_line():
 @pytest.mark.mpi
 def test_traffic_counts_reductions_exchanges_messages_and_bytes(ranks):
     """One interface sum is one exchange of a message per neighbour, 8 bytes per shared
-    entry; one allreduce of 3 entries is one reduction of 24 bytes."""
+    entry; one allreduce of 3 entries is one reduction of 24 bytes. The links that
+    distribute opened (NCCL: in a thread) carry the first sums: each entry of a sum of ones
+    counts the ranks holding it."""
     backend, comm = ranks
     part = distribute(box_mesh(6), comm, backend)
+    comm.connect(part.dist.shared)  # the same peers again: nothing to open
     before = dict(comm.traffic)
-    part.dist.sum_interface(backend.xp.ones(part.dist.n))
-    part.dist.allreduce(backend.xp.zeros(3))
+    ones = part.dist.sum_interface(backend.xp.ones(part.dist.n))
+    total = part.dist.allreduce(backend.xp.asarray([1.0, comm.rank, 2.0]))
+    holders = np.ones(part.dist.n)
+    for idx in part.dist.shared.values():
+        holders[idx] += 1
+    assert np.array_equal(backend.to_numpy(ones), holders)
+    assert backend.to_numpy(total).tolist() == [comm.size, comm.size * (comm.size - 1) / 2, 2.0 * comm.size]
     got = {k: comm.traffic[k] - before[k] for k in before}
     shared = sum(len(i) for i in part.dist.shared.values())
     assert got == {"reductions": 1, "reduction_bytes": 24, "exchanges": 1, "messages": len(part.dist.shared),

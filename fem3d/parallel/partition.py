@@ -270,4 +270,5 @@ def distribute_owned(mesh: HexMesh, part: np.ndarray, comm, backend) -> Partitio
             if idx.size:
                 shared[q] = idx[np.argsort(gdofs[idx], kind="stable")]
     dist = Distribution(comm, backend, gdofs, owner == comm.rank, shared, 3 * n + npr)
+    comm.connect(shared)
     return Partition(local, dist, nodes, elements)
