@@ -47,11 +47,48 @@ def test_box_slabs_balanced_within_one_layer(parts):
     assert all(np.unique(part[k == layer]).size == 1 for layer in range(7))  # whole layers
 
 
-@pytest.mark.parametrize("parts", [2, 3, 5])
-def test_general_mesh_bisection_balanced_within_one_element(parts):
+def test_element_graph_joins_elements_across_faces():
+    """The distorted 6^3 cube: every pair of elements sharing a face, both ways (3 axes x 36 lines
+    x 5 faces x 2), none across an edge or a corner."""
+    from fem3d.parallel.partition import element_graph
+
     mesh = sample_mesh("distorted")
-    sizes = np.bincount(partition_elements(mesh, parts), minlength=parts)
-    assert sizes.sum() == mesh.n_elements and sizes.max() - sizes.min() <= 1
+    xadj, adjncy = element_graph(mesh)
+    assert len(xadj) == 217 and xadj[-1] == len(adjncy) == 3 * 36 * 5 * 2
+    degree = np.diff(xadj)
+    assert degree.min() == 3 and degree.max() == 6 and np.count_nonzero(degree == 6) == 4 ** 3
+
+
+@pytest.mark.parametrize("parts", [2, 3, 5])
+def test_general_mesh_graph_partition_balanced_and_cut_small(parts):
+    """METIS on a general mesh (the distorted 6^3 cube): every rank gets elements, at most 1.03
+    times the mean, the same partition twice; on 2 ranks the cut is one plane of 36 faces."""
+    from fem3d.parallel.partition import element_graph
+
+    mesh = sample_mesh("distorted")
+    part = partition_elements(mesh, parts)
+    sizes = np.bincount(part, minlength=parts)
+    assert sizes.sum() == mesh.n_elements and sizes.min() > 0 and sizes.max() <= 1.03 * mesh.n_elements / parts
+    assert np.array_equal(part, partition_elements(mesh, parts))
+    xadj, adjncy = element_graph(mesh)
+    cut = np.count_nonzero(part[np.repeat(np.arange(mesh.n_elements), np.diff(xadj))] != part[adjncy]) // 2
+    if parts == 2:
+        assert cut == 36
+
+
+def test_graph_partition_without_pymetis_or_with_an_empty_rank_is_an_error(monkeypatch):
+    import sys
+    import types
+
+    mesh = sample_mesh("distorted")
+    monkeypatch.setitem(sys.modules, "pymetis", None)
+    with pytest.raises(InputError, match="2 ranks on a mesh that is not a box need pymetis"):
+        partition_elements(mesh, 2)
+    fake = types.SimpleNamespace(CSRAdjacency=lambda **kw: None, Options=lambda **kw: None,
+                                 part_graph=lambda parts, **kw: (0, [0] * 100 + [2] * 116))
+    monkeypatch.setitem(sys.modules, "pymetis", fake)
+    with pytest.raises(InputError, match="216 elements for 3 ranks leaves rank 1 without elements; start fewer ranks"):
+        partition_elements(mesh, 3)
 
 
 def test_more_ranks_than_layers_or_elements_is_an_error():
