@@ -194,10 +194,12 @@ def _finish(points, cells, pressure_cells, pressure_nodes, geometry, colours, el
     """
     if check_geometry:
         check_elements(geometry, element_ids)
-    order = np.argsort(colours, kind="stable")
     counts = np.bincount(colours, minlength=colours.max() + 1)
     offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-    cells, pressure_cells, geometry, element_ids = cells[order], pressure_cells[order], geometry[order], element_ids[order]
+    if (np.diff(colours) < 0).any():  # not yet in colour order
+        order = np.argsort(colours, kind="stable")
+        cells, pressure_cells, geometry, element_ids = cells[order], pressure_cells[order], geometry[order], element_ids[order]
+        boundary = None if boundary is None else boundary[order]
 
     if boundary is None:
         keys = face_keys(pressure_cells)
@@ -207,7 +209,7 @@ def _finish(points, cells, pressure_cells, pressure_nodes, geometry, colours, el
         idx = np.flatnonzero(counts[inverse] == 1)
         tags = face_tag_of(keys[idx]).astype(np.int64)
     else:
-        idx = np.flatnonzero(boundary[order])
+        idx = np.flatnonzero(boundary)
         tags = idx % 6
     boundary_faces = np.stack([idx // 6, idx % 6], axis=1).astype(np.int64)
     return HexMesh(
@@ -270,15 +272,18 @@ def box_mesh(nx: int, ny: int | None = None, nz: int | None = None, lengths=(1.0
     points[..., 0], points[..., 1], points[..., 2] = q2[0], q2[1][:, None], q2[2][:, None, None]
     points = points.reshape(-1, 3)
 
-    ez, ey, ex = (a.ravel() for a in np.meshgrid(np.arange(nz), np.arange(ny), np.arange(nx), indexing="ij"))
+    ids = np.arange(nx * ny * nz)
+    ex, ey, ez = ids % nx, (ids // nx) % ny, ids // (nx * ny)
+    order = np.argsort((ex % 2) + 2 * (ey % 2) + 4 * (ez % 2), kind="stable")  # built in colour order: nothing to sort
+    ids, ex, ey, ez = order, ex[order], ey[order], ez[order]
     pm = [v + 1 for v in n]
     cells = _grid_id(2 * ex, 2 * ey, 2 * ez, m)[:, None] + _grid_id(*Q2.node_indices.T, m)
     pressure_cells = _grid_id(ex, ey, ez, pm)[:, None] + _grid_id(*Q1.node_indices.T, pm)
     pressure_nodes = _grid_id(*(2 * _vertex_indices(n)).T, m)
-    geometry = points[cells[:, [a + 3 * b + 9 * c for c in (0, 2) for b in (0, 2) for a in (0, 2)]]]
+    geometry = np.stack([v[e[:, None] + Q1.node_indices[:, d]] for d, (v, e) in enumerate(zip(vert, (ex, ey, ez)))], axis=2)
     colours = (ex % 2) + 2 * (ey % 2) + 4 * (ez % 2)
     boundary = np.stack([ex == 0, ex == nx - 1, ey == 0, ey == ny - 1, ez == 0, ez == nz - 1], axis=1)  # FACES order
-    return _finish(points, cells, pressure_cells, pressure_nodes, geometry, colours, np.arange(len(ex)), BOX_TAGS,
+    return _finish(points, cells, pressure_cells, pressure_nodes, geometry, colours, ids, BOX_TAGS,
                    grid=(int(nx), int(ny), int(nz)), check_geometry=False, boundary=boundary)
 
 

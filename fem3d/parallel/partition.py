@@ -122,11 +122,12 @@ def submesh(mesh: HexMesh, elements: np.ndarray):
     keep = np.isin(mesh.boundary_faces[:, 0], elements)
     faces = mesh.boundary_faces[keep].copy()
     faces[:, 0] = np.searchsorted(elements, faces[:, 0])
+    node_of = _numbering(nodes, mesh.n_nodes)
     local = HexMesh(
         points=mesh.points[nodes],
-        cells=np.searchsorted(nodes, cells),
-        pressure_cells=np.searchsorted(pressure, pcells),
-        pressure_nodes=np.searchsorted(nodes, mesh.pressure_nodes[pressure]),
+        cells=node_of[cells],
+        pressure_cells=_numbering(pressure, mesh.n_pressure)[pcells],
+        pressure_nodes=node_of[mesh.pressure_nodes[pressure]],
         geometry=mesh.geometry[elements],
         colour_offsets=np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
         element_ids=mesh.element_ids[elements],
@@ -139,6 +140,13 @@ def submesh(mesh: HexMesh, elements: np.ndarray):
         child_position=None if mesh.child_position is None else mesh.child_position[elements],
     )
     return local, nodes, pressure
+
+
+def _numbering(kept: np.ndarray, n: int) -> np.ndarray:
+    """(n,) int64 local index of each of n global indices among the sorted ``kept`` (-1 elsewhere)."""
+    out = np.full(n, -1, dtype=np.int64)
+    out[kept] = np.arange(len(kept))
+    return out
 
 
 class Distribution:

@@ -53,13 +53,14 @@ def coarsening(mesh: HexMesh) -> Coarsening | None:
     if mesh.grid is None:
         return None
     grid, kept, parents, _ = box_coarsening(mesh)
-    vertices = [np.unique(mesh.geometry[:, :, d]) for d in range(3)]  # the box's vertex coordinates along each axis
+    corners = mesh.geometry[:, [0, -1]]  # each element's lowest and highest vertex: every vertex coordinate of a box
+    vertices = [np.unique(corners[:, :, d]) for d in range(3)]  # the box's vertex coordinates along each axis
     if np.prod(grid) == mesh.n_elements or [len(v) - 1 for v in vertices] != list(mesh.grid):
         return None  # no coarser box, or not a whole box
     coarse = box_mesh(*grid, vertices=[v[k] for v, k in zip(vertices, kept)])
     parent = element_index(coarse, parents)
-    lo, hi = mesh.geometry.min(axis=1), mesh.geometry.max(axis=1)  # (E, 3) each element's extent
-    plo, phi = coarse.geometry.min(axis=1)[parent], coarse.geometry.max(axis=1)[parent]
+    lo, hi = corners[:, 0], corners[:, 1]  # (E, 3) each element's extent
+    plo, phi = coarse.geometry[parent, 0], coarse.geometry[parent, -1]
     return Coarsening(coarse, parent, (hi - lo) / (phi - plo), (hi + lo - phi - plo) / (phi - plo))
 
 
