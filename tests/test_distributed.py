@@ -417,7 +417,7 @@ def test_partition_figures_and_their_line():
 def test_traffic_counts_reductions_exchanges_messages_and_bytes(ranks):
     """One interface sum is one exchange of a message per neighbour, 8 bytes per shared
     entry; one allreduce of 3 entries is one reduction of 24 bytes. The links that
-    distribute opened (NCCL: in a thread) carry the first sums: each entry of a sum of ones
+    distribute opened (comm.connect) carry the first sums: each entry of a sum of ones
     counts the ranks holding it."""
     backend, comm = ranks
     part = distribute(box_mesh(6), comm, backend)
