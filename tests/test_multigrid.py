@@ -348,9 +348,9 @@ def test_a_singular_block_on_the_gpu_has_non_finite_entries_and_the_others_are_r
 
 @pytest.mark.parametrize("name", ["8^3 box", "refined twisted"])
 def test_coarse_solve_is_exact_up_to_the_pressure_level(backend, name):
-    """The coarsest level (the 8^3 box's 4^3, or the mesh that was refined) factorised by SuperLU and
-    inverted as a dense matrix (the GPU's way) solves A x = A z as numpy.linalg.solve does,
-    and gives z up to the pressure level."""
+    """The coarsest level (the 8^3 box's 4^3, or the mesh that was refined) factorised by SuperLU,
+    inverted as a dense matrix and factorised densely (the GPU's ways up to and above DENSE_MAX
+    unknowns) solves A x = A z as numpy.linalg.solve does, and gives z up to the pressure level."""
     _, mg, _ = hierarchy(backend, mesh=box_mesh(8) if name == "8^3 box" else MESHES[name]())
     coarse, direct = mg.levels[-1], mg.direct
     A = coarse.op.to_scipy()
@@ -362,7 +362,7 @@ def test_coarse_solve_is_exact_up_to_the_pressure_level(backend, name):
     b = A @ x
     b[pin] = 0.0
     ref = np.linalg.solve(dense, b)
-    for direct.dense in (False, True):
+    for direct.method in ("superlu", "inverse", "lu"):
         direct.setup()
         got = backend.to_numpy(direct.solve(backend.asarray(A @ x)))
         assert direct.pin == pin and np.abs(got - ref).max() < 1e-10 * np.abs(x).max()
@@ -391,7 +391,7 @@ def test_a_singular_coarsest_level_fails_the_set_up_instead_of_raising(backend):
     system = NavierStokesSystem(problem, backend)
     system.assemble(system.initial_guess(), "newton")
     mg = Multigrid(system, 0)
-    for mg.direct.dense in (False, True):
+    for mg.direct.method in ("superlu", "inverse", "lu"):
         assert not mg.setup()
     assert LinearOptions().for_mesh(mesh).solver == "paper" and LinearOptions().for_mesh(box_mesh(3)).solver == "mg"
 

@@ -31,8 +31,8 @@ smoother's blocks (Level.galerkin), keeping none.
 One application is a V(1,1) cycle: ``smoothing_steps`` GMRES steps preconditioned by the
 element Vanka smoother (fem3d.solvers.vanka) before and after the coarse correction; the coarsest
 level (at most DIRECT_MAX unknowns) is solved exactly: its assembled matrix, the same on
-every rank, by SciPy's SuperLU on the host, or on a GPU up to DENSE_MAX unknowns by its
-dense inverse on the device. The pressure level of an enclosed flow (no outflow boundary)
+every rank, on a GPU by its dense inverse up to DENSE_MAX unknowns and by its dense LU
+factors above (where the device has room), else by SciPy's SuperLU on the host. The pressure level of an enclosed flow (no outflow boundary)
 is fixed on the coarsest level at one pressure unknown. A cycle reads nothing back, so on one
 GPU with the dense coarse solve the cycle from the first level of at most GRAPH_ELEMENTS
 elements down is replayed from a CUDA graph (gpucfd.graphs.Replayed): on those levels the
@@ -52,6 +52,7 @@ matrices) are completed over all ranks (Level.gathered).
 from __future__ import annotations
 
 import math
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -90,6 +91,8 @@ DENSE_MAX = 5_000  # most unknowns of a coarsest level inverted as a dense matri
 # COARSE_MAX): on the H100 (its host's SuperLU beside it) inversion and product took 0.21 s and 0.06 ms at 4,209 unknowns
 # (a 40^3 box's coarsest), against 0.29 s and 2.9 ms (solve and copies) by SuperLU; 0.48 s and 0.14 ms against 0.87 s and
 # 8.9 ms at 6,934. On the CPU the dense inverse took 14.2 s at 6,934 unknowns
+LU_ROOM = 3  # above DENSE_MAX, a GPU factorises the coarsest level densely (cuSOLVER's getrf; a solve: getrs) when its
+# free memory holds this many n x n float64 matrices (the DFG channel's coarse mesh, 19,502 unknowns: 3.0 GB each)
 INVERSES = {"gpu": np.float16, "cpu": np.float32}  # storage of the smoothers' inverses: on a GPU float16 scaled per row
 # (fem3d.kernels.ebe.quantise), half the bytes of float32 to hold and to read at each smoothing; NumPy's float16
 # arithmetic is slow, so float32 on the CPU
@@ -374,14 +377,29 @@ class Level:
         return self.smoother.setup() if self.element_matrices is None else self._smoother_ok
 
 
+def _linalg(backend):
+    """SciPy's dense linear algebra (scipy.linalg), or CuPy's (cupyx.scipy.linalg) on a GPU."""
+    if backend.is_gpu:
+        import cupyx.scipy.linalg as linalg
+    else:
+        import scipy.linalg as linalg
+    return linalg
+
+
 class CoarseSolve:
     """The coarsest level solved exactly: its assembled matrix (gathered on every rank, float64),
     for an ``enclosed`` flow with the pressure level fixed at one pressure unknown (its row
     and column replaced by a diagonal entry, so that a right-hand side with a component the
     singular matrix cannot produce, such as round-off, does not come back amplified), is
-    factorised by SuperLU on the host (PERMC_SPEC ordering, PIVOT_THRESHOLD; a solve on a
-    GPU moves the right-hand side to the host and back) or, on a GPU and up to DENSE_MAX
-    unknowns, inverted as a dense matrix on the device (a solve is one product).
+    ``method``:
+
+    inverse  on a GPU up to DENSE_MAX unknowns: inverted as a dense matrix on the device (a
+             solve is one product);
+    lu       on a GPU above DENSE_MAX where LU_ROOM dense matrices fit its free memory:
+             factorised densely on the device (LAPACK's getrf through cuSOLVER, of the
+             transpose, which is the C-ordered matrix in Fortran order; a solve is getrs);
+    superlu  otherwise: factorised by SuperLU on the host (PERMC_SPEC ordering,
+             PIVOT_THRESHOLD; a solve on a GPU moves the right-hand side to the host and back).
 
     ``setup()`` starts the SuperLU factorisation in a thread (SuperLU releases the GIL), so
     that it runs while the device builds the smoothers; ``wait()`` (also the first thing a
@@ -394,9 +412,10 @@ class CoarseSolve:
         self.gdofs = backend.asarray(dist.gdofs)
         owned = np.flatnonzero(dist.owned)  # indices, not a mask: a solve reads nothing back
         self.owned, self.owned_global = backend.asarray(owned), backend.asarray(dist.gdofs[owned])
-        self.n_global = dist.n_global
-        self.dense = backend.is_gpu and self.n_global <= DENSE_MAX
-        self.pending = self.inverse = self._dense_plan = None
+        n = self.n_global = dist.n_global
+        room = backend.is_gpu and backend.free_bytes() > LU_ROOM * 8 * n * n
+        self.method = "superlu" if not backend.is_gpu else "inverse" if n <= DENSE_MAX else "lu" if room else "superlu"
+        self.pending = self.inverse = self.lu = self._dense_plan = None
 
     def setup(self) -> None:
         op, dist, backend = self.level.op, self.level.op.dist, self.level.op.backend
@@ -407,7 +426,7 @@ class CoarseSolve:
             mats, gd = (backend.asarray(np.concatenate(parts)) for parts in zip(*pieces))
         self.pin = int(gd[:, 81:].min()) if self.enclosed else None  # the first pressure unknown: the level is fixed there
         self.ok = True
-        if self.dense:
+        if self.method == "inverse":
             try:
                 inverse = self.level.xp.linalg.inv(self._dense(mats, gd))
             except np.linalg.LinAlgError:  # NumPy; CuPy returns non-finite entries instead
@@ -418,6 +437,15 @@ class CoarseSolve:
                 else:
                     self.inverse[...] = inverse  # at the address a graph of the cycle reads
                 self.ok = bool(self.level.xp.isfinite(self.inverse).all())
+        elif self.method == "lu":
+            self.lu = None  # its memory, before the next factors take as much again
+            with warnings.catch_warnings():  # a singular matrix: told by its zero pivot below, not by a warning
+                warnings.simplefilter("ignore")
+                # the factors of A^T, whose Fortran order is A's C order (no copy); a solve takes them transposed
+                lu, piv = _linalg(backend).lu_factor(self._dense(mats, gd).T, overwrite_a=True, check_finite=False)
+            diagonal = self.level.xp.diagonal(lu)
+            self.ok = bool(self.level.xp.isfinite(lu).all() and (diagonal != 0).all())
+            self.lu = (lu, piv) if self.ok else None
         else:
             self.pending = _THREAD.submit(self._factorised, backend.to_numpy(mats), backend.to_numpy(gd))
 
@@ -468,8 +496,10 @@ class CoarseSolve:
         dist.allreduce(full)
         if self.pin is not None:
             full[self.pin] = 0.0
-        if self.dense:
+        if self.method == "inverse":
             return vectors.for_backend(backend).gemv(self.inverse, full)[self.gdofs]
+        if self.method == "lu":
+            return _linalg(backend).lu_solve(self.lu, full, trans=1, check_finite=False)[self.gdofs]
         return backend.asarray(self.lu.solve(backend.to_numpy(full)))[self.gdofs]
 
 
@@ -515,7 +545,7 @@ class Multigrid:
             self.levels.append(Level(op, part.mesh, fixed, valence, chunk=system.chunk))
         self.direct = CoarseSolve(self.levels[-1], system.problem.enclosed)
         self.graphed = None  # the first level whose cycles replay a CUDA graph
-        if backend.is_gpu and comm.size == 1 and self.direct.dense:
+        if backend.is_gpu and comm.size == 1 and self.direct.method == "inverse":
             self.graphed = next(k for k, level in enumerate(self.levels) if level.op.dofs.shape[0] <= GRAPH_ELEMENTS
                                 or k == len(self.levels) - 1)
             self._graph = Replayed(self.xp, lambda b: self._v_cycle(self.graphed, b))
