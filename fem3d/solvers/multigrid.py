@@ -32,8 +32,9 @@ One application is a V(1,1) cycle: ``smoothing_steps`` GMRES steps preconditione
 element Vanka smoother (fem3d.solvers.vanka) before and after the coarse correction; the coarsest
 level (at most DIRECT_MAX unknowns) is solved exactly: its assembled matrix, the same on
 every rank, on a GPU by its dense inverse up to DENSE_MAX unknowns and by its dense LU
-factors above (where the device has room), else by SciPy's SuperLU on the host. The pressure level of an enclosed flow (no outflow boundary)
-is fixed on the coarsest level at one pressure unknown. A cycle reads nothing back, so on one
+factors above (where the device has room), else by SciPy's SuperLU on the host
+(CoarseSolve). The pressure level of an enclosed flow (no outflow boundary) is fixed on
+the coarsest level at one pressure unknown. A cycle reads nothing back, so on one
 GPU with the dense coarse solve the cycle from the first level of at most GRAPH_ELEMENTS
 elements down is replayed from a CUDA graph (gpucfd.graphs.Replayed): on those levels the
 host's time to launch a smoothing step's kernels exceeds the device's time to run them.
