@@ -195,4 +195,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    run_cli(main)
+    raise SystemExit(run_cli(main, prog="bench_parallel"))
