@@ -179,8 +179,9 @@ def main(argv=None) -> int:
             stages, since = stages if x0 is None else [], None
         system = partitioned_system(problem, part, backend, linear.matrix_dtype, prepared_since=since, assembly=linear.assembly,
                                     timer=timer)
-        solver = NonlinearSolver(system, make_linear_solver(linear, progress), from_coarser(nonlinear) if sequence and x0 is not None
-                                 else nonlinear, InterruptCheck(comm))
+        linear_solver = make_linear_solver(linear, progress)
+        solver = NonlinearSolver(system, linear_solver, from_coarser(nonlinear) if sequence and x0 is not None else nonlinear,
+                                 InterruptCheck(comm))
 
         def checkpoint(stage):  # a converged continuation stage: restartable from here
             x = part.dist.gather(stage.result.x)
@@ -190,7 +191,7 @@ def main(argv=None) -> int:
         done = solve_continuation(solver, stages, args.re, None if x0 is None else x0[part.dist.gdofs], say, checkpoint)
         last = done[-1].result
         t_output = time.perf_counter()
-        x, per_rank = part.dist.gather(last.x), rank_report(comm, system, part, backend)  # collective: every rank, this order
+        x, per_rank = part.dist.gather(last.x), rank_report(comm, system, part, backend, linear_solver)  # collective: every rank, this order
         run = CavityRun(command=" ".join(["python -m fem3d.cavity", *argv]), out=out, re=done[-1].re, mesh=mesh,
                         mesh_info=mesh_info, part=part, x_local=last.x, x=x, comm=comm, device=backend.describe(),
                         history=[stage.as_dict() for stage in done],

@@ -303,6 +303,11 @@ def test_cavity_command_writes_pieces_joined_by_pvtu(ranks, tmp_path):
     assert sum(r["elements"] for r in per_rank) == 27
     assert all(r["communication_s"] > 0 and r["compute_s"] > 0 and r["interface_unknowns"] > 0 for r in per_rank)
     assert all(r["traffic"]["exchanges"] > 0 and r["traffic"]["message_bytes"] >= 8 * r["interface_unknowns"] for r in per_rank)
+    for r in per_rank:  # 3^3 is its own coarsest level: one level, every fine interface sum counted on it
+        levels = r["multigrid"]["levels"]
+        assert r["multigrid"]["v_cycles"] == summary["linear_iterations"] and len(levels) == 1
+        assert levels[0]["elements"] == r["elements"] and levels[0]["partitioned"]
+        assert 0 < levels[0]["interface_sums"] <= r["traffic"]["exchanges"] and 0 < levels[0]["values_sent"]
     assert all(list(r["times_s"]) == ["data_preparation", "element_matrices", "linear_setup", "solve"] for r in per_rank)
     assert [r["neighbours"] for r in per_rank] == [[q for q in (k - 1, k + 1) if 0 <= q < comm.size] for k in range(comm.size)]  # slabs
     elements = [r["elements"] for r in per_rank]  # 3 layers of 9: 18 + 9 on two ranks, 9 each on three
@@ -365,6 +370,13 @@ def test_mg_solver_matches_single_process(ranks, name, assembly, monkeypatch):
         serial, gathered = ([False, False, True], [False, True, False]) if comm.size <= 3 else ([False, True, True], [True, False, False])
         assert [level.op.dist.is_serial for level in solver.mg.levels] == serial
         assert [level.gathered for level in solver.mg.levels] == gathered
+        traffic = solver.traffic()  # one V-cycle per FGMRES iteration; no interface sum on a replicated level
+        assert traffic["v_cycles"] == sum(s.linear_iterations for s in result.steps)
+        assert [lv["partitioned"] for lv in traffic["levels"]] == [not x for x in serial]
+        assert all((lv["interface_sums"] > 0) == lv["partitioned"] and (lv["values_sent"] > 0) == lv["partitioned"]
+                   for lv in traffic["levels"])
+        if traffic["levels"][1]["partitioned"]:  # each smoothing step's product and smoother
+            assert traffic["levels"][1]["interface_sums"] >= 2 * solver.mg.steps * traffic["v_cycles"]
     if comm.rank == 0:
         ref = NonlinearSolver(NavierStokesSystem(problem, backend), make_linear_solver(LinearOptions(solver="mg")), TIGHT).solve()
         assert ref.converged and len(ref.steps) == len(result.steps)

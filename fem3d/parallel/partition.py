@@ -158,6 +158,7 @@ class Distribution:
     shared   {peer: (m,) local indices of the unknowns shared with peer, in increasing
              global order (the same order on both sides)}
     weights  (n,) float64 on the backend: 1 at owned entries, else 0 (weighted dot products)
+    sums, values_sent  interface sums done so far and the entries they sent
     """
 
     def __init__(self, comm, backend, gdofs: np.ndarray, owned: np.ndarray, shared: dict, n_global: int):
@@ -169,6 +170,7 @@ class Distribution:
         self.n_global = int(n_global)
         self.n = len(self.gdofs)
         self.weights = backend.asarray(self.owned.astype(np.float64))
+        self.sums = self.values_sent = 0
         self._plan()
 
     def _plan(self) -> None:
@@ -207,6 +209,7 @@ class Distribution:
         and stay asynchronous with NCCL; host arrays of any trailing shape work too."""
         if not self.shared:
             return v
+        self.sums += 1
         plan = self._host if isinstance(v, np.ndarray) else self._dev
         if v.ndim == 1 and not isinstance(v, np.ndarray):
             if self._buffers is None:
@@ -216,6 +219,7 @@ class Distribution:
         else:
             send = v[plan["send"]]
             recv = np.empty_like(send) if isinstance(v, np.ndarray) else self.backend.xp.empty_like(send)
+        self.values_sent += int(send.size)
         self.comm.exchange({q: send[a:b] for q, (a, b) in self._blocks.items()},
                            {q: recv[a:b] for q, (a, b) in self._blocks.items()})
         interface.for_array(v)(v, plan["iface"], recv, plan["ptr"], plan["src"])

@@ -74,16 +74,19 @@ def write_solution_vtu(out: str, stem: str, part, x_local: np.ndarray, comm) -> 
     return f"{stem}.pvtu"
 
 
-def rank_report(comm, system, part, backend) -> list | None:
+def rank_report(comm, system, part, backend, linear=None) -> list | None:
     """Per rank (on rank 0, None elsewhere): elements, unknowns, interface unknowns, the
     neighbouring ranks (those it shares unknowns with), device, seconds per phase, seconds
-    communicating and computing (phases minus communication), and the communicator's
-    traffic (reductions, exchanges, messages and bytes; fem3d.parallel.comm)."""
+    communicating and computing (phases minus communication), the communicator's traffic
+    (reductions, exchanges, messages and bytes; fem3d.parallel.comm), and for the multigrid
+    solver ``linear`` its V-cycles and each level's interface sums (Multigrid.traffic; None
+    for the paper solver)."""
     phases = system.timer.as_dict()
     mine = {"rank": comm.rank, "elements": int(part.mesh.n_elements), "unknowns": int(part.dist.n),
             "interface_unknowns": int(len(part.dist.interface)), "neighbours": [int(q) for q in part.dist.shared],
             "device": backend.describe(), "communicator": comm.name, "times_s": phases, "communication_s": comm.seconds,
-            "compute_s": max(0.0, sum(phases.values()) - comm.seconds), "traffic": dict(comm.traffic)}
+            "compute_s": max(0.0, sum(phases.values()) - comm.seconds), "traffic": dict(comm.traffic),
+            "multigrid": getattr(linear, "traffic", lambda: None)()}
     return comm.gather(mine)
 
 

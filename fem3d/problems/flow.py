@@ -82,7 +82,8 @@ class Flow:
         linear = linear.for_mesh(self.mesh).resolved()
         part = distribute(self.mesh, communicator, backend, linear.alignment(self.mesh, communicator.size))
         system = partitioned_system(self.problem, part, backend, linear.matrix_dtype, prepared_since=t_start, assembly=linear.assembly)
-        solver = NonlinearSolver(system, make_linear_solver(linear, progress), nonlinear, InterruptCheck(communicator))
+        linear_solver = make_linear_solver(linear, progress)
+        solver = NonlinearSolver(system, linear_solver, nonlinear, InterruptCheck(communicator))
         x0 = None if initial is None else np.asarray(initial, dtype=np.float64)[part.dist.gdofs]
         done = solve_continuation(solver, stages, self.re, x0, log)
         last = done[-1].result
@@ -91,7 +92,7 @@ class Flow:
                           reason=last.reason, residual=last.residual, history=[s.as_dict() for s in done],
                           options={"nonlinear": vars(nonlinear), "linear": vars(linear)},
                           times_s=system.phase_seconds(),
-                          per_rank=rank_report(communicator, system, part, backend), device=backend.describe())
+                          per_rank=rank_report(communicator, system, part, backend, linear_solver), device=backend.describe())
 
 
 @dataclass

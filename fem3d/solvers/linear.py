@@ -220,6 +220,10 @@ class MultigridSolver:
             y = self._left_null_vector(system) / state.scale  # that of D A
             self.left_null = y / system.dist.norm(y)
 
+    def traffic(self) -> dict | None:
+        """The hierarchy's V-cycles and per-level interface sums (Multigrid.traffic), None before a set-up."""
+        return None if self.mg is None else self.mg.traffic()
+
     @staticmethod
     def _left_null_vector(system):
         """Left null vector of A for an enclosed flow (that of D A is y / D): y = 1 on the

@@ -545,6 +545,7 @@ class Multigrid:
                                    gathered=comm.size > 1 and k == partitioned + 1)
             self.levels.append(Level(op, part.mesh, fixed, valence, chunk=system.chunk))
         self.direct = CoarseSolve(self.levels[-1], system.problem.enclosed)
+        self.cycles = 0
         self.graphed = None  # the first level whose cycles replay a CUDA graph
         if backend.is_gpu and comm.size == 1 and self.direct.method == "inverse":
             self.graphed = next(k for k, level in enumerate(self.levels) if level.op.dofs.shape[0] <= GRAPH_ELEMENTS
@@ -635,5 +636,16 @@ class Multigrid:
         return self._smooth(level, x, b, self.steps)
 
     def apply(self, r, out):
+        self.cycles += 1
         out[...] = self._cycle(0, r)
         return out
+
+    def traffic(self) -> dict:
+        """What the hierarchy sent on this rank: V-cycles applied, and per level (finest
+        first) its elements here, whether it is partitioned, its interface sums and the
+        entries they sent. The finest level's count is every interface sum of the system's
+        unknowns (the Krylov method's products and the residuals too)."""
+        return {"v_cycles": self.cycles,
+                "levels": [{"elements": int(level.op.dofs.shape[0]), "partitioned": not level.op.dist.is_serial,
+                            "interface_sums": level.op.dist.sums, "values_sent": level.op.dist.values_sent}
+                           for level in self.levels]}
