@@ -34,6 +34,7 @@ from bench_solvers import WARMUP_ENV, WARMUP_N
 from gpucfd.errors import ArgumentParser, InputError, run_cli
 from gpucfd.output import atomic_path
 from script_options import check_each, check_tag
+from timed_runs import child_environment
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DFG_CASE = os.path.join(ROOT, "meshes", "dfg3d", "dfg_3d_1z.toml")
@@ -54,9 +55,8 @@ def dfg_args(args, refine: int) -> list:
 def launch(args, ranks: int, command: list, out: str, env: dict | None = None) -> tuple[float, int, str]:
     """Run ``LAUNCHER -n ranks python command --out out``; (wall seconds, exit code, stderr)."""
     cmd = shlex.split(args.launcher) + ["-n", str(ranks), sys.executable, *command, *OUTPUTS, "--out", out]
-    full = {k: v for k, v in {**os.environ, **(env or {})}.items() if v is not None}
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=full)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=child_environment(env))
     return time.perf_counter() - t0, proc.returncode, proc.stderr
 
 

@@ -67,37 +67,34 @@ def coordinate_bisection(mesh, parts: int) -> np.ndarray:
     return part
 
 
-def touching(cells: np.ndarray, part: np.ndarray, n: int, parts: int) -> np.ndarray:
-    """(n, parts) bool: which ranks' elements touch each node of ``cells`` (distribute_owned's)."""
-    out = np.zeros((n, parts), dtype=bool)
-    out[cells.ravel(), np.repeat(part, cells.shape[1])] = True
-    return out
+class _OneRank:
+    """What fem3d.parallel.partition.distribute_owned asks of a communicator: this rank and
+    the number of ranks (the partition is only laid out, nothing is sent)."""
+
+    def __init__(self, rank: int, size: int):
+        self.rank, self.size = rank, size
+
+    def connect(self, peers) -> None:
+        pass
 
 
 def quality(mesh, part: np.ndarray, parts: int) -> dict:
-    """Element counts and interface figures of the partition ``part`` (E,) of ``mesh``, the
-    unknowns counted as fem3d.parallel.partition.distribute_owned lays them out."""
+    """Element counts and interface figures of the partition ``part`` (E,) of ``mesh``: each
+    rank's unknowns laid out by fem3d.parallel.partition.distribute_owned, as a run does."""
+    from fem3d.parallel.partition import distribute_owned
+    from gpucfd.backend import get_backend
+    from gpucfd.sets import distinct
+
     counts = np.bincount(part, minlength=parts)
-    held = np.zeros(parts, dtype=np.int64)       # local unknowns of each rank
-    interface = np.zeros(parts, dtype=np.int64)  # of those, the shared ones (len(Distribution.interface))
-    sent = np.zeros(parts, dtype=np.int64)       # values sent per interface sum (sum over peers of len(shared[q]))
-    overlap = np.zeros((parts, parts))
-    total = 0
-    for cells, n, per_node in ((mesh.cells, mesh.n_nodes, 3), (mesh.pressure_cells, mesh.n_pressure, 1)):
-        t = touching(cells, part, n, parts)
-        ranks = t.sum(axis=1)
-        held += per_node * t.sum(axis=0)
-        interface += per_node * t[ranks > 1].sum(axis=0)
-        sent += per_node * ((ranks - 1)[:, None] * t).sum(axis=0)
-        total += per_node * int(np.count_nonzero(ranks > 1))
-        tf = t.astype(np.float32)
-        overlap += tf.T @ tf
-    neighbours = (overlap > 0).sum(axis=1) - 1
+    dists = [distribute_owned(mesh, part, _OneRank(r, parts), get_backend("cpu")).dist for r in range(parts)]
+    interface = np.array([len(d.interface) for d in dists])
+    sent = [sum(len(i) for i in d.shared.values()) for d in dists]  # values sent per interface sum
+    total = len(distinct(np.concatenate([d.gdofs[d.interface] for d in dists])))
     return {"elements_min": int(counts.min()), "elements_max": int(counts.max()),
             "imbalance": float(counts.max() / counts.mean()), "empty_ranks": int(np.count_nonzero(counts == 0)),
             "interface_total": total, "interface_max": int(interface.max()), "interface_mean": float(interface.mean()),
-            "sent_max": int(sent.max()), "neighbours_max": int(neighbours.max()),
-            "local_unknowns_max": int(held.max()), "interface_per_rank": interface.tolist()}
+            "sent_max": int(max(sent)), "neighbours_max": max(len(d.shared) for d in dists),
+            "local_unknowns_max": max(d.n for d in dists), "interface_per_rank": interface.tolist()}
 
 
 def table(rows: list) -> str:

@@ -81,11 +81,11 @@ def model(record: dict, ranks: list, latency: float, latency_2: float) -> list:
             continue
         terms = fit(rows[1], rows[2])
         t1 = rows[1]["wall_s"]
-        checks = [{"ranks": p, "measured_s": r["wall_s"], "model_s": predict(terms, p, latency, latency_2),
-                   "error": predict(terms, p, latency, latency_2) / r["wall_s"] - 1} for p, r in sorted(rows.items()) if p > 2]
+        modelled = {p: predict(terms, p, latency, latency_2) for p in [*rows, *ranks]}
+        checks = [{"ranks": p, "measured_s": r["wall_s"], "model_s": modelled[p], "error": modelled[p] / r["wall_s"] - 1}
+                  for p, r in sorted(rows.items()) if p > 2]
         limit = slab_limit(rows[1])
-        predictions = [{"ranks": p, "model_s": predict(terms, p, latency, latency_2),
-                        "speed_up": t1 / predict(terms, p, latency, latency_2), "fits_slabs": limit is None or p <= limit}
+        predictions = [{"ranks": p, "model_s": modelled[p], "speed_up": t1 / modelled[p], "fits_slabs": limit is None or p <= limit}
                        for p in ranks]
         out.append({"study": study, "case": case, "elements": rows[1]["elements"], "wall_1_s": t1, "terms": terms,
                     "checks": checks, "predictions": predictions,

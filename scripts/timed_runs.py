@@ -27,14 +27,19 @@ def record_memory(main, argv) -> int:
             json.dump({"device_pool_bytes": pool, "max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}, fh)
 
 
+def child_environment(env: dict | None) -> dict | None:
+    """This process's environment with ``env`` added, a variable set to None removed (None: inherit it unchanged)."""
+    return None if env is None else {k: v for k, v in {**os.environ, **env}.items() if v is not None}
+
+
 def timed_child(script: str, args: list, out: str, env: dict | None = None) -> tuple[float, dict, dict]:
     """Run ``python script --child args`` (a script whose --child calls record_memory; with
-    ``env`` added to its environment, a variable set to None removed) and return (process wall seconds, its summary.json,
+    ``env`` added to its environment: :func:`child_environment`) and return (process wall seconds, its summary.json,
     its memory.json) from ``out``; exit with the child's code and its stderr unless it
     solved (0) or reported no convergence (3)."""
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, os.path.abspath(script), "--child", *args], capture_output=True, text=True,
-                          env=None if env is None else {k: v for k, v in {**os.environ, **env}.items() if v is not None})
+                          env=child_environment(env))
     wall = time.perf_counter() - t0
     if proc.returncode not in (0, 3):
         sys.stderr.write(proc.stderr)

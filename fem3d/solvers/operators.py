@@ -161,12 +161,10 @@ class ElementOperator:
         theirs = dist.exchange_objects({q: backend.to_numpy(k) for q, k in keys_of.items()})
         plan = {}
         for q, (e, r, c, key) in entries.items():
-            mine, other = keys_of[q], backend.asarray(theirs[q])
-            at = xp.minimum(xp.searchsorted(other, mine), max(len(other) - 1, 0))
-            common = mine[other[at] == mine] if len(other) else mine[:0]
-            seg = xp.searchsorted(common, key)
-            keep = (seg < len(common)) & (common[xp.minimum(seg, max(len(common) - 1, 0))] == key) if len(common) else seg < 0
-            e, r, c, seg = e[keep], r[keep], c[keep], seg[keep]
+            mine = keys_of[q]
+            common = mine[_found(xp, backend.asarray(theirs[q]), mine)]
+            keep = _found(xp, common, key)
+            e, r, c, seg = e[keep], r[keep], c[keep], xp.searchsorted(common, key[keep])
             cols = xp.empty(len(common), dtype=np.int64)
             cols[seg] = dofs[e, c]
             plan[q] = ((e * nl + r) * ld + c, seg, cols, len(common))
@@ -183,3 +181,10 @@ class ElementOperator:
         rows = np.repeat(dofs[:, :, None], NL, axis=2).ravel()
         cols = np.repeat(dofs[:, None, :], NL, axis=1).ravel()
         return sp.csr_matrix((mats.ravel(), (rows, cols)), shape=(self.n, self.n))
+
+
+def _found(xp, keys, values):
+    """(len(values),) bool: which of ``values`` the sorted array ``keys`` holds."""
+    if not len(keys):
+        return xp.zeros(values.shape, dtype=bool)
+    return keys[xp.minimum(xp.searchsorted(keys, values), len(keys) - 1)] == values
