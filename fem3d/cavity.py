@@ -151,7 +151,7 @@ def main(argv=None) -> int:
             mesh, mesh_info = build_mesh(args, fits, backend.kind, comm.size, notes.append)
             problem = lid_driven_problem(mesh, args.re, args.lid)
             problem.check_solvable()
-            x0 = read_initial(args.initial, mesh.n_dofs) if args.initial else None
+            initial = read_initial(args.initial, mesh.n_dofs) if args.initial else None
             slow = linear.paper_reason(mesh)
             if slow:
                 notes.append(slow)
@@ -159,6 +159,7 @@ def main(argv=None) -> int:
             linear, note = fitting_assembly(backend, linear, mesh.n_elements, comm.size)
             notes += [note] if note else []
             part = distribute(mesh, comm, backend, linear.alignment(mesh, comm.size))
+            x0 = None if initial is None else initial[part.dist.gdofs]  # this rank's part
             coarser = [] if x0 is not None or (args.sequence == "auto" and linear.solver != "mg") else \
                 sequence_plan(args.sequence, mesh, backend.kind,
                               lambda m: sequencing_possible(linear, m, 1 if redundant(m) else comm.size))
@@ -173,7 +174,7 @@ def main(argv=None) -> int:
         progress = check if bar is None else (lambda it, relres: (bar(it, relres), check(it, relres)))
         timer, since, sequence = PhaseTimer(backend), t_start, []
         if coarser:
-            x0, sequence = solve_coarser_first(args, mesh, coarser, linear, nonlinear, stages, (backend, comm, timer, t_start),
+            x0, sequence = solve_coarser_first(args, mesh, coarser, linear, nonlinear, stages, (backend, comm, timer, t_start, part),
                                                say, progress)
             backend.release_cached()  # the coarse systems' memory, for the fine system and its cycle's graph pool
             stages, since = stages if x0 is None else [], None
@@ -183,15 +184,18 @@ def main(argv=None) -> int:
         solver = NonlinearSolver(system, linear_solver, from_coarser(nonlinear) if sequence and x0 is not None else nonlinear,
                                  InterruptCheck(comm))
 
-        def checkpoint(stage):  # a converged continuation stage: restartable from here
-            x = part.dist.gather(stage.result.x)
-            if root:
-                save_npy(os.path.join(out, "solution.npy"), x)
+        saved = {}
 
-        done = solve_continuation(solver, stages, args.re, None if x0 is None else x0[part.dist.gdofs], say, checkpoint)
+        def checkpoint(stage):  # a converged continuation stage: restartable from here
+            saved["x"], saved["whole"] = stage.result.x, part.dist.gather(stage.result.x)
+            if root:
+                save_npy(os.path.join(out, "solution.npy"), saved["whole"])
+
+        done = solve_continuation(solver, stages, args.re, x0, say, checkpoint)
         last = done[-1].result
         t_output = time.perf_counter()
-        x, per_rank = part.dist.gather(last.x), rank_report(comm, system, part, backend, linear_solver)  # collective: every rank, this order
+        x = saved["whole"] if saved.get("x") is last.x else part.dist.gather(last.x)  # the last stage's, gathered once
+        per_rank = rank_report(comm, system, part, backend, linear_solver)  # collective: every rank, this order
         run = CavityRun(command=" ".join(["python -m fem3d.cavity", *argv]), out=out, re=done[-1].re, mesh=mesh,
                         mesh_info=mesh_info, part=part, x_local=last.x, x=x, comm=comm, device=backend.describe(),
                         history=[stage.as_dict() for stage in done],
@@ -243,40 +247,50 @@ def from_coarser(nonlinear):
 
 def solve_coarser_first(args, mesh, coarser, linear, nonlinear, stages, run, say, progress):
     """Mesh sequencing (fem3d.solvers.sequencing): the cavity solved on the coarser meshes of
-    ``coarser`` (finest first), coarsest first, the continuation's ``stages`` there, each
+    ``coarser`` (finest first) of ``mesh``, coarsest first, the continuation's ``stages`` there, each
     mesh from the last one's solution interpolated; a mesh of at most REDUNDANT_MAX elements
-    solved whole on every rank (the same steps everywhere), rank 0's solution passed on. ``run``: (backend, comm, the run's
-    PhaseTimer, time.perf_counter() where the run began). Returns (the initial guess of
-    ``mesh`` (n_dofs,) NumPy on every rank, or None where the last coarse solve did not
-    converge, and a summary record per coarse mesh). A mesh whose solve does not converge
-    passes nothing on: the next finer one starts from rest with the continuation."""
-    backend, comm, timer, since = run
-    x, records = None, []
+    solved whole on every rank (the same steps everywhere), rank 0's solution passed on.
+    ``run``: (backend, comm, the run's PhaseTimer, time.perf_counter() where the run began,
+    this rank's part of the finest mesh). Returns (the initial guess on that part (its
+    local vector, on the backend), or None where the last coarse solve did not converge, and
+    a summary record per coarse mesh). Each rank interpolates its own part of the next
+    mesh from the whole coarse solution. A mesh whose solve does not converge passes nothing
+    on: the next finer one starts from rest with the continuation."""
+    backend, comm, timer, since, fine_part = run
+
+    def part_of(k):  # this rank's part of coarser[k].coarse, or of the finest mesh for k = -1
+        if k < 0:
+            return fine_part
+        m = coarser[k].coarse
+        cut = SerialComm() if redundant(m) else comm  # a small mesh is solved whole on every rank
+        return distribute(m, cut, backend, linear.alignment(m, cut.size))
+
+    x, records, part = None, [], part_of(len(coarser) - 1)
     for k in reversed(range(len(coarser))):
         c = coarser[k]
         t0 = time.perf_counter()
         problem = lid_driven_problem(c.coarse, args.re, args.lid)
-        cut = comm if not redundant(c.coarse) else SerialComm()  # a small mesh is solved whole on every rank
-        part = distribute(c.coarse, cut, backend, linear.alignment(c.coarse, cut.size))
         system = partitioned_system(problem, part, backend, linear.matrix_dtype, prepared_since=since, assembly=linear.assembly,
                                     timer=timer)
         since = None
         solver = NonlinearSolver(system, make_linear_solver(linear.for_mesh(c.coarse), progress),
                                  nonlinear if x is None else from_coarser(nonlinear), InterruptCheck(comm))
         say(f"mesh sequencing: {c.coarse.n_elements} elements, {c.coarse.n_dofs} unknowns")
-        done = solve_continuation(solver, stages if x is None else [], args.re,
-                                  None if x is None else x[part.dist.gdofs], lambda line: say("  " + line))
+        done = solve_continuation(solver, stages if x is None else [], args.re, x, lambda line: say("  " + line))
         last = done[-1].result
         records.append({"elements": c.coarse.n_elements, "unknowns": c.coarse.n_dofs, "seconds": time.perf_counter() - t0,
                         "converged": last.converged and done[-1].re == args.re, "stages": [s.as_dict() for s in done]})
         if last.reason.startswith("interrupted"):
             return None, records
+        finer = part_of(k - 1)
         if not records[-1]["converged"]:
             say(f"  not converged ({last.reason}): the next mesh starts from rest")
-            x = None
+            x, part = None, finer
             continue
-        x = comm.bcast(part.dist.gather(last.x))
-        x = backend.to_numpy(interpolate(backend.xp, x, coarser[k - 1].coarse if k else mesh, c))
+        whole = part.dist.gather(last.x)
+        whole = comm.bcast(whole if comm.rank == 0 else None)
+        x = interpolate(backend.xp, whole, coarser[k - 1].coarse if k else mesh, c, finer)
+        x, part = finer.dist.sum_interface(finer.dist.owned_part(x)), finer  # a shared entry: its owner's value on every rank
     return x, records
 
 

@@ -253,25 +253,31 @@ def test_paper_flow_on_a_general_mesh_matches_single_process(ranks):
 
 
 @pytest.mark.mpi
-def test_sequenced_cavity_matches_single_process(ranks, tmp_path):
+@pytest.mark.parametrize("cut", [False, True], ids=["whole", "cut"])
+def test_sequenced_cavity_matches_single_process(ranks, tmp_path, monkeypatch, cut):
     """Mesh sequencing under MPI (fem3d.cavity with --sequence 1): the coarse mesh solved whole on
-    every rank (sequencing.redundant), rank 0's solution interpolated, the fine solve cut among
+    every rank (sequencing.redundant), or cut among the ranks (a REDUNDANT_MAX of 0) and
+    gathered, each rank interpolating its part of the fine mesh, the fine solve cut among
     the ranks from it with Newton steps; the same solution as one process doing the same with
     the library."""
     from dataclasses import replace
 
     from fem3d import cavity
+    from fem3d.solvers import sequencing
     from fem3d.solvers.sequencing import coarsening, interpolate
 
     backend, comm = ranks
+    n = 8 if cut else 6
+    if cut:
+        monkeypatch.setattr(sequencing, "REDUNDANT_MAX", 0)
     out = comm.bcast(str(tmp_path))
-    assert cavity.main(["--n", "6", "--re", "100", "--sequence", "1", "--tol", "1e-9", "--quiet", "--no-plots", "--no-vtu",
+    assert cavity.main(["--n", str(n), "--re", "100", "--sequence", "1", "--tol", "1e-9", "--quiet", "--no-plots", "--no-vtu",
                         "--device", "gpu" if backend.is_gpu else "cpu", "--allow-shared-gpu", "--comm", comm.name,
                         "--out", out]) == 0
     if comm.rank != 0:
         return
     summary, x = json.load(open(os.path.join(out, "summary.json"))), np.load(os.path.join(out, "solution.npy"))
-    mesh = box_mesh(6)
+    mesh = box_mesh(n)
     c = coarsening(mesh)
     options, linear = NonlinearOptions(tol=1e-9), LinearOptions(solver="mg")
     coarse = NonlinearSolver(NavierStokesSystem(lid_driven_problem(c.coarse, 100.0, "y=1"), backend),
@@ -279,7 +285,7 @@ def test_sequenced_cavity_matches_single_process(ranks, tmp_path):
     guess = interpolate(backend.xp, backend.asarray(coarse.x), mesh, c)
     ref = NonlinearSolver(NavierStokesSystem(lid_driven_problem(mesh, 100.0, "y=1"), backend), make_linear_solver(linear.for_mesh(mesh)),
                           replace(options, newton=np.inf)).solve(guess)
-    assert [s["elements"] for s in summary["sequence"]] == [27] and summary["sequence"][0]["converged"]
+    assert [s["elements"] for s in summary["sequence"]] == [(n // 2) ** 3] and summary["sequence"][0]["converged"]
     assert summary["nonlinear_steps"] == len(ref.steps) and relative(x, ref.x) < 1e-8
 
 

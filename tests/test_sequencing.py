@@ -43,6 +43,31 @@ def test_interpolation_on_a_refined_mesh_is_the_multigrid_prolongation():
     assert np.abs(got - np.einsum("enm,em->en", P, x[c.coarse.dofs()[c.parent]])).max() < 1e-13
 
 
+class _Rank:
+    """A communicator that only names a rank (the part is laid out, nothing is sent)."""
+
+    def __init__(self, rank, size):
+        self.rank, self.size = rank, size
+
+    def connect(self, peers):
+        pass
+
+
+@pytest.mark.parametrize("mesh", ["box", "refined"])
+def test_each_rank_interpolates_its_own_part(mesh):
+    from fem3d.parallel.partition import distribute_owned, partition_elements
+    from gpucfd.backend import get_backend
+
+    fine = box_mesh(6, 5, 7, grading=(1.0, 0.5, 1.5)) if mesh == "box" else sample_mesh("distorted").refined(1)
+    c = coarsening(fine)
+    x = np.random.default_rng(3).standard_normal(c.coarse.n_dofs)
+    whole = interpolate(np, x, fine, c)
+    ranks = partition_elements(fine, 3)
+    for r in range(3):
+        part = distribute_owned(fine, ranks, _Rank(r, 3), get_backend("cpu"))
+        assert np.abs(interpolate(np, x, fine, c, part) - whole[part.dist.gdofs]).max() < 1e-13  # a node shared by elements: any one's value
+
+
 def test_plan_of_the_sequence_option():
     mesh = box_mesh(40, grading=1.0)
     assert plan("none", mesh, "gpu") == []

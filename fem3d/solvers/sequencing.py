@@ -74,20 +74,26 @@ def chain(mesh: HexMesh, levels: int, min_elements: int = 1) -> list[Coarsening]
     return out
 
 
-def interpolate(xp, x, fine: HexMesh, c: Coarsening):
-    """The vector [u | v | w | p] (fine.n_dofs,) float64 of the fine mesh holding the fields
-    of the coarse mesh's vector ``x`` (c.coarse.n_dofs,): each element's velocity and pressure
-    at its nodes from its parent's Q2 and Q1 interpolants, axis by axis (sum factorisation)."""
+def interpolate(xp, x, fine: HexMesh, c: Coarsening, part=None):
+    """The vector [u | v | w | p] float64 of the fine mesh holding the fields of the coarse
+    mesh's vector ``x`` (c.coarse.n_dofs,): each element's velocity and pressure at its nodes
+    from its parent's Q2 and Q1 interpolants, axis by axis (sum factorisation). Returns
+    (fine.n_dofs,), or with ``part`` (a fem3d.parallel.partition.Partition of ``fine``) only
+    that rank's part, (part.dist.n,) in its local numbering: each rank interpolates its own
+    elements."""
     x = xp.asarray(x, dtype=np.float64)
-    out = xp.empty(fine.n_dofs, dtype=np.float64)
-    coarse_dofs, fine_dofs = c.coarse.dofs(), fine.dofs()
-    for s in range(0, fine.n_elements, CHUNK):
-        e = slice(s, s + CHUNK)
-        parent_values = x[xp.asarray(coarse_dofs[c.parent[e]])]  # (m, 89)
+    if part is None:
+        elements, local, n = np.arange(fine.n_elements), fine, fine.n_dofs
+    else:
+        elements, local, n = part.elements, part.mesh, part.dist.n
+    out = xp.empty(n, dtype=np.float64)
+    for s in range(0, len(elements), CHUNK):
+        e = elements[s:s + CHUNK]
+        parent_values = x[xp.asarray(c.coarse.dofs(c.parent[e]))]  # (m, 89)
         m = parent_values.shape[0]
         velocity = _tensor_interpolate(xp, parent_values[:, :81].reshape(m, 3, 3, 3, 3), _tables(xp, Q2, c.scale[e], c.shift[e]))
         pressure = _tensor_interpolate(xp, parent_values[:, 81:].reshape(m, 1, 2, 2, 2), _tables(xp, Q1, c.scale[e], c.shift[e]))
-        out[xp.asarray(fine_dofs[e])] = xp.concatenate([velocity.reshape(m, 81), pressure.reshape(m, 8)], axis=1)
+        out[xp.asarray(local.dofs(slice(s, s + m)))] = xp.concatenate([velocity.reshape(m, 81), pressure.reshape(m, 8)], axis=1)
     return out
 
 
