@@ -218,6 +218,38 @@ def test_operator_products_and_diagonal_match_single_process(ranks, name):
     assert np.array_equal(np.sort(np.concatenate(everyone)), np.arange(mesh.n_dofs))  # each unknown owned once
 
 
+@pytest.mark.mpi
+def test_overlapped_products_equal_the_blocking_ones(ranks, monkeypatch):
+    """The products that start the interface sum after the interface elements and complete it
+    after the interior ones (--overlap: ElementOperator.passes) against the blocking order
+    (every element, then the sum): equal to round-off; the copies of a shared entry agree to
+    the bit."""
+    from fem3d.kernels import ebe
+
+    backend, comm = ranks
+    xp = backend.xp
+    mesh = box_mesh(3, 3, 12)  # slabs of 3 or more layers on up to 4 ranks: interior elements on every middle rank
+    part = distribute(mesh, comm, backend)
+    assert ElementOperator(backend, part.mesh.dofs(), part.mesh.colour_offsets, part.mesh.n_dofs, part.dist).passes is None
+    monkeypatch.setattr(comm, "overlap", True)
+    op = ElementOperator(backend, part.mesh.dofs(), part.mesh.colour_offsets, part.mesh.n_dofs, part.dist)
+    rng = np.random.default_rng(11)
+    op.mats[...] = backend.asarray(rng.standard_normal((mesh.n_elements,) + op.mats.shape[1:])[part.elements])
+    x = backend.asarray(rng.standard_normal(mesh.n_dofs)[part.dist.gdofs])
+    interface, interior = op.passes
+    counts = comm.allgather((sum(b - a for a, b in interface), sum(b - a for a, b in interior)))
+    assert all(i > 0 for i, _ in counts) and sum(j for _, j in counts) > 0 and sum(map(sum, counts)) == mesh.n_elements
+    for transpose in (False, True):
+        got = (op.rmatvec if transpose else op.matvec)(x, xp.empty(op.n))
+        ref = xp.empty(op.n)
+        ebe.for_backend(backend)(op.mats, op.dofs, x, ref, op.colours, transpose)
+        part.dist.sum_interface(ref)
+        assert relative(backend.to_numpy(got), backend.to_numpy(ref)) < 1e-15
+        mine = {int(g): v for g, v in zip(part.dist.gdofs[part.dist.interface], backend.to_numpy(got)[part.dist.interface])}
+        for theirs in comm.allgather(mine):
+            assert all(mine[g] == v for g, v in theirs.items() if g in mine)
+
+
 def single_process_solve(problem, backend):
     return NonlinearSolver(NavierStokesSystem(problem, backend), make_linear_solver(LINEAR), TIGHT).solve()
 
@@ -256,10 +288,10 @@ def test_paper_flow_on_a_general_mesh_matches_single_process(ranks):
 @pytest.mark.parametrize("cut", [False, True], ids=["whole", "cut"])
 def test_sequenced_cavity_matches_single_process(ranks, tmp_path, monkeypatch, cut):
     """Mesh sequencing under MPI (fem3d.cavity with --sequence 1): the coarse mesh solved whole on
-    every rank (sequencing.redundant), or cut among the ranks (a REDUNDANT_MAX of 0) and
-    gathered, each rank interpolating its part of the fine mesh, the fine solve cut among
-    the ranks from it with Newton steps; the same solution as one process doing the same with
-    the library."""
+    every rank (sequencing.redundant), or cut among the ranks (a REDUNDANT_MAX of 0, and the
+    products overlapping their interface sums: --overlap) and gathered, each rank
+    interpolating its part of the fine mesh, the fine solve cut among the ranks from it with
+    Newton steps; the same solution as one process doing the same with the library."""
     from dataclasses import replace
 
     from fem3d import cavity
@@ -273,7 +305,7 @@ def test_sequenced_cavity_matches_single_process(ranks, tmp_path, monkeypatch, c
     out = comm.bcast(str(tmp_path))
     assert cavity.main(["--n", str(n), "--re", "100", "--sequence", "1", "--tol", "1e-9", "--quiet", "--no-plots", "--no-vtu",
                         "--device", "gpu" if backend.is_gpu else "cpu", "--allow-shared-gpu", "--comm", comm.name,
-                        "--out", out]) == 0
+                        "--out", out] + (["--overlap"] if cut else [])) == 0
     if comm.rank != 0:
         return
     summary, x = json.load(open(os.path.join(out, "summary.json"))), np.load(os.path.join(out, "solution.npy"))
@@ -286,6 +318,7 @@ def test_sequenced_cavity_matches_single_process(ranks, tmp_path, monkeypatch, c
     ref = NonlinearSolver(NavierStokesSystem(lid_driven_problem(mesh, 100.0, "y=1"), backend), make_linear_solver(linear.for_mesh(mesh)),
                           replace(options, newton=np.inf)).solve(guess)
     assert [s["elements"] for s in summary["sequence"]] == [(n // 2) ** 3] and summary["sequence"][0]["converged"]
+    assert [r["overlap"] for r in summary["per_rank"]] == [cut] * comm.size
     assert summary["nonlinear_steps"] == len(ref.steps) and relative(x, ref.x) < 1e-8
 
 

@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 
 from fem3d.kernels import ebe
+from fem3d.solvers.operators import ElementOperator
 from support import assembled, sample_mesh
 
 MESHES = ["box", "distorted", "annulus"]
@@ -51,6 +52,33 @@ def test_prescribed_rows_fix_the_boundary_value(backend):
     assert len(fixed) == 3 * len(mesh.boundary_nodes())
 
 
+def split_colours(mesh):
+    """Two passes over the mesh's colours: the first third of each colour, then the rest."""
+    ranges = ebe.colour_ranges(mesh.colour_offsets)
+    cut = [a + (b - a) // 3 for a, b in ranges]
+    return [(a, k) for (a, _), k in zip(ranges, cut)], [(k, b) for (_, b), k in zip(ranges, cut)]
+
+
+def test_products_over_element_ranges_add_up(backend):
+    """Two passes over parts of the colours, the second added (accumulate), give the product
+    over every element; a pass over no element gives zero."""
+    mesh = sample_mesh("annulus")
+    rng = np.random.default_rng(8)
+    op = ElementOperator(backend, mesh.dofs(), mesh.colour_offsets, mesh.n_dofs)
+    op.mats[...] = backend.asarray(rng.standard_normal(op.mats.shape))
+    x = backend.asarray(rng.standard_normal(mesh.n_dofs))
+    apply, xp = ebe.for_backend(backend), backend.xp
+    first, rest = split_colours(mesh)
+    for transpose in (False, True):
+        whole, parts = xp.empty(op.n), xp.full(op.n, xp.nan)
+        apply(op.mats, op.dofs, x, whole, op.colours, transpose)
+        apply(op.mats, op.dofs, x, parts, first, transpose)
+        apply(op.mats, op.dofs, x, parts, rest, transpose, accumulate=True)
+        assert float(xp.abs(parts - whole).max()) <= 1e-13 * float(xp.abs(whole).max())
+        apply(op.mats, op.dofs, x, parts, [(0, 0)], transpose)
+        assert not parts.any()
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("ld", [ebe.LD, 96])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
@@ -70,11 +98,15 @@ def test_cuda_kernels_match_numpy_reference(ld, dtype):
     mats[:, :, ebe.NL:] = np.nan
     dofs = mesh.dofs().astype(np.int32)
     x = rng.standard_normal(mesh.n_dofs)
+    first, rest = split_colours(mesh)
     for transpose in (False, True):
         ref = np.full(mesh.n_dofs, np.nan)
-        ebe.apply_numpy(mats, dofs, x, ref, mesh.colour_offsets, transpose)
+        ebe.apply_numpy(mats, dofs, x, ref, ebe.colour_ranges(mesh.colour_offsets), transpose)
         got = cp.full(mesh.n_dofs, cp.nan)
-        ebe.apply_cuda(cp.asarray(mats), cp.asarray(dofs), cp.asarray(x), got, mesh.colour_offsets, transpose)
+        ebe.apply_cuda(cp.asarray(mats), cp.asarray(dofs), cp.asarray(x), got, ebe.colour_ranges(mesh.colour_offsets), transpose)
+        assert np.linalg.norm(got.get() - ref) <= (1e-13 if dtype == np.float64 else 1e-6) * np.linalg.norm(ref)
+        ebe.apply_cuda(cp.asarray(mats), cp.asarray(dofs), cp.asarray(x), got, first, transpose)  # two passes, the second added
+        ebe.apply_cuda(cp.asarray(mats), cp.asarray(dofs), cp.asarray(x), got, rest, transpose, accumulate=True)
         assert np.linalg.norm(got.get() - ref) <= (1e-13 if dtype == np.float64 else 1e-6) * np.linalg.norm(ref)
 
 
@@ -134,13 +166,13 @@ def test_half_products_are_those_of_the_scaled_rows():
     x = np.random.default_rng(5).standard_normal(mesh.n_dofs)
     for transpose in (False, True):
         ref, got = np.empty(mesh.n_dofs), np.full(mesh.n_dofs, np.nan)
-        ebe.apply_numpy(exact, dofs, x, ref, mesh.colour_offsets, transpose)
-        ebe.apply_numpy(half, dofs, x, got, mesh.colour_offsets, transpose, row_scale=scale)
+        ebe.apply_numpy(exact, dofs, x, ref, ebe.colour_ranges(mesh.colour_offsets), transpose)
+        ebe.apply_numpy(half, dofs, x, got, ebe.colour_ranges(mesh.colour_offsets), transpose, row_scale=scale)
         assert np.linalg.norm(got - ref) <= 1e-6 * np.linalg.norm(ref)
     y = np.empty(mesh.n_dofs)
     for mats, row_scale in ((half, None), (exact, scale), (half, scale.astype(np.float64)), (half, scale[:, :8])):
         with pytest.raises(ValueError, match="row_scale"):
-            ebe.apply_numpy(mats, dofs, x, y, mesh.colour_offsets, row_scale=row_scale)
+            ebe.apply_numpy(mats, dofs, x, y, ebe.colour_ranges(mesh.colour_offsets), row_scale=row_scale)
     assert "-DROW_SCALE" in ebe.matrix_options(half) and "-DMAT_T=__half" in ebe.matrix_options(half)
     assert not any("ROW_SCALE" in o for o in ebe.matrix_options(exact))
 
@@ -149,8 +181,6 @@ def test_element_operator_with_half_storage(backend):
     """matvec and rmatvec with float16 storage are those of the assembled diag(scale) H
     (to_scipy), within float16's rounding of the original matrices; the exact diagonal of
     A^T A and the peers' entries are not offered."""
-    from fem3d.solvers.operators import ElementOperator
-
     mesh = sample_mesh("annulus")
     op = ElementOperator(backend, mesh.dofs(), mesh.colour_offsets, mesh.n_dofs, matrix_dtype=np.float16)
     assert op.mats.dtype == np.float16 and op.row_scale.dtype == np.float32 and op.row_scale.shape == (mesh.n_elements, ebe.NL)
@@ -191,7 +221,7 @@ def test_cuda_half_rows_match_numpy_reference(ld):
     x = np.random.default_rng(7).standard_normal(mesh.n_dofs)
     for transpose in (False, True):
         ref = np.full(mesh.n_dofs, np.nan)
-        ebe.apply_numpy(half.get(), dofs, x, ref, mesh.colour_offsets, transpose, row_scale=scale.get())
+        ebe.apply_numpy(half.get(), dofs, x, ref, ebe.colour_ranges(mesh.colour_offsets), transpose, row_scale=scale.get())
         got = cp.full(mesh.n_dofs, cp.nan)
-        ebe.apply_cuda(half, cp.asarray(dofs), cp.asarray(x), got, mesh.colour_offsets, transpose, row_scale=scale)
+        ebe.apply_cuda(half, cp.asarray(dofs), cp.asarray(x), got, ebe.colour_ranges(mesh.colour_offsets), transpose, row_scale=scale)
         assert np.linalg.norm(got.get() - ref) <= 1e-6 * np.linalg.norm(ref)

@@ -4,8 +4,9 @@ mats  (E, NL, LD) element matrices, row-major, float64 or float32 (the CUDA kern
       in float64 either way, the NumPy reference in the storage precision per element),
       or float16 scaled per row (below); columns beyond NL, if LD > NL, are ignored
 dofs  (E, NL) int32 global unknown of each local unknown
-x, y  (n,) float64 global vectors; y is overwritten
-colour_offsets  host sequence: colour c is elements colour_offsets[c]:colour_offsets[c+1]
+x, y  (n,) float64 global vectors; y is overwritten, or added to with ``accumulate``
+colours  host sequence of (e0, e1) element ranges, each within one colour
+         (:func:`colour_ranges` of a mesh's colour_offsets: every element)
 row_scale  (E, NL) float32, with float16 ``mats`` H and only then: A_e = diag(row_scale_e) H_e
 
 Each element's NL x NL matrix is stored unpadded (LD = NL): a block streams the
@@ -88,7 +89,12 @@ def _check_scale(mats, row_scale):
         raise ValueError(f"row_scale must be {mats.shape[:2]} float32 (got {row_scale.shape} {row_scale.dtype})")
 
 
-def apply_numpy(mats, dofs, x, y, colour_offsets, transpose=False, row_scale=None):
+def colour_ranges(colour_offsets) -> list:
+    """[(e0, e1)] of each colour: colour c is elements colour_offsets[c]:colour_offsets[c+1]."""
+    return [(int(a), int(b)) for a, b in zip(colour_offsets[:-1], colour_offsets[1:])]
+
+
+def apply_numpy(mats, dofs, x, y, colours, transpose=False, row_scale=None, accumulate=False):
     """NumPy reference (colours need no ordering here: bincount sums race-free). Each
     element's product is taken in the storage precision (float32 matrices: x rounded to
     float32, relative differences ~1e-7 from the CUDA kernel's float64 sums; converting
@@ -97,25 +103,45 @@ def apply_numpy(mats, dofs, x, y, colour_offsets, transpose=False, row_scale=Non
     Float16 matrices are converted to float32 and multiplied by ``row_scale`` first, the
     products then taken in float32."""
     _check_scale(mats, row_scale)
-    mats = mats[:, :, :NL]
-    if row_scale is not None:
-        mats = mats.astype(np.float32) * row_scale[:, :, None]
-    local = x[dofs].astype(mats.dtype, copy=False)
-    prod = batched_matvec(mats, local, transpose)
-    y[:] = np.bincount(dofs.ravel(), weights=prod.ravel(), minlength=y.size)
+    rows, prods = [], []
+    for e0, e1 in _merged(colours):
+        m = mats[e0:e1, :, :NL]
+        if row_scale is not None:
+            m = m.astype(np.float32) * row_scale[e0:e1, :, None]
+        prods.append(batched_matvec(m, x[dofs[e0:e1]].astype(m.dtype, copy=False), transpose).ravel())
+        rows.append(dofs[e0:e1].ravel())
+    join = (lambda a: a[0]) if len(rows) == 1 else np.concatenate  # noqa: E731
+    sums = np.bincount(join(rows), weights=join(prods), minlength=y.size) if rows else 0.0
+    if accumulate:
+        y += sums
+    else:
+        y[:] = sums
 
 
-def apply_cuda(mats, dofs, x, y, colour_offsets, transpose=False, row_scale=None):
-    """CuPy: one launch per colour of ebe_apply / ebe_apply_t (ebe.cu), compiled for the
+def _merged(colours) -> list:
+    """The ranges of ``colours`` with adjacent ones joined (a whole mesh: one range)."""
+    out = []
+    for e0, e1 in colours:
+        if e1 <= e0:
+            continue
+        if out and out[-1][1] == e0:
+            out[-1] = (out[-1][0], e1)
+        else:
+            out.append((e0, e1))
+    return out
+
+
+def apply_cuda(mats, dofs, x, y, colours, transpose=False, row_scale=None, accumulate=False):
+    """CuPy: one launch per range of ebe_apply / ebe_apply_t (ebe.cu), compiled for the
     storage type and row length of ``mats``; ``row_scale`` (float16 ``mats`` only) is
     applied in the kernel."""
     _check_scale(mats, row_scale)
     scale = _NULL if row_scale is None else row_scale
     kernel = cuda_module("fem3d.kernels", "ebe.cu", matrix_options(mats)).get_function("ebe_apply_t" if transpose else "ebe_apply")
     threads = 96 if transpose else 32 * _WARPS
-    y.fill(0)
-    for c in range(len(colour_offsets) - 1):
-        e0, e1 = int(colour_offsets[c]), int(colour_offsets[c + 1])
+    if not accumulate:
+        y.fill(0)
+    for e0, e1 in colours:
         if e1 > e0:
             kernel((e1 - e0,), (threads,), (mats, scale, dofs, x, y, np.int32(e0), np.int32(e1)))
 

@@ -7,7 +7,10 @@ NcclComm    device arrays through NCCL (cupy.cuda.nccl), bootstrapped over MPI;
 
 All share one interface: ``allreduce(buf)`` sums a float64 array over the ranks in
 place, ``exchange(sends, recvs)`` sends each float64 array sends[peer] to its peer and
-receives into recvs[peer] (same shapes both ways), plus object collectives for
+receives into recvs[peer] (same shapes both ways), in two halves where work goes on
+between them: ``start_exchange`` (the messages on their way: non-blocking MPI, or NCCL
+on a stream of its own that waits for the work queued before) and ``finish_exchange``
+(the received arrays ready for what is queued after), plus object collectives for
 set-up and output. ``seconds`` is the time spent communicating: host-staged calls are
 timed with the device synchronised around them; NCCL calls stay asynchronous on the
 device's stream and are timed there with CUDA events. ``traffic`` counts what this rank
@@ -36,6 +39,7 @@ class SerialComm:
 
     name = "serial"
     rank, size, local_rank, local_size = 0, 1, 0, 1
+    overlap = False  # products overlap their interface sums with the interior elements (--overlap; never on one process)
 
     def __init__(self):
         self._seconds = 0.0
@@ -66,7 +70,14 @@ class SerialComm:
         exchange with them; collective. Only NCCL has links to open."""
 
     def exchange(self, sends: dict, recvs: dict) -> None:
-        pass
+        self.finish_exchange(self.start_exchange(sends, recvs))
+
+    def start_exchange(self, sends: dict, recvs: dict):
+        """Start sending sends[peer] and receiving recvs[peer]; returns what finish_exchange needs."""
+        return None
+
+    def finish_exchange(self, pending) -> None:
+        """Wait for the exchange ``pending`` (from start_exchange): recvs filled."""
 
     def exchange_objects(self, sends: dict) -> dict:
         return {}
@@ -121,7 +132,8 @@ class MPIComm(SerialComm):
         self._seconds += time.perf_counter() - t0
         return out
 
-    def exchange(self, sends: dict, recvs: dict) -> None:
+    def start_exchange(self, sends: dict, recvs: dict):
+        """Non-blocking MPI through host buffers (device arrays copied there first)."""
         t0 = self._start()
         self._count_exchange(sends)
         on_host = all(isinstance(a, np.ndarray) for a in recvs.values())
@@ -129,10 +141,15 @@ class MPIComm(SerialComm):
         into = recvs if on_host else {q: np.empty(a.shape, dtype=np.float64) for q, a in recvs.items()}
         reqs = [self.comm.Irecv(into[q], source=q, tag=17) for q in into]
         reqs += [self.comm.Isend(host[q], dest=q, tag=17) for q in host]
+        self._seconds += time.perf_counter() - t0
+        return reqs, host, into, None if on_host else recvs
+
+    def finish_exchange(self, pending) -> None:
+        t0 = time.perf_counter()
+        reqs, _, into, device = pending
         self.MPI.Request.Waitall(reqs)
-        if not on_host:
-            for q, a in into.items():
-                recvs[q][...] = self.backend.asarray(a)
+        for q, a in (device or {}).items():
+            a[...] = self.backend.asarray(into[q])
         self._seconds += time.perf_counter() - t0
 
     def exchange_objects(self, sends: dict) -> dict:
@@ -161,9 +178,11 @@ class MPIComm(SerialComm):
 class NcclComm(MPIComm):
     """NCCL for device arrays (allreduce, point-to-point), MPI for the rest.
 
-    Device calls are queued on the current stream without waiting for them (the host
-    goes on launching the next kernels); each is timed by a pair of CUDA events, read
-    when ``seconds`` is asked for. NCCL opens its links to a peer at the first message
+    Device calls are queued without waiting for them (the host goes on launching the
+    next kernels): reductions on the current stream, exchanges on the communicator's own
+    stream, which waits for the work queued before them and which the current stream waits
+    for at finish_exchange, so that the kernels queued in between overlap the messages;
+    each is timed by a pair of CUDA events, read when ``seconds`` is asked for. NCCL opens its links to a peer at the first message
     and its reduction rings at the first reduction; :meth:`connect` opens them while the
     run is prepared. NCCL_MAX_NCHANNELS defaults to CHANNELS (a value set in the
     environment wins): on two H200s (NCCL 2.28) NCCL's set-up took 3.2 s with its own
@@ -184,6 +203,7 @@ class NcclComm(MPIComm):
         self.nc = nccl.NcclCommunicator(self.size, mpi_comm.bcast(uid, root=0), self.rank)
         self._events = []
         self._linked = None
+        self._stream = None  # the exchanges' stream, made at the first
 
     def connect(self, peers) -> None:
         new = sorted(int(q) for q in peers if self._linked is None or int(q) not in self._linked)
@@ -234,10 +254,12 @@ class NcclComm(MPIComm):
         self._queue(lambda s: nc.allReduce(buf.data.ptr, buf.data.ptr, buf.size, kind, nccl.NCCL_SUM, s))
         return buf
 
-    def exchange(self, sends: dict, recvs: dict) -> None:
+    def start_exchange(self, sends: dict, recvs: dict):
+        """Device arrays: NCCL's sends and receives on the communicator's own stream, after
+        the work queued on the current stream so far (host arrays: MPI)."""
         if any(isinstance(a, np.ndarray) for a in recvs.values()):
-            return super().exchange(sends, recvs)
-        nc, nccl = self.nc, self.nccl
+            return "mpi", super().start_exchange(sends, recvs)
+        cp, nc, nccl = self.backend.xp, self.nc, self.nccl
         self._count_exchange(sends)
 
         def issue(stream):
@@ -247,7 +269,19 @@ class NcclComm(MPIComm):
                 nc.recv(recvs[q].data.ptr, recvs[q].size, nccl.NCCL_FLOAT64, q, stream)
             nccl.groupEnd()
 
-        self._queue(issue)
+        if self._stream is None:
+            self._stream = cp.cuda.Stream(non_blocking=True)
+        self._stream.wait_event(cp.cuda.get_current_stream().record())
+        with self._stream:
+            self._queue(issue)
+        return "nccl", self._stream.record()
+
+    def finish_exchange(self, pending) -> None:
+        """The current stream waits for the exchange (no host synchronisation)."""
+        kind, what = pending
+        if kind == "mpi":
+            return super().finish_exchange(what)
+        self.backend.xp.cuda.get_current_stream().wait_event(what)
 
 
 def launched_ranks() -> int:
@@ -258,13 +292,14 @@ def launched_ranks() -> int:
     return 1
 
 
-def setup(device: str = "auto", comm: str = "auto", allow_shared_gpu: bool = False):
+def setup(device: str = "auto", comm: str = "auto", allow_shared_gpu: bool = False, overlap: bool = False):
     """(backend, communicator) of this process.
 
     ``comm``: auto (serial for one rank; NCCL when the ranks run on GPUs of their own and
     CuPy has NCCL, else MPI), serial, mpi or nccl. Under MPI the device of each rank is its
     node-local rank modulo the node's GPUs; more ranks than GPUs on a node is an error
-    unless ``allow_shared_gpu``.
+    unless ``allow_shared_gpu``. ``overlap``: the communicator's products overlap their
+    interface sums with their interior elements (fem3d.solvers.operators.ElementOperator).
     """
     launched = launched_ranks()
     host = _mpi_world() if launched > 1 or comm in ("mpi", "nccl") else None  # first: errors then print once
@@ -287,6 +322,7 @@ def setup(device: str = "auto", comm: str = "auto", allow_shared_gpu: bool = Fal
     backend = get_backend(device, host.local_rank)
     use_nccl = wants_nccl(comm, backend.is_gpu and _has_nccl(), host.size, shared)
     world = (NcclComm if use_nccl else MPIComm)(host.comm, backend)
+    world.overlap = bool(overlap)
     set_communicator(world)
     return backend, world
 

@@ -106,12 +106,12 @@ def graph_parts(mesh: HexMesh, parts: int) -> np.ndarray:
 
 
 def submesh(mesh: HexMesh, elements: np.ndarray):
-    """The mesh of ``elements`` (sorted global indices) with local numbering.
+    """The mesh of ``elements`` (global indices, in colour order: the local elements in
+    this order) with local numbering.
 
     Returns (local HexMesh, nodes, pressure): the global Q2 node and pressure node of
-    each local one. Elements keep their colour order; boundary faces are the global
-    mesh's (interfaces between ranks are not boundary); a refined mesh's parents stay
-    elements of the whole coarser mesh.
+    each local one. Boundary faces are the global mesh's (interfaces between ranks are
+    not boundary); a refined mesh's parents stay elements of the whole coarser mesh.
     """
     cells = mesh.cells[elements]
     nodes = distinct(cells)
@@ -121,7 +121,7 @@ def submesh(mesh: HexMesh, elements: np.ndarray):
     counts = np.bincount(colour, minlength=mesh.n_colours)
     keep = np.isin(mesh.boundary_faces[:, 0], elements)
     faces = mesh.boundary_faces[keep].copy()
-    faces[:, 0] = np.searchsorted(elements, faces[:, 0])
+    faces[:, 0] = _numbering(elements, mesh.n_elements)[faces[:, 0]]
     node_of = _numbering(nodes, mesh.n_nodes)
     local = HexMesh(
         points=mesh.points[nodes],
@@ -143,7 +143,7 @@ def submesh(mesh: HexMesh, elements: np.ndarray):
 
 
 def _numbering(kept: np.ndarray, n: int) -> np.ndarray:
-    """(n,) int64 local index of each of n global indices among the sorted ``kept`` (-1 elsewhere)."""
+    """(n,) int64 local index of each of n global indices among ``kept`` (-1 elsewhere)."""
     out = np.full(n, -1, dtype=np.int64)
     out[kept] = np.arange(len(kept))
     return out
@@ -207,8 +207,15 @@ class Distribution:
         copy becomes the sum of all ranks' partial sums, added in increasing rank order,
         so the copies agree to the last bit. Device vectors (n,) use preallocated buffers
         and stay asynchronous with NCCL; host arrays of any trailing shape work too."""
+        return self.end_sum(v, self.begin_sum(v))
+
+    def begin_sum(self, v):
+        """Start :meth:`sum_interface` of ``v``, whose interface entries are final here: the
+        shared entries are sent (the device goes on with what is queued after this).
+        Returns what :meth:`end_sum` completes; one started sum of a device vector (n,) at a
+        time (its buffers are reused)."""
         if not self.shared:
-            return v
+            return None
         self.sums += 1
         plan = self._host if isinstance(v, np.ndarray) else self._dev
         if v.ndim == 1 and not isinstance(v, np.ndarray):
@@ -220,8 +227,16 @@ class Distribution:
             send = v[plan["send"]]
             recv = np.empty_like(send) if isinstance(v, np.ndarray) else self.backend.xp.empty_like(send)
         self.values_sent += int(send.size)
-        self.comm.exchange({q: send[a:b] for q, (a, b) in self._blocks.items()},
-                           {q: recv[a:b] for q, (a, b) in self._blocks.items()})
+        pending = self.comm.start_exchange({q: send[a:b] for q, (a, b) in self._blocks.items()},
+                                           {q: recv[a:b] for q, (a, b) in self._blocks.items()})
+        return plan, send, recv, pending
+
+    def end_sum(self, v, started):
+        """Complete the sum :meth:`begin_sum` started (None: nothing to do); returns ``v``."""
+        if started is None:
+            return v
+        plan, _, recv, pending = started
+        self.comm.finish_exchange(pending)
         interface.for_array(v)(v, plan["iface"], recv, plan["ptr"], plan["src"])
         return v
 
@@ -269,7 +284,8 @@ class Distribution:
 @dataclass
 class Partition:
     """This rank's part of a mesh: the local mesh, its Distribution, and for each local
-    Q2 node and element its global index (host arrays)."""
+    Q2 node and element its global index (host arrays; elements in the local order:
+    colour by colour, each colour's interface elements first, :func:`distribute_owned`)."""
 
     mesh: HexMesh
     dist: Distribution
@@ -286,15 +302,23 @@ def distribute(mesh: HexMesh, comm, backend, align: int = 1) -> Partition:
 
 
 def distribute_owned(mesh: HexMesh, part: np.ndarray, comm, backend) -> Partition:
-    """This rank's part of ``mesh`` whose elements are on the ranks ``part`` (E,)."""
+    """This rank's part of ``mesh`` whose elements are on the ranks ``part`` (E,). Its
+    elements keep the colour order, each colour's interface elements (those touching a
+    node or pressure node of another rank's element) first: a product computes them, starts
+    the interface sum and computes the interior ones meanwhile
+    (fem3d.solvers.operators.ElementOperator)."""
     if comm.size == 1:
         return distribute(mesh, comm, backend)
-    elements = np.flatnonzero(part == comm.rank)
-    local, nodes, pressure = submesh(mesh, elements)
+    mine = np.flatnonzero(part == comm.rank)
     touching = np.zeros((mesh.n_nodes, comm.size), dtype=bool)  # ranks touching each global node
     touching[mesh.cells.ravel(), np.repeat(part, 27)] = True
     p_touching = np.zeros((mesh.n_pressure, comm.size), dtype=bool)
     p_touching[mesh.pressure_cells.ravel(), np.repeat(part, 8)] = True
+    shared_node, shared_pressure = touching.sum(axis=1) > 1, p_touching.sum(axis=1) > 1
+    inner = ~(shared_node[mesh.cells[mine]].any(axis=1) | shared_pressure[mesh.pressure_cells[mine]].any(axis=1))
+    colour = np.searchsorted(mesh.colour_offsets, mine, side="right")
+    elements = mine[np.lexsort((mine, inner, colour))]
+    local, nodes, pressure = submesh(mesh, elements)
     n, npr = mesh.n_nodes, mesh.n_pressure
     gdofs = np.concatenate([nodes, nodes + n, nodes + 2 * n, pressure + 3 * n])
     ranks_of = np.concatenate([touching[nodes]] * 3 + [p_touching[pressure]])  # (n_local, size)
