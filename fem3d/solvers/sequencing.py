@@ -53,10 +53,16 @@ def coarsening(mesh: HexMesh) -> Coarsening | None:
     if mesh.grid is None:
         return None
     grid, kept, parents, _ = box_coarsening(mesh)
-    corners = mesh.geometry[:, [0, -1]]  # each element's lowest and highest vertex: every vertex coordinate of a box
-    vertices = [np.unique(corners[:, :, d]) for d in range(3)]  # the box's vertex coordinates along each axis
-    if np.prod(grid) == mesh.n_elements or [len(v) - 1 for v in vertices] != list(mesh.grid):
+    if np.prod(grid) == mesh.n_elements or mesh.n_elements != np.prod(mesh.grid):
         return None  # no coarser box, or not a whole box
+    corners = mesh.geometry[:, [0, -1]]  # each element's lowest and highest vertex: every vertex coordinate of a box
+    nx, ny, _ = mesh.grid
+    ids = mesh.element_ids
+    vertices = []  # the box's vertex coordinates along each axis: element layer i spans vertices i and i + 1
+    for d, layer in enumerate((ids % nx, (ids // nx) % ny, ids // (nx * ny))):
+        v = np.empty(mesh.grid[d] + 1)
+        v[layer], v[layer + 1] = corners[:, 0, d], corners[:, 1, d]
+        vertices.append(v)
     coarse = box_mesh(*grid, vertices=[v[k] for v, k in zip(vertices, kept)])
     parent = element_index(coarse, parents)
     lo, hi = corners[:, 0], corners[:, 1]  # (E, 3) each element's extent
