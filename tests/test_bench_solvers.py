@@ -1,9 +1,12 @@
 """scripts/bench_solvers.py on the CPU at toy size: both solvers reach the same flow, and
-the saved table holds what the runs measured."""
+the saved table holds what the runs measured; scripts/profile_multigrid.py on one process
+and on two ranks."""
 import json
 import os
 import subprocess
 import sys
+
+import pytest
 
 SCRIPTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts")
 
@@ -37,5 +40,29 @@ def test_profile_multigrid_times_every_smoothed_level(tmp_path):
     assert 0 < level["product_ms"] < level["smoothing_ms"] < data["cycle"]["v_cycle_ms"]  # a smoothing holds 10 products
     assert data["cycle"]["coarse_inverse_ms"] > 0
     assert "| 0 | 216 | 6,934 |" in (tmp_path / "profile_multigrid_t.md").read_text()
+    assert (level["partitioned"], level["sums_per_smoothing"], level["values_per_smoothing"]) == (False, 0, 0)
     bad = subprocess.run(cmd[:4] + ["--n", "5"], capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and bad.stderr.strip().endswith("--n 5 has no coarser level: take at least 6")
+
+
+MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+
+
+@pytest.mark.skipif(not os.path.exists(MPIEXEC), reason="no mpiexec beside this Python")
+def test_profile_multigrid_under_mpi_counts_each_partitioned_levels_sums(tmp_path):
+    """Two ranks cut the 8^3 box in two slabs of 4 layers: 256 elements on the busiest rank,
+    each smoothing step one interface sum for its product and one for its smoother, each
+    sending the 17 x 17 x 3 + 9 x 9 entries of the slabs' shared face."""
+    from fem3d.solvers.multigrid import SMOOTHING_STEPS
+
+    cmd = [MPIEXEC, "-n", "2", sys.executable, os.path.join(SCRIPTS, "profile_multigrid.py"), "--device", "cpu", "--n", "8",
+           "--re", "100", "--repeats", "1", "--results", str(tmp_path), "--tag", "t"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    data = json.loads((tmp_path / "profile_multigrid_t.json").read_text())
+    (level,) = data["levels"]  # 8^3 -> 4^3, solved directly
+    assert (data["ranks"], level["elements"], level["partitioned"]) == (2, 256, True)
+    assert level["sums_per_smoothing"] == 2 * SMOOTHING_STEPS
+    assert level["values_per_smoothing"] == 2 * SMOOTHING_STEPS * (17 * 17 * 3 + 9 * 9)
+    assert level["reductions_per_smoothing"] > SMOOTHING_STEPS  # GMRES: its dot products
+    assert data["command"].startswith("mpirun -n 2 python scripts/profile_multigrid.py")
