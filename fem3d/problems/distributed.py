@@ -88,7 +88,8 @@ def rank_report(comm, system, part, backend, linear=None) -> list | None:
     phases = system.timer.as_dict()
     mine = {"rank": comm.rank, "elements": int(part.mesh.n_elements), "unknowns": int(part.dist.n),
             "interface_unknowns": int(len(part.dist.interface)), "neighbours": [int(q) for q in part.dist.shared],
-            "device": backend.describe(), "communicator": comm.name, "overlap": comm.overlap, "times_s": phases, "communication_s": comm.seconds,
+            "device": backend.describe(), "communicator": comm.name, "overlap": comm.overlap, "times_s": phases,
+            "communication_s": comm.seconds,
             "compute_s": max(0.0, sum(phases.values()) - comm.seconds), "traffic": dict(comm.traffic),
             "multigrid": getattr(linear, "traffic", lambda: None)()}
     return comm.gather(mine)
