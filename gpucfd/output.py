@@ -25,6 +25,16 @@ def ensure_writable_dir(path: str, option: str = "--out") -> str:
     return path
 
 
+def write_record(stem: str, data, text: str) -> None:
+    """A benchmark record: ``stem``.json holding ``data`` and ``stem``.md holding ``text``,
+    each written atomically (the folder created if needed)."""
+    os.makedirs(os.path.dirname(os.path.abspath(stem)), exist_ok=True)
+    with atomic_path(stem + ".json") as tmp, open(tmp, "w") as fh:
+        json.dump(data, fh, indent=1)
+    with atomic_path(stem + ".md") as tmp, open(tmp, "w") as fh:
+        fh.write(text)
+
+
 def check_writable_file(path: str, option: str = "--out") -> str:
     """Check that ``path`` can be written atomically (its folder exists and takes new
     files, and it is no folder) without creating it; InputError if not."""

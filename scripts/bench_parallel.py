@@ -33,7 +33,7 @@ import time
 
 from bench_solvers import WARMUP_ENV, WARMUP_N
 from gpucfd.errors import ArgumentParser, InputError, run_cli
-from gpucfd.output import atomic_path
+from gpucfd.output import write_record
 from script_options import check_each, check_tag
 from timed_runs import child_environment
 
@@ -168,11 +168,8 @@ def main(argv=None) -> int:
         ratios(rows)
         ok = [r for r in rows if "error" not in r]
         meta["device"] = ok[0]["device"] if ok else None
-        with atomic_path(stem + ".json") as tmp, open(tmp, "w") as fh:
-            json.dump({"meta": meta, "rows": rows}, fh, indent=1)
         text = markdown(meta, rows)
-        with atomic_path(stem + ".md") as tmp, open(tmp, "w") as fh:
-            fh.write(text)
+        write_record(stem, {"meta": meta, "rows": rows}, text)
         return text
 
     rows: list = []

@@ -37,7 +37,7 @@ import sys
 import numpy as np
 
 from gpucfd.errors import ArgumentParser, InputError, run_cli
-from gpucfd.output import atomic_path
+from gpucfd.output import write_record
 from script_options import check_each, check_tag
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -202,13 +202,9 @@ def main(argv=None) -> int:
     meta = {"command": "python scripts/level_model.py " + " ".join(argv), "device": records[0].get("device"),
             "profiles": [os.path.relpath(f, ROOT) for f in args.profiles]}
     text = markdown(meta, p, checks, strong, weak)
-    stem = os.path.join(args.results, f"level_model_{args.tag}")
-    os.makedirs(args.results, exist_ok=True)
     params = {k: v for k, v in p.items() if k != "t1"}
-    with atomic_path(stem + ".json") as tmp, open(tmp, "w") as fh:
-        json.dump({"meta": meta, "parameters": params, "checks": checks, "strong": strong, "weak": weak}, fh, indent=1)
-    with atomic_path(stem + ".md") as tmp, open(tmp, "w") as fh:
-        fh.write(text)
+    write_record(os.path.join(args.results, f"level_model_{args.tag}"),
+                 {"meta": meta, "parameters": params, "checks": checks, "strong": strong, "weak": weak}, text)
     print(text)
     return 0
 

@@ -21,7 +21,6 @@ benchmarks/results/profile_multigrid_<tag>.{json,md}.
 """
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -29,7 +28,7 @@ import time
 import numpy as np
 
 from gpucfd.errors import ArgumentParser, InputError, check_range, run_cli
-from gpucfd.output import atomic_path
+from gpucfd.output import write_record
 from script_options import check_tag
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -158,11 +157,8 @@ def main(argv=None) -> int:
     print(text)
     tag = tag or f"{'gpu' if 'gpu' in result['device'] else 'cpu'}_n{args.n}" + (f"_p{ranks}" if ranks > 1 else "")
     where = f" on {ranks} ranks ({result['communicator']}; the most of any rank, elements of the busiest)" if ranks > 1 else ""
-    os.makedirs(args.results, exist_ok=True)
-    with atomic_path(os.path.join(args.results, f"profile_multigrid_{tag}.json")) as tmp, open(tmp, "w") as fh:
-        json.dump(result, fh, indent=1)
-    with atomic_path(os.path.join(args.results, f"profile_multigrid_{tag}.md")) as tmp, open(tmp, "w") as fh:
-        fh.write(f"# One V-cycle of mg, level by level ({result['device']}{where})\n\n`{result['command']}`\n\n"
+    write_record(os.path.join(args.results, f"profile_multigrid_{tag}"), result,
+                 f"# One V-cycle of mg, level by level ({result['device']}{where})\n\n`{result['command']}`\n\n"
                  f"{args.n}³ graded lid-driven cube, Re {args.re:g}, Newton Jacobian after {args.picard} Picard "
                  f"step(s); best of {args.repeats}.\n\n{text}\n")
     return 0

@@ -31,7 +31,7 @@ import os
 import sys
 
 from gpucfd.errors import ArgumentParser, InputError, run_cli
-from gpucfd.output import atomic_path
+from gpucfd.output import write_record
 from script_options import check_each, check_tag
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -139,12 +139,7 @@ def main(argv=None) -> int:
     meta = {"command": "python scripts/scaling_model.py " + " ".join(argv), "record": os.path.relpath(args.record, ROOT),
             "device": record["meta"].get("device"), "ranks": ranks, "latency_us": args.latency_us, "latency_2_us": args.latency_2_us}
     text = markdown(meta, cases)
-    stem = os.path.join(args.results, f"scaling_model_{args.tag}")
-    os.makedirs(args.results, exist_ok=True)
-    with atomic_path(stem + ".json") as tmp, open(tmp, "w") as fh:
-        json.dump({"meta": meta, "cases": cases}, fh, indent=1)
-    with atomic_path(stem + ".md") as tmp, open(tmp, "w") as fh:
-        fh.write(text)
+    write_record(os.path.join(args.results, f"scaling_model_{args.tag}"), {"meta": meta, "cases": cases}, text)
     print(text)
     return 0
 
