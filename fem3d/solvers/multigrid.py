@@ -448,7 +448,8 @@ class CoarseSolve:
             self.ok = bool(self.level.xp.isfinite(lu).all() and (diagonal != 0).all())
             self.lu = (lu, piv) if self.ok else None
         else:
-            self.pending = _THREAD.submit(self._factorised, backend.to_numpy(mats), backend.to_numpy(gd))
+            # copies: the thread must not read the level's matrices while a next set-up rewrites them
+            self.pending = _THREAD.submit(self._factorised, np.array(backend.to_numpy(mats)), np.array(backend.to_numpy(gd)))
 
     def wait(self) -> bool:
         """Wait for the factorisation that setup() started; False when the matrix is singular."""
