@@ -330,3 +330,25 @@ def test_a_face_with_two_tags_is_named(tmp_path):
                  file_format="gmsh22", binary=False)
     with pytest.raises(InputError, match=r"the boundary face at \(0.5, 0.5, 1\) carries two tags, 2 and 3"):
         read_mesh(str(path))
+
+
+def test_points_are_located_on_a_box_as_on_any_mesh():
+    """On a whole graded box the bracketing element is tried first (HexMesh.box_vertices): the
+    same elements and reference coordinates as the nearest-centre search of a mesh that is not
+    known as a box; points outside stay outside; a part of a box is no whole box."""
+    from dataclasses import replace
+
+    from fem3d.discretisation.fields import locate
+    from fem3d.parallel.partition import submesh
+
+    mesh = box_mesh(5, 4, 6, grading=(1.0, 0.5, 1.5))
+    assert [len(v) for v in mesh.box_vertices] == [6, 5, 7] and mesh.box_vertices[0][[0, -1]].tolist() == [0.0, 1.0]
+    rng = np.random.default_rng(4)
+    points = np.concatenate([rng.uniform(0, 1, (200, 3)), [[1.5, 0.5, 0.5], [0.5, -0.1, 0.5], [0.0, 1.0, 0.3]]])
+    elem, xi = locate(mesh, points)
+    ref_elem, ref_xi = locate(replace(mesh, grid=None), points)
+    assert np.array_equal(elem[:200], ref_elem[:200]) and np.abs(xi - ref_xi).max() < 1e-12
+    assert elem[200:202].tolist() == [-1, -1] and elem[202] >= 0  # outside, outside, on the box's edge
+    corners = mesh.geometry[elem[:200]]
+    assert ((corners[:, 0] <= points[:200] + 1e-15) & (points[:200] <= corners[:, -1] + 1e-15)).all()
+    assert submesh(mesh, np.arange(60))[0].box_vertices is None  # half of the box (a rank's part)

@@ -77,40 +77,59 @@ def l2_errors(backend, mesh, x, velocity, pressure, n_gauss: int = 4, chunk: int
 def locate(mesh, points: np.ndarray, candidates: int = 27, tol: float = 1e-8):
     """Element and reference coordinates of physical points (host arrays).
 
-    points (P, 3). For each point the ``candidates`` elements with the nearest centres
-    are tried, nearest first (HexMesh.centre_tree), each only for the points not yet found: the geometry map
-    is inverted by Newton's method and the first element whose reference coordinates
+    points (P, 3). On a whole structured box each point is first tried in the element whose
+    vertex coordinates bracket it (HexMesh.box_vertices); the points not found so (all, on
+    another mesh) try the ``candidates`` elements with the nearest centres, nearest first
+    (HexMesh.centre_tree), each only for the points not yet found. In each try the geometry
+    map is inverted by Newton's method and the first element whose reference coordinates
     lie in [-1 - tol, 1 + tol]^3 is taken.
     Returns elem (P,) int (-1 where the point is outside the mesh) and xi (P, 3).
     """
+    points = np.atleast_2d(np.asarray(points, dtype=float))
+    elem = np.full(len(points), -1, dtype=np.int64)
+    xi_found = np.zeros((len(points), 3))
+
+    def attempt(todo, cand):  # the points ``todo`` tried in the elements ``cand``
+        xi = _reference(mesh, points[todo], cand)
+        inside = (np.abs(xi) <= 1 + tol).all(axis=1)
+        elem[todo[inside]] = cand[inside]
+        xi_found[todo[inside]] = xi[inside]
+
+    box = mesh.box_vertices
+    if box is not None and len(points):
+        layers = [np.clip(np.searchsorted(v, points[:, d], side="right") - 1, 0, len(v) - 2) for d, v in enumerate(box)]
+        nx, ny, _ = mesh.grid
+        attempt(np.arange(len(points)), mesh.box_elements(layers[0] + nx * (layers[1] + ny * layers[2])))
+    if (elem < 0).any():
+        k = min(candidates, mesh.n_elements)
+        _, cand = mesh.centre_tree.query(points, k=k)
+        cand = cand.reshape(len(points), k)
+        for j in range(k):
+            todo = np.flatnonzero(elem < 0)
+            if todo.size == 0:
+                break
+            attempt(todo, cand[todo, j])
+    return elem, np.clip(xi_found, -1.0, 1.0)
+
+
+def _reference(mesh, points, elements):
+    """(m, 3) reference coordinates of ``points`` (m, 3) under the geometry maps of
+    ``elements`` (m,) by Newton's method (clipped to [-2, 2]: far outside is outside)."""
     from .element import Q1, Q2
 
     geo = Q1 if mesh.geometry.shape[1] == 8 else Q2
-    points = np.atleast_2d(np.asarray(points, dtype=float))
-    k = min(candidates, mesh.n_elements)
-    _, cand = mesh.centre_tree.query(points, k=k)
-    cand = cand.reshape(len(points), k)
-    elem = np.full(len(points), -1, dtype=np.int64)
-    xi_found = np.zeros((len(points), 3))
-    for j in range(k):
-        todo = np.flatnonzero(elem < 0)
-        if todo.size == 0:
+    X = mesh.geometry[elements]  # (m, g, 3)
+    xi = np.zeros((len(elements), 3))
+    for _ in range(30):
+        G, dG = geo.values(xi), geo.gradients(xi)  # (m, g), (m, g, 3)
+        r = points - einsum(np, "mg,mgi->mi", G, X)
+        J = einsum(np, "mgi,mgk->mik", X, dG)
+        step = np.linalg.solve(J, r[..., None])[..., 0]
+        xi += step
+        np.clip(xi, -2.0, 2.0, out=xi)
+        if np.abs(step).max() < 1e-13:
             break
-        X = mesh.geometry[cand[todo, j]]  # (m, g, 3)
-        xi = np.zeros((todo.size, 3))
-        for _ in range(30):
-            G, dG = geo.values(xi), geo.gradients(xi)  # (m, g), (m, g, 3)
-            r = points[todo] - einsum(np, "mg,mgi->mi", G, X)
-            J = einsum(np, "mgi,mgk->mik", X, dG)
-            step = np.linalg.solve(J, r[..., None])[..., 0]
-            xi += step
-            np.clip(xi, -2.0, 2.0, out=xi)
-            if np.abs(step).max() < 1e-13:
-                break
-        inside = (np.abs(xi) <= 1 + tol).all(axis=1)
-        elem[todo[inside]] = cand[todo[inside], j]
-        xi_found[todo[inside]] = xi[inside]
-    return elem, np.clip(xi_found, -1.0, 1.0)
+    return xi
 
 
 def evaluate(mesh, x: np.ndarray, elem: np.ndarray, xi: np.ndarray):

@@ -150,6 +150,29 @@ class HexMesh:
         return tuple(np.array([f(self.points[:, d]) for d in range(3)]) for f in (np.min, np.max))
 
     @cached_property
+    def box_vertices(self) -> list | None:
+        """[(nx + 1,), (ny + 1,), (nz + 1,)] the vertex coordinates along each axis of a whole
+        structured box (element layer i spans vertices i and i + 1, read from each element's
+        lowest and highest vertex), None for another mesh or a part of a box."""
+        if self.grid is None or self.n_elements != int(np.prod(self.grid)):
+            return None
+        corners = self.geometry[:, [0, -1]]
+        nx, ny, _ = self.grid
+        ids = self.element_ids
+        out = []
+        for d, layer in enumerate((ids % nx, (ids // nx) % ny, ids // (nx * ny))):
+            v = np.empty(self.grid[d] + 1)
+            v[layer], v[layer + 1] = corners[:, 0, d], corners[:, 1, d]
+            out.append(v)
+        return out
+
+    def box_elements(self, numbers) -> np.ndarray:
+        """The elements of a whole structured box whose box numbers (i + nx (j + ny k)) are ``numbers``."""
+        index = np.empty(self.n_elements, dtype=np.int64)
+        index[self.element_ids] = np.arange(self.n_elements)
+        return index[numbers]
+
+    @cached_property
     def centre_tree(self):
         """scipy cKDTree of the element centres (means of the geometry nodes), built at the first use."""
         from scipy.spatial import cKDTree

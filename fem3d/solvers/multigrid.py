@@ -207,7 +207,7 @@ def coarser(mesh):
         return mesh.coarser, mesh.parent, REFINED[mesh.child_position]
     grid, kept, parents, position = box_coarsening(mesh)
     coarse = box_mesh(*grid, vertices=[k / k[-1] for k in kept])
-    return coarse, element_index(coarse, parents), position
+    return coarse, coarse.box_elements(parents), position
 
 
 def box_coarsening(mesh):
@@ -222,13 +222,6 @@ def box_coarsening(mesh):
     ids = mesh.element_ids
     i, j, k = ids % nx, (ids // nx) % ny, ids // (nx * ny)
     return grid, kept, px[i] + cx * (py[j] + cy * pz[k]), sx[i] + 3 * sy[j] + 9 * sz[k]
-
-
-def element_index(box, numbers) -> np.ndarray:
-    """The elements of the whole box mesh ``box`` whose box element numbers (x fastest) are ``numbers``."""
-    index = np.empty(box.n_elements, dtype=np.int64)
-    index[box.element_ids] = np.arange(box.n_elements)
-    return index[numbers]
 
 
 def child_boxes(codes) -> tuple[np.ndarray, np.ndarray]:

@@ -21,7 +21,7 @@ import numpy as np
 from gpucfd.errors import InputError, check_range
 from ..discretisation.element import Q1, Q2
 from ..discretisation.mesh import HexMesh, box_mesh
-from .multigrid import REFINED, box_coarsening, child_boxes, element_index
+from .multigrid import REFINED, box_coarsening, child_boxes
 
 SEQUENCE_MIN = {  # elements of the coarsest mesh that --sequence auto solves, by device kind
     "gpu": 1000,  # H100, Re 1000: 40^3 from 20^3 and 10^3 took 4.6 s, from 20^3 alone 5.2 s, without sequencing 6.5 s
@@ -53,19 +53,12 @@ def coarsening(mesh: HexMesh) -> Coarsening | None:
     if mesh.grid is None:
         return None
     grid, kept, parents, _ = box_coarsening(mesh)
-    if np.prod(grid) == mesh.n_elements or mesh.n_elements != np.prod(mesh.grid):
+    vertices = mesh.box_vertices
+    if np.prod(grid) == mesh.n_elements or vertices is None:
         return None  # no coarser box, or not a whole box
-    corners = mesh.geometry[:, [0, -1]]  # each element's lowest and highest vertex: every vertex coordinate of a box
-    nx, ny, _ = mesh.grid
-    ids = mesh.element_ids
-    vertices = []  # the box's vertex coordinates along each axis: element layer i spans vertices i and i + 1
-    for d, layer in enumerate((ids % nx, (ids // nx) % ny, ids // (nx * ny))):
-        v = np.empty(mesh.grid[d] + 1)
-        v[layer], v[layer + 1] = corners[:, 0, d], corners[:, 1, d]
-        vertices.append(v)
     coarse = box_mesh(*grid, vertices=[v[k] for v, k in zip(vertices, kept)])
-    parent = element_index(coarse, parents)
-    lo, hi = corners[:, 0], corners[:, 1]  # (E, 3) each element's extent
+    parent = coarse.box_elements(parents)
+    lo, hi = mesh.geometry[:, 0], mesh.geometry[:, -1]  # (E, 3) each element's extent: its lowest and highest vertex
     plo, phi = coarse.geometry[parent, 0], coarse.geometry[parent, -1]
     return Coarsening(coarse, parent, (hi - lo) / (phi - plo), (hi + lo - phi - plo) / (phi - plo))
 
