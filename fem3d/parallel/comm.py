@@ -8,10 +8,10 @@ NcclComm    device arrays through NCCL (cupy.cuda.nccl), bootstrapped over MPI;
 All share one interface: ``allreduce(buf)`` sums a float64 array over the ranks in
 place, ``exchange(sends, recvs)`` sends each float64 array sends[peer] to its peer and
 receives into recvs[peer] (same shapes both ways), in two halves where work goes on
-between them: ``start_exchange`` (the messages on their way: non-blocking MPI, or NCCL
-on a stream of its own that waits for the work queued before) and ``finish_exchange``
-(the received arrays ready for what is queued after), plus object collectives for
-set-up and output. ``seconds`` is the time spent communicating: host-staged calls are
+between them: ``start_exchange`` (the messages on their way: non-blocking MPI, or NCCL,
+with --overlap on a stream of its own that waits for the work queued before) and
+``finish_exchange`` (the received arrays ready for what is queued after), plus object
+collectives for set-up and output. ``seconds`` is the time spent communicating: host-staged calls are
 timed with the device synchronised around them; NCCL calls stay asynchronous on the
 device's stream and are timed there with CUDA events. ``traffic`` counts what this rank
 did: reductions (``allreduce`` and ``allreduce_scalar`` calls) and their bytes, exchanges
@@ -179,9 +179,10 @@ class NcclComm(MPIComm):
     """NCCL for device arrays (allreduce, point-to-point), MPI for the rest.
 
     Device calls are queued without waiting for them (the host goes on launching the
-    next kernels): reductions on the current stream, exchanges on the communicator's own
-    stream, which waits for the work queued before them and which the current stream waits
-    for at finish_exchange, so that the kernels queued in between overlap the messages;
+    next kernels), on the current stream; with ``overlap`` the exchanges go on the
+    communicator's own stream, which waits for the work queued before them and which the
+    current stream waits for at finish_exchange, so that the kernels queued in between
+    overlap the messages;
     each is timed by a pair of CUDA events, read when ``seconds`` is asked for. NCCL opens
     its links to a peer at the first message and its reduction rings at the first
     reduction; :meth:`connect` opens them while the run is prepared. NCCL_MAX_NCHANNELS
@@ -255,8 +256,9 @@ class NcclComm(MPIComm):
         return buf
 
     def start_exchange(self, sends: dict, recvs: dict):
-        """Device arrays: NCCL's sends and receives on the communicator's own stream, after
-        the work queued on the current stream so far (host arrays: MPI)."""
+        """Device arrays: NCCL's sends and receives on the current stream, or where products
+        overlap their exchanges (``overlap``) on the communicator's own stream after the work
+        queued on the current stream so far (host arrays: MPI)."""
         if any(isinstance(a, np.ndarray) for a in recvs.values()):
             return "mpi", super().start_exchange(sends, recvs)
         cp, nc, nccl = self.backend.xp, self.nc, self.nccl
@@ -269,6 +271,9 @@ class NcclComm(MPIComm):
                 nc.recv(recvs[q].data.ptr, recvs[q].size, nccl.NCCL_FLOAT64, q, stream)
             nccl.groupEnd()
 
+        if not self.overlap:  # nothing is queued before finish_exchange: the current stream serves
+            self._queue(issue)
+            return "nccl", None
         if self._stream is None:
             self._stream = cp.cuda.Stream(non_blocking=True)
         self._stream.wait_event(cp.cuda.get_current_stream().record())
@@ -281,7 +286,8 @@ class NcclComm(MPIComm):
         kind, what = pending
         if kind == "mpi":
             return super().finish_exchange(what)
-        self.backend.xp.cuda.get_current_stream().wait_event(what)
+        if what is not None:
+            self.backend.xp.cuda.get_current_stream().wait_event(what)
 
 
 def launched_ranks() -> int:
