@@ -75,9 +75,10 @@ def test_coarse_grids_and_alignment():
     assert coarse_grids(None) == [] and coarse_levels(box_mesh(9)) == 1 and coarse_levels(refine(box_mesh(9))) == 2
     assert alignment(box_mesh(40), 3) == 2 and alignment(box_mesh(8), 1) == 1 and alignment(refine(box_mesh(42)), 2) == 2
     assert coarsest_unknowns(box_mesh(40)) == box_unknowns((5, 5, 5)) and coarsest_unknowns(refine(twisted_mesh(3))) == 3 * 7**3 + 4**3
-    parent, position = split(9)
-    assert parent.tolist() == [0, 0, 1, 1, 2, 3, 3, 4, 4] and position.tolist() == [0, 1, 0, 1, 2, 0, 1, 0, 1]
-    assert [p.tolist() for p in split(2)] == [[0, 1], [2, 2]] and split(3)[1].tolist() == [2, 0, 1]
+    parent, position = split(9)  # the whole layer's index 2 modulo 4 (nearest the middle): an odd coarse layer
+    assert parent.tolist() == [0, 0, 1, 2, 2, 3, 3, 4, 4] and position.tolist() == [0, 1, 2, 0, 1, 0, 1, 0, 1]
+    assert [p.tolist() for p in split(2)] == [[0, 1], [2, 2]] and split(3)[1].tolist() == [0, 1, 2]
+    assert [int(np.flatnonzero(split(n)[1] == 2)[0]) for n in (11, 21, 41, 43)] == [6, 10, 18, 22]
 
 
 def test_child_prolongations_reproduce_parent_polynomials():

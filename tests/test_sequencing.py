@@ -10,7 +10,7 @@ import pytest
 from fem3d import cavity
 from fem3d.discretisation.mesh import box_mesh
 from fem3d.solvers.multigrid import REFINED, child_prolongations
-from fem3d.solvers.sequencing import SEQUENCE_MIN, coarsening, interpolate, plan, redundant
+from fem3d.solvers.sequencing import SEQUENCE_MIN, chain, coarsening, interpolate, plan, redundant
 from gpucfd.errors import InputError
 from support import sample_mesh
 
@@ -28,9 +28,23 @@ def test_coarser_box_has_the_fine_box_graded_vertices_and_the_interpolation_is_e
     assert c.coarse.grid == (3, 3, 4) and c.coarse.tag_names == fine.tag_names
     for d in range(3):  # the coarse vertices are fine vertices: the graded coordinates kept
         assert np.isin(np.unique(c.coarse.geometry[:, :, d]), np.unique(fine.geometry[:, :, d])).all()
-    assert c.scale.min() < 0.45 and c.scale.max() == 1.0  # graded halves, and the odd sides' whole middle layer
+    assert c.scale.min() < 0.45 and c.scale.max() == 1.0  # graded halves, and the odd sides' whole layer
     got = backend.to_numpy(interpolate(backend.xp, backend.asarray(fields(c.coarse)), fine, c))
     assert np.abs(got - fields(fine)).max() < 1e-14
+
+
+def test_coarser_boxes_of_an_odd_graded_box_keep_neighbouring_layers_alike():
+    """An odd side's whole layer is never left whole again one level down: the sequence's
+    boxes of a graded 25^3 box (13^3, 7^3) hold no layer less than half as thick as its
+    neighbour (a whole middle layer at every level gave 7^3 a layer 3.8 times thinner)."""
+    fine = box_mesh(25, grading=1.0)
+    grids, ratios = [], []
+    for c in chain(fine, 2):
+        widths = np.diff(c.coarse.box_vertices[0])
+        grids.append(c.coarse.grid)
+        ratios.append(np.maximum(widths[1:] / widths[:-1], widths[:-1] / widths[1:]).max())
+    assert grids == [(13, 13, 13), (7, 7, 7)]
+    assert max(ratios) < 2.1, ratios
 
 
 def test_interpolation_on_a_refined_mesh_is_the_multigrid_prolongation():
