@@ -316,6 +316,31 @@ def test_dense_product_kernels_match_the_numpy_references(n):
 
 
 @pytest.mark.gpu
+def test_all_finite_kernel_matches_the_numpy_reference():
+    """fem3d.kernels.vectors.all_finite: the CUDA kernel and NumPy agree on float16, float32 and
+    float64 arrays (and a strided view) with a NaN, an infinity or nothing bad at the first, a middle
+    or the last entry, in arrays of 1 to 3 * 10^5 entries."""
+    from gpucfd.backend import cupy_module
+
+    if cupy_module() is None:
+        pytest.skip("no CUDA GPU")
+    cp = cupy_module()
+    cu, ref = vectors.CudaVectors, vectors.NumpyVectors
+    for dtype in (np.float16, np.float32, np.float64):
+        for n in (1, 300_001):
+            for at in sorted({0, n // 2, n - 1}):
+                for bad in (None, np.nan, np.inf, -np.inf):
+                    a = np.ones(n, dtype=dtype)
+                    if bad is not None:
+                        a[at] = bad
+                    assert cu.all_finite(cp.asarray(a)) == ref.all_finite(a) == (bad is None)
+        view = np.ones((4, 6), dtype=dtype)
+        view[1, 1] = np.nan
+        assert cu.all_finite(cp.asarray(view)[:, ::2]) == ref.all_finite(view[:, ::2]) is True
+        assert cu.all_finite(cp.asarray(view)[:, 1::2]) == ref.all_finite(view[:, 1::2]) is False
+
+
+@pytest.mark.gpu
 def test_cuda_vector_kernels_match_numpy_reference():
     from gpucfd.backend import cupy_module, get_backend
 

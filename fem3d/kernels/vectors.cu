@@ -3,6 +3,8 @@
 //
 // V (m, ldv) row-major: m vectors of length n (n <= ldv); w, x (n,); h (m,); all float64.
 
+#include <cuda_fp16.h>
+
 #define THREADS 256
 #define GROUP 8  // vectors per block row of multi_dot_partial
 
@@ -83,3 +85,27 @@ gemv(const double* __restrict__ A, const double* __restrict__ x, double* __restr
     for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(0xffffffff, s, o);
     if (lane == 0) y[row] = s;
 }
+
+// *flag = 1 where any of the n entries of a is not finite (NaN or infinite); flag untouched otherwise
+__device__ __forceinline__ double as_double(double v) { return v; }
+__device__ __forceinline__ double as_double(float v) { return v; }
+__device__ __forceinline__ double as_double(__half v) { return __half2float(v); }
+
+template <typename T>
+__device__ void flag_nonfinite(const T* __restrict__ a, long n, int* __restrict__ flag)
+{
+    for (long i = blockIdx.x * (long)THREADS + threadIdx.x; i < n; i += (long)gridDim.x * THREADS)
+        if (!isfinite(as_double(a[i]))) {
+            *flag = 1;
+            return;
+        }
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS)
+nonfinite_f16(const __half* __restrict__ a, long n, int* __restrict__ flag) { flag_nonfinite(a, n, flag); }
+
+extern "C" __global__ void __launch_bounds__(THREADS)
+nonfinite_f32(const float* __restrict__ a, long n, int* __restrict__ flag) { flag_nonfinite(a, n, flag); }
+
+extern "C" __global__ void __launch_bounds__(THREADS)
+nonfinite_f64(const double* __restrict__ a, long n, int* __restrict__ flag) { flag_nonfinite(a, n, flag); }

@@ -7,6 +7,12 @@ multi_dot(V, w)           (m,) = V (m, n) w (n,), summed in a fixed order (the s
 combine(V, h, x, sign)    x (n,) += sign V (m, n)^T h (m,), in place
 rows_times(a, P, out, transpose)  out (r, k) = a (r, k) P (k, k), or a P^T
 gemv(A, x)                (n,) = A (n, n) x
+all_finite(a)             True when no entry of the float16, float32 or float64 array a is NaN or infinite (one read-back)
+
+all_finite is a kernel of its own rather than CuPy's isfinite(a).all(): CuPy reduces through
+CUB block reductions compiled for each block size, which it picks from the array's size below
+2,048 entries and widens past 2^31 entries, so that a new mesh size could compile a new one
+(3.4 s each on an H100: 5.1 s of a 41^3 run, 4.1 s of 112^3).
 """
 from __future__ import annotations
 
@@ -37,6 +43,10 @@ class NumpyVectors:
     @staticmethod
     def gemv(A, x):
         return A @ x
+
+    @staticmethod
+    def all_finite(a) -> bool:
+        return bool(np.isfinite(a).all())
 
 
 class CudaVectors:
@@ -86,6 +96,18 @@ class CudaVectors:
         y = cupy.empty(n, dtype=np.float64)
         cls._kernel("gemv")((-(-n * 32 // _THREADS),), (_THREADS,), (A, x, y, np.int64(n)))
         return y
+
+
+    @classmethod
+    def all_finite(cls, a) -> bool:
+        import cupy
+
+        a = cupy.ascontiguousarray(a)
+        kernel = {np.dtype(np.float16): "nonfinite_f16", np.dtype(np.float32): "nonfinite_f32",
+                  np.dtype(np.float64): "nonfinite_f64"}[a.dtype]  # KeyError: other types
+        flag = cupy.zeros(1, dtype=np.int32)
+        cls._kernel(kernel)((cls._blocks(a.size),), (_THREADS,), (a, np.int64(a.size), flag))
+        return not int(flag.get()[0])
 
 
 def for_backend(backend):

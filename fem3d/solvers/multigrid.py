@@ -437,15 +437,14 @@ class CoarseSolve:
                     self.inverse = inverse
                 else:
                     self.inverse[...] = inverse  # at the address a graph of the cycle reads
-                self.ok = bool(self.level.xp.isfinite(self.inverse).all())
+                self.ok = vectors.for_backend(backend).all_finite(self.inverse)
         elif self.method == "lu":
             self.lu = None  # its memory, before the next factors take as much again
             with warnings.catch_warnings():  # a singular matrix: told by its zero pivot below, not by a warning
                 warnings.simplefilter("ignore")
                 # the factors of A^T, whose Fortran order is A's C order (no copy); a solve takes them transposed
                 lu, piv = _linalg(backend).lu_factor(self._dense(mats, gd).T, overwrite_a=True, check_finite=False)
-            diagonal = self.level.xp.diagonal(lu)
-            self.ok = bool(self.level.xp.isfinite(lu).all() and (diagonal != 0).all())
+            self.ok = vectors.for_backend(backend).all_finite(lu) and bool((backend.to_numpy(self.level.xp.diagonal(lu)) != 0).all())
             self.lu = (lu, piv) if self.ok else None
         else:
             # copies: the thread must not read the level's matrices while a next set-up rewrites them

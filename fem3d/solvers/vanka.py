@@ -30,7 +30,7 @@ import numpy as np
 
 from gpucfd.backend import to_numpy
 
-from ..kernels import ebe, vanka as vanka_kernels
+from ..kernels import ebe, vanka as vanka_kernels, vectors
 from ..kernels.ebe import LD, NL
 from .operators import ElementOperator
 
@@ -68,9 +68,11 @@ def element_neighbours(mesh, xp=np) -> tuple:
     new = xp.diff(key, prepend=-1) != 0
     e, f = elem[mine[new]], elem[theirs[new]]  # element pairs sharing a vertex, sorted by element
     # the pattern follows from which vertex of f each shared vertex of e is (the shared Q2 nodes are those of the
-    # shared vertices, edges and faces): code sum_l (vertex of f at e's vertex l, plus 1) 16^l, exact in float64
-    weights = (local[theirs] + 1) * (16.0 ** xp.arange(k))[local[mine]]
-    codes = xp.bincount(xp.cumsum(new) - 1, weights=weights).astype(np.int64)
+    # shared vertices, edges and faces): code sum_l (vertex of f at e's vertex l, plus 1) 16^l, summed over each run
+    # of one key by differences of an int64 prefix sum (exact; no bincount: see fem3d.kernels.vectors on CuPy's reductions)
+    weights = (local[theirs] + 1) * (16 ** xp.arange(k, dtype=np.int64))[local[mine]]
+    last = xp.append(new[1:], True)[:len(new)]  # the last entry of each run
+    codes = xp.diff(xp.cumsum(weights)[last], prepend=0)
     _, firsts, pattern_of = xp.unique(codes, return_index=True, return_inverse=True)
     ia, ja = [], []
     for a, b in zip(to_numpy(e[firsts]), to_numpy(f[firsts])):
@@ -78,9 +80,10 @@ def element_neighbours(mesh, xp=np) -> tuple:
         q1a, q1b = np.nonzero(pcells[a][:, None] == pcells[b][None, :])
         ia.append(np.concatenate([q2a, q2a + 27, q2a + 54, q1a + 81]))
         ja.append(np.concatenate([q2b, q2b + 27, q2b + 54, q1b + 81]))
-    counts = xp.bincount(e, minlength=n_elem)
-    slot = xp.arange(len(e)) - xp.repeat(xp.cumsum(counts) - counts, counts)
-    nbr = xp.full((n_elem, int(counts.max()) if n_elem else 0), -1, dtype=np.int32)
+    starts_of = xp.searchsorted(e, xp.arange(n_elem + 1))  # e is sorted: each element's pairs in one run
+    counts = xp.diff(starts_of)
+    slot = xp.arange(len(e)) - starts_of[e]
+    nbr = xp.full((n_elem, int(to_numpy(counts).max()) if n_elem else 0), -1, dtype=np.int32)
     pattern = xp.zeros(nbr.shape, dtype=np.int32)
     nbr[e, slot], pattern[e, slot] = f, pattern_of.reshape(-1)
     starts = xp.asarray(np.cumsum([0] + [len(a) for a in ia]).astype(np.int32))
@@ -225,14 +228,11 @@ class Vanka:
 
     def end(self) -> bool:
         """True when every block was invertible: the inverses (and row scales) finite; one
-        read-back."""
+        read-back each."""
         if self._ok is False:
             return False
-        store = self.inverses
-        finite = self.xp.isfinite(store.mats).all()
-        if store.row_scale is not None:
-            finite &= self.xp.isfinite(store.row_scale).all()
-        return bool(finite)
+        store, finite = self.inverses, vectors.for_backend(self.op.backend).all_finite
+        return finite(store.mats) and (store.row_scale is None or finite(store.row_scale))
 
     def apply(self, r, out):
         return self.inverses.matvec(r, out)
