@@ -2,7 +2,8 @@
 
     python scripts/level_model.py --profiles benchmarks/results/profile_multigrid_h200x4_p1.json \\
         benchmarks/results/profile_multigrid_h200x4_p2.json benchmarks/results/profile_multigrid_h200x4_p4.json \\
-        --n 64 112 --ranks 8 64 512 --weak 40 --tag h200x4
+        --shared benchmarks/results/profile_multigrid_h200x4_p2_shared.json \\
+        benchmarks/results/profile_multigrid_h200x4_p4_shared.json --n 64 112 --ranks 8 64 512 --weak 40 --tag h200x4
 
 The records (scripts/profile_multigrid.py on 1 rank, 2 ranks and optionally more, one box
 N^3) give each level's smoothing time, its elements on the busiest rank, whether it is
@@ -25,7 +26,13 @@ against each record of more than 2 ranks (per level and V-cycle) and predicts st
 of the --n boxes and weak scaling of --weak elements per side per rank, naming for each the
 first level that is no faster on P ranks than on one (cut and slower than whole, or held
 whole by every rank): where coarse-grid work stops scaling, and its share of the V-cycle
-from there down. Saves benchmarks/results/level_model_<tag>.{json,md}.
+from there down.
+
+Ranks sharing a GPU (--allow-shared-gpu; ``--shared``: records of one box on 2 and more ranks
+whose ``gpus`` are fewer than their ranks) take turns on it: a level's smoothing costs
+g * t1(elements per rank) for g ranks per GPU, plus the sums and reductions, whose cost s is
+fitted anew on the shared 2-rank record (host-staged MPI, not NCCL) and checked against the
+others. Saves benchmarks/results/level_model_<tag>.{json,md}.
 """
 from __future__ import annotations
 
@@ -56,13 +63,20 @@ def one_gpu(record: dict):
     return t1
 
 
+def sharing(record: dict) -> float:
+    """Ranks per GPU of a record (its ``gpus``: the devices its ranks ran on; 1 without)."""
+    return record["ranks"] / record["gpus"] if record.get("gpus") else 1.0
+
+
 def sum_cost(record: dict, t1, reduction_ms: float) -> float:
-    """s in ms: the 2-rank record's time of a cut level's smoothing beyond t1 of its elements
-    and its reductions, per interface sum, averaged over its cut levels."""
+    """s in ms: the 2-rank record's time of a cut level's smoothing beyond its ranks' turns of
+    t1 on a GPU (:func:`sharing`) and its reductions, per interface sum, averaged over its cut
+    levels."""
     cut = [lv for lv in record["levels"] if lv["partitioned"] and lv["sums_per_smoothing"]]
     if not cut:
         raise InputError("the 2-rank profile has no level cut among the ranks")
-    return float(np.mean([(lv["smoothing_ms"] - t1(lv["elements"]) - lv["reductions_per_smoothing"] * reduction_ms)
+    g = sharing(record)
+    return float(np.mean([(lv["smoothing_ms"] - g * t1(lv["elements"]) - lv["reductions_per_smoothing"] * reduction_ms)
                           / lv["sums_per_smoothing"] for lv in cut]))
 
 
@@ -78,9 +92,10 @@ def levels(n: int, ranks: int) -> list | None:
     return [(int(np.prod(g)), k <= cut) for k, g in enumerate(grids[:-1])]
 
 
-def v_cycle(n: int, ranks: int, p: dict) -> dict | None:
-    """The model's V-cycle of an n^3 box on ``ranks`` ranks: per level (elements per rank,
-    cut, smoothing ms, and that level held whole) and the V-cycle ms."""
+def v_cycle(n: int, ranks: int, p: dict, sharing: float = 1.0) -> dict | None:
+    """The model's V-cycle of an n^3 box on ``ranks`` ranks, ``sharing`` of them per GPU: per
+    level (elements per rank, cut, smoothing ms, and that level held whole on one GPU) and the
+    V-cycle ms."""
     shape = levels(n, ranks)
     if shape is None:
         return None
@@ -88,51 +103,62 @@ def v_cycle(n: int, ranks: int, p: dict) -> dict | None:
     rows = []
     for elements, cut in shape:
         here = elements / ranks if cut else elements
-        s = p["t1"](here) + (p["sums"] * (p["sum_ms"] + p["latency_ms"]) + p["reductions"] * (p["reduction_ms"] + extra) if cut else 0.0)
+        s = sharing * p["t1"](here) + (p["sums"] * (p["sum_ms"] + p["latency_ms"]) + p["reductions"] * (p["reduction_ms"] + extra)
+                                       if cut else 0.0)
         rows.append({"elements": elements, "per_rank": here, "cut": cut, "smoothing_ms": s, "whole_ms": p["t1"](elements)})
-    rest = p["rest_ms"] * (shape[0][0] / ranks) / p["rest_elements"]
+    rest = p["rest_ms"] * (shape[0][0] / ranks * sharing) / p["rest_work"]
     stops = next((k for k, r in enumerate(rows) if r["smoothing_ms"] >= r["whole_ms"]), None) if ranks > 1 else None
     v = 2 * sum(r["smoothing_ms"] for r in rows) + rest
     return {"n": n, "ranks": ranks, "levels": rows, "v_cycle_ms": v, "stops_scaling": stops,
             "share_from_there": 0.0 if stops is None else 2 * sum(r["smoothing_ms"] for r in rows[stops:]) / v}
 
 
-def fit(records: list, reduction_ms: float, latency_ms: float) -> dict:
-    """The model's parameters from the 1- and 2-rank records."""
-    by_ranks = {r["ranks"]: r for r in records}
-    one, two = by_ranks[1], by_ranks[2]
+def fit(one: dict, two: dict, reduction_ms: float, latency_ms: float) -> dict:
+    """The model's parameters from the 1- and a 2-rank record."""
     t1 = one_gpu(one)
     s = sum_cost(two, t1, reduction_ms)
     cut = next(lv for lv in two["levels"] if lv["partitioned"])
     rest = two["cycle"]["v_cycle_ms"] - 2 * sum(lv["smoothing_ms"] for lv in two["levels"])
     return {"t1": t1, "sum_ms": s, "reduction_ms": reduction_ms, "latency_ms": 0.0, "sums": cut["sums_per_smoothing"],
-            "reductions": cut["reductions_per_smoothing"], "rest_ms": max(0.0, rest), "rest_elements": two["levels"][0]["elements"],
-            "predict_latency_ms": latency_ms}
+            "reductions": cut["reductions_per_smoothing"], "rest_ms": max(0.0, rest),
+            "rest_work": two["levels"][0]["elements"] * sharing(two), "gpus": two.get("gpus"), "predict_latency_ms": latency_ms}
 
 
 def check(record: dict, p: dict) -> dict:
     """The model against a record of more than 2 ranks: per level and V-cycle, measured and modelled ms."""
-    model = v_cycle(record["n"], record["ranks"], p)
+    model = v_cycle(record["n"], record["ranks"], p, sharing(record))
     pairs = [{"elements": lv["elements"], "cut": m["cut"], "measured_ms": lv["smoothing_ms"], "model_ms": m["smoothing_ms"]}
              for lv, m in zip(record["levels"], model["levels"])]
-    return {"ranks": record["ranks"], "n": record["n"], "levels": pairs, "v_cycle_measured_ms": record["cycle"]["v_cycle_ms"],
-            "v_cycle_model_ms": model["v_cycle_ms"]}
+    return {"ranks": record["ranks"], "gpus": record.get("gpus"), "n": record["n"], "levels": pairs,
+            "v_cycle_measured_ms": record["cycle"]["v_cycle_ms"], "v_cycle_model_ms": model["v_cycle_ms"]}
 
 
-def markdown(meta: dict, p: dict, checks: list, strong: list, weak: list) -> str:
+def check_rows(checks: list) -> list:
+    """Markdown rows of :func:`check`'s results."""
     pct = lambda m, x: f"{100 * (m / x - 1):+.0f} %"  # noqa: E731
+    lines = ["| ranks | GPUs | N | level: elements per rank, measured / model ms | V-cycle measured / model ms |",
+             "|---|---|---|---|---|"]
+    for c in checks:
+        lv = "; ".join(f"{lvl['elements']:,}{'' if lvl['cut'] else '*'}: {lvl['measured_ms']:.2f} / {lvl['model_ms']:.2f} "
+                       f"({pct(lvl['model_ms'], lvl['measured_ms'])})" for lvl in c["levels"])
+        lines.append(f"| {c['ranks']} | {c['gpus'] or c['ranks']} | {c['n']} | {lv} | {c['v_cycle_measured_ms']:.1f} / "
+                     f"{c['v_cycle_model_ms']:.1f} ({pct(c['v_cycle_model_ms'], c['v_cycle_measured_ms'])}) |")
+    return lines
+
+
+def markdown(meta: dict, p: dict, checks: list, strong: list, weak: list, shared: tuple | None = None) -> str:
     lines = [f"# Level model of the multigrid V-cycle ({meta['device']})", "", f"`{meta['command']}`", "",
              f"Fitted on {meta['profiles'][0]} (one GPU, t1) and {meta['profiles'][1]} (2 ranks): an interface sum costs "
              f"{1e3 * p['sum_ms']:.0f} µs, a reduction {1e3 * p['reduction_ms']:.0f} µs; a cut level's smoothing does "
              f"{p['sums']} sums and {p['reductions']} reductions; predictions add {1e3 * p['predict_latency_ms']:g} µs per "
              "message and reduction step. Elements per rank of each smoothed level, finest first; a level marked * is held "
-             "whole by every rank.", "", "## Check", "",
-             "| ranks | N | level: elements per rank, measured / model ms | V-cycle measured / model ms |", "|---|---|---|---|"]
-    for c in checks:
-        lv = "; ".join(f"{lvl['elements']:,}{'' if lvl['cut'] else '*'}: {lvl['measured_ms']:.2f} / {lvl['model_ms']:.2f} "
-                       f"({pct(lvl['model_ms'], lvl['measured_ms'])})" for lvl in c["levels"])
-        lines.append(f"| {c['ranks']} | {c['n']} | {lv} | {c['v_cycle_measured_ms']:.1f} / {c['v_cycle_model_ms']:.1f} "
-                     f"({pct(c['v_cycle_model_ms'], c['v_cycle_measured_ms'])}) |")
+             "whole by every rank.", "", "## Check", "", *check_rows(checks)]
+    if shared:
+        ps, checks_shared = shared
+        lines += ["", "## Ranks sharing a GPU", "",
+                  f"Fitted on the same one-GPU record and {meta['shared'][0]} (2 ranks on {ps['gpus']} GPU): the ranks on a "
+                  f"GPU take turns, and an interface sum between them costs {1e3 * ps['sum_ms']:.0f} µs.", "",
+                  *check_rows(checks_shared)]
     for title, rows in (("Strong scaling", strong), ("Weak scaling", weak)):
         lines += ["", f"## {title}", "", "| N | ranks | smoothing ms per level (elements per rank) | V-cycle ms | "
                   + ("speed-up" if rows is strong else "efficiency") + " | first level no faster than on one GPU (share of the V-cycle "
@@ -151,10 +177,27 @@ def markdown(meta: dict, p: dict, checks: list, strong: list, weak: list) -> str
     return "\n".join(lines) + "\n"
 
 
+def read_records(option: str, paths: list) -> list:
+    """profile_multigrid records read from ``paths``; InputError naming ``option`` for a file that is not one."""
+    records = []
+    for path in paths:
+        try:
+            with open(path) as fh:
+                rec = json.load(fh)
+            rec.setdefault("ranks", 1)
+            rec["levels"], rec["n"], rec["cycle"]  # noqa: B018 - a profile_multigrid record
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            raise InputError(f"{option} {path}: cannot read a profile_multigrid record ({error!r})") from None
+        records.append(rec)
+    return records
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     ap = ArgumentParser(prog="python scripts/level_model.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--profiles", nargs="+", required=True, help="profile_multigrid records of one box on 1, 2 (and more) ranks")
+    ap.add_argument("--shared", nargs="*", default=[], help="profile_multigrid records of the same box on 2 and more ranks "
+                    "sharing GPUs (--allow-shared-gpu), to check the model against")
     ap.add_argument("--n", type=int, nargs="+", default=[64, 112], help="boxes N^3 to predict strong scaling of (default 64 112)")
     ap.add_argument("--ranks", type=int, nargs="+", default=[8, 64, 512], help="rank counts to predict (default 8 64 512)")
     ap.add_argument("--weak", type=int, default=40, help="elements per side per rank of the weak-scaling boxes (default 40)")
@@ -171,22 +214,24 @@ def main(argv=None) -> int:
     check_each("--reduction-us", [args.reduction_us], 0, 1e6)
     check_each("--latency-us", [args.latency_us], 0, 1e6)
     check_tag(args.tag)
-    records = []
-    for path in args.profiles:
-        try:
-            with open(path) as fh:
-                rec = json.load(fh)
-            rec.setdefault("ranks", 1)
-            rec["levels"], rec["n"], rec["cycle"]  # noqa: B018 - a profile_multigrid record
-        except (OSError, ValueError, KeyError, TypeError) as error:
-            raise InputError(f"--profiles {path}: cannot read a profile_multigrid record ({error!r})") from None
-        records.append(rec)
+    records, shared = read_records("--profiles", args.profiles), read_records("--shared", args.shared)
     counts = sorted(r["ranks"] for r in records)
     if counts[:2] != [1, 2] or len(set(counts)) != len(counts) or len({r["n"] for r in records}) != 1:
         raise InputError(f"--profiles must be one box on 1 rank, 2 ranks and optionally more, each once (got ranks {counts})")
+    if any(sharing(r) > 1 for r in records):
+        raise InputError("--profiles must have one GPU per rank; give records of ranks sharing a GPU with --shared")
     records.sort(key=lambda r: r["ranks"])
-    p = fit(records, args.reduction_us * 1e-3, args.latency_us * 1e-3)
+    p = fit(records[0], records[1], args.reduction_us * 1e-3, args.latency_us * 1e-3)
     checks = [check(r, p) for r in records if r["ranks"] > 2]
+    shared_fit = None
+    if shared:
+        shared.sort(key=lambda r: r["ranks"])
+        if shared[0]["ranks"] != 2 or len(shared) < 2 or any(sharing(r) <= 1 for r in shared) or \
+                {r["n"] for r in shared} != {records[0]["n"]}:
+            raise InputError("--shared must be the --profiles box on 2 ranks and on more, each with ranks sharing a GPU "
+                             "(profile_multigrid.py --allow-shared-gpu)")
+        ps = fit(records[0], shared[0], args.reduction_us * 1e-3, 0.0)
+        shared_fit = (ps, [check(r, ps) for r in shared[1:]])
     predicted = dict(p, latency_ms=p["predict_latency_ms"])
     strong = []
     for n in sizes:
@@ -200,11 +245,12 @@ def main(argv=None) -> int:
         m = v_cycle(n, q, predicted if q in ranks else p)
         weak.append({"n": n, "ranks": q, "model": m, "ratio": base / m["v_cycle_ms"] * (n ** 3 / q) / args.weak ** 3 if m else None})
     meta = {"command": "python scripts/level_model.py " + " ".join(argv), "device": records[0].get("device"),
-            "profiles": [os.path.relpath(f, ROOT) for f in args.profiles]}
-    text = markdown(meta, p, checks, strong, weak)
-    params = {k: v for k, v in p.items() if k != "t1"}
+            "profiles": [os.path.relpath(f, ROOT) for f in args.profiles], "shared": [os.path.relpath(f, ROOT) for f in args.shared]}
+    text = markdown(meta, p, checks, strong, weak, shared_fit)
+    params = lambda q: {k: v for k, v in q.items() if k != "t1"}  # noqa: E731
     write_record(os.path.join(args.results, f"level_model_{args.tag}"),
-                 {"meta": meta, "parameters": params, "checks": checks, "strong": strong, "weak": weak}, text)
+                 {"meta": meta, "parameters": params(p), "checks": checks, "strong": strong, "weak": weak,
+                  "shared": None if shared_fit is None else {"parameters": params(shared_fit[0]), "checks": shared_fit[1]}}, text)
     print(text)
     return 0
 

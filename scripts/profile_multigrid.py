@@ -4,6 +4,7 @@ rank of an MPI run (one rank per GPU).
     python scripts/profile_multigrid.py --device gpu --n 40
     python scripts/profile_multigrid.py --device cpu --n 8 --re 400
     mpirun -n 4 python scripts/profile_multigrid.py --device gpu --n 80
+    CUDA_VISIBLE_DEVICES=0 mpirun -n 2 python scripts/profile_multigrid.py --device gpu --n 80 --allow-shared-gpu
 
 Builds the lid-driven cube of N^3 graded elements, assembles the Newton Jacobian about
 the state after ``--picard`` Picard steps from rest (the timings hardly depend on it)
@@ -16,12 +17,14 @@ products is bound by the host's launch overhead, not by the device. Under MPI th
 cut as fem3d.cavity cuts it; every rank times the same calls (its interface sums
 included), the most of any rank is kept, and each level records its elements on the
 busiest rank, whether it is partitioned, and the interface sums, entries sent and
-reductions of one smoothing (the inputs of scripts/scaling_model.py's level model). Saves
+reductions of one smoothing (the inputs of scripts/level_model.py), and the record the number
+of GPUs its ranks ran on (fewer than the ranks with --allow-shared-gpu). Saves
 benchmarks/results/profile_multigrid_<tag>.{json,md}.
 """
 from __future__ import annotations
 
 import os
+import socket
 import sys
 import time
 
@@ -47,7 +50,7 @@ def best_ms(backend, f, repeats: int) -> float:
     return 1e3 * best
 
 
-def profile(n: int, re: float, device: str, picard: int, repeats: int) -> dict:
+def profile(n: int, re: float, device: str, picard: int, repeats: int, allow_shared_gpu: bool = False) -> dict:
     from fem3d.solvers.krylov import gmres_steps
     from fem3d.commands.memory import check_fits
     from fem3d.discretisation.mesh import box_mesh
@@ -59,7 +62,7 @@ def profile(n: int, re: float, device: str, picard: int, repeats: int) -> dict:
     from fem3d.problems.lid_driven import lid_driven_problem
     from fem3d.solvers.linear import LinearOptions, make_linear_solver
 
-    backend, comm = setup(device)
+    backend, comm = setup(device, allow_shared_gpu=allow_shared_gpu)
     xp = backend.xp
     check_fits(backend, "float64", "mg", n ** 3, comm.size, lambda e: f"--n {2 * int(e ** (1 / 3) / 2)} fits at most")
     mesh = box_mesh(n, grading=1.0)
@@ -101,6 +104,7 @@ def profile(n: int, re: float, device: str, picard: int, repeats: int) -> dict:
              "setup_ms": best_ms(backend, mg.setup, repeats),
              "v_cycle_ms": best_ms(backend, lambda: mg.apply(r, out), repeats),
              "system_product_ms": best_ms(backend, lambda: system.op.matvec(r, out), repeats)}
+    devices = comm.allgather((socket.gethostname(), backend.device_id))
     everyone = comm.gather((rows, cycle))
     if everyone is None:
         return None
@@ -111,6 +115,7 @@ def profile(n: int, re: float, device: str, picard: int, repeats: int) -> dict:
                 row[key] = busiest([theirs[k][key] for theirs, _ in everyone])
     cycle = {key: busiest([c[key] for _, c in everyone]) for key in cycle}
     return {"n": n, "re": re, "device": backend.describe(), "ranks": comm.size, "communicator": comm.name,
+            "gpus": len(set(devices)) if backend.is_gpu else None,
             "smoothing_steps": SMOOTHING_STEPS, "levels": rows, "cycle": cycle}
 
 
@@ -140,6 +145,8 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="auto")
     ap.add_argument("--picard", type=int, default=1, help="Picard steps from rest before the Jacobian (default 1)")
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--allow-shared-gpu", action="store_true", help="let several ranks share a GPU (they take turns on it; the "
+                    "record's gpus counts the devices used)")
     ap.add_argument("--results", default=os.path.join(ROOT, "benchmarks", "results"))
     ap.add_argument("--tag", default=None, help="suffix of the result files (default: device and N)")
     args = ap.parse_args(argv)
@@ -148,7 +155,7 @@ def main(argv=None) -> int:
     check_range("--picard", args.picard, 0, 50, integer=True)
     check_range("--repeats", args.repeats, 1, 1000, integer=True)
     tag = check_tag(args.tag) if args.tag else None
-    result = profile(args.n, args.re, args.device, args.picard, args.repeats)
+    result = profile(args.n, args.re, args.device, args.picard, args.repeats, args.allow_shared_gpu)
     if result is None:  # not rank 0
         return 0
     ranks = result["ranks"]
@@ -157,7 +164,8 @@ def main(argv=None) -> int:
     text = table(result)
     print(text)
     tag = tag or f"{'gpu' if 'gpu' in result['device'] else 'cpu'}_n{args.n}" + (f"_p{ranks}" if ranks > 1 else "")
-    where = f" on {ranks} ranks ({result['communicator']}; the most of any rank, elements of the busiest)" if ranks > 1 else ""
+    gpus = f" on {result['gpus']} GPU{'s' if result['gpus'] > 1 else ''}" if result["gpus"] and result["gpus"] < ranks else ""
+    where = f" on {ranks} ranks{gpus} ({result['communicator']}; the most of any rank, elements of the busiest)" if ranks > 1 else ""
     write_record(os.path.join(args.results, f"profile_multigrid_{tag}"), result,
                  f"# One V-cycle of mg, level by level ({result['device']}{where})\n\n`{result['command']}`\n\n"
                  f"{args.n}³ graded lid-driven cube, Re {args.re:g}, Newton Jacobian after {args.picard} Picard "

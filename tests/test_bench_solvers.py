@@ -41,6 +41,7 @@ def test_profile_multigrid_times_every_smoothed_level(tmp_path):
     assert data["cycle"]["coarse_inverse_ms"] > 0
     assert "| 0 | 216 | 6,934 |" in (tmp_path / "profile_multigrid_t.md").read_text()
     assert (level["partitioned"], level["sums_per_smoothing"], level["values_per_smoothing"]) == (False, 0, 0)
+    assert (data["ranks"], data["gpus"]) == (1, None)
     bad = subprocess.run(cmd[:4] + ["--n", "5"], capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and bad.stderr.strip().endswith("--n 5 has no coarser level: take at least 6")
 
@@ -61,7 +62,7 @@ def test_profile_multigrid_under_mpi_counts_each_partitioned_levels_sums(tmp_pat
     assert p.returncode == 0, p.stderr
     data = json.loads((tmp_path / "profile_multigrid_t.json").read_text())
     (level,) = data["levels"]  # 8^3 -> 4^3, solved directly
-    assert (data["ranks"], level["elements"], level["partitioned"]) == (2, 256, True)
+    assert (data["ranks"], data["gpus"], level["elements"], level["partitioned"]) == (2, None, 256, True)  # CPU ranks
     assert level["sums_per_smoothing"] == 2 * SMOOTHING_STEPS
     assert level["values_per_smoothing"] == 2 * SMOOTHING_STEPS * (17 * 17 * 3 + 9 * 9)
     assert level["reductions_per_smoothing"] > SMOOTHING_STEPS  # GMRES: its dot products
