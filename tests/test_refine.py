@@ -133,12 +133,14 @@ def mesh_fingerprint(mesh):
     return digest, weighted(mesh.points), weighted(mesh.geometry.reshape(-1, 3))
 
 
-@pytest.mark.parametrize("name, digest, points, geometry", [  # computed with the sequential greedy colouring and einsum (efdd508)
-    ("distorted", "9c5cfa66f12ac9ce", [32.67310000315595, -6.479241422405506, 0.8369976732240143],
+@pytest.mark.parametrize("name, digest, points, geometry", [  # the lattice numbering of new nodes (refine.LATTICE); the
+    # same meshes as the vertex-key numbering of efdd508 up to the order of the nodes (test below), whose digests and
+    # point sums were 9c5cfa66f12ac9ce, 269614959bfa4f53, cd6992fec032e15a and 32.67, 2.84, -1.20 (x)
+    ("distorted", "491aa8c30e17447c", [18.769137420349043, -2.259731500916588, -3.24008276006118],
      [0.5015479496189443, 0.4873663398997229, 0.48417663820319345]),
-    ("annulus", "269614959bfa4f53", [2.84438631324974, -5.146452312990282, 1.3717526220007334],
+    ("annulus", "bb06420cba9f3622", [1.16888867351314, -9.86282686662868, 0.9308333753510624],
      [0.9776146608765203, 0.062161276400280935, 0.23270502717666613]),
-    ("twisted", "cd6992fec032e15a", [-1.1992320253679798, 8.849993640952679, 4.648313396622094],
+    ("twisted", "ba32174b8f5b6007", [3.7464219160324346, -0.2566459030261636, 1.260839533128501],
      [2.0441428040783176, 1.67537293129501, -6.491147166906779]),
 ])
 def test_refinement_reproduces_the_reference_mesh(name, digest, points, geometry):
@@ -147,3 +149,20 @@ def test_refinement_reproduces_the_reference_mesh(name, digest, points, geometry
     assert got[0] == digest
     np.testing.assert_allclose(got[1], points, rtol=1e-13)
     np.testing.assert_allclose(got[2], geometry, rtol=1e-13)
+
+
+@pytest.mark.parametrize("name", ["distorted", "annulus", "twisted"])
+def test_refined_nodes_are_the_hex8_numbering_of_the_children_up_to_order(name):
+    """Twice refined: the fine Q2 nodes named from the parents' lattices are those that the
+    numbering of hex8 input (one node per distinct edge, face and cell of the children,
+    fem3d.discretisation.mesh) gives the children's vertices: one bijection maps one onto the
+    other element by element, and no two nodes sit at the same place."""
+    from fem3d.discretisation.mesh import _q2_numbering
+
+    fine = (twisted_mesh(3) if name == "twisted" else sample_mesh(name)).refined(2)
+    generic, n_nodes = _q2_numbering(fine.pressure_cells, fine.n_pressure)
+    assert n_nodes == fine.n_nodes
+    relabel = np.full(n_nodes, -1)
+    relabel[generic.ravel()] = fine.cells.ravel()
+    assert np.array_equal(relabel[generic], fine.cells) and len(np.unique(relabel)) == n_nodes
+    assert len(np.unique(np.round(fine.points, 12), axis=0)) == n_nodes

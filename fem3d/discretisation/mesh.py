@@ -212,14 +212,15 @@ def face_keys(pressure_cells: np.ndarray) -> np.ndarray:
 
 
 def _finish(points, cells, pressure_cells, pressure_nodes, geometry, colours, element_ids, tag_names, face_tag_of=None,
-            grid=None, check_topology=False, check_geometry=True, boundary=None):
+            grid=None, check_topology=False, check_geometry=True, boundary=None, faces=None):
     """Sort elements by colour, find boundary faces, check the geometry, build the HexMesh.
 
     Boundary faces are the faces of one element, found by matching the faces' vertex keys;
     ``face_tag_of(face_vertex_keys)`` maps (F, 4) sorted vertex ids of boundary faces to
     tags (-1 untagged). A box gives them instead: ``boundary`` (E, 6) bool, the boundary
     faces of each element (input order), each tagged by its face number (FACES order, as
-    BOX_TAGS). ``check_topology``: also reject faces of three elements, cracks and meshes in
+    BOX_TAGS); a refined mesh gives ``faces``: ((F, 2) element (input order) and face, (F,)
+    tags). ``check_topology``: also reject faces of three elements, cracks and meshes in
     several parts (fem3d.discretisation.mesh_checks.check_faces). ``check_geometry=False``
     skips the Jacobians (check_elements) where the caller knows every element's map is valid.
     """
@@ -231,8 +232,16 @@ def _finish(points, cells, pressure_cells, pressure_nodes, geometry, colours, el
         order = np.argsort(colours, kind="stable")
         cells, pressure_cells, geometry, element_ids = cells[order], pressure_cells[order], geometry[order], element_ids[order]
         boundary = None if boundary is None else boundary[order]
+        if faces is not None:
+            rank = np.empty_like(order)
+            rank[order] = np.arange(len(order))
+            faces = (np.stack([rank[faces[0][:, 0]], faces[0][:, 1]], axis=1), faces[1])
 
-    if boundary is None:
+    if faces is not None:
+        idx = 6 * faces[0][:, 0] + faces[0][:, 1]
+        by_element = np.argsort(idx)
+        idx, tags = idx[by_element], np.asarray(faces[1], dtype=np.int64)[by_element]
+    elif boundary is None:
         keys = face_keys(pressure_cells)
         _, inverse, counts = unique_rows(keys)
         if check_topology:
