@@ -128,7 +128,7 @@ def quantities(result, case) -> dict:
         out["forces"][tag] = entry
     if case.points:
         names = list(case.points)
-        velocity, pressure = result.velocity([case.points[n] for n in names]), result.pressure([case.points[n] for n in names])
+        velocity, pressure = result.values([case.points[n] for n in names])
         for name, v, p in zip(names, velocity, pressure):
             out["points"][name] = {"at": case.points[name], "velocity": v.tolist(), "pressure": float(p)}
         for name, (a, b) in case.differences.items():

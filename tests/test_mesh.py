@@ -352,3 +352,33 @@ def test_points_are_located_on_a_box_as_on_any_mesh():
     corners = mesh.geometry[elem[:200]]
     assert ((corners[:, 0] <= points[:200] + 1e-15) & (points[:200] <= corners[:, -1] + 1e-15)).all()
     assert submesh(mesh, np.arange(60))[0].box_vertices is None  # half of the box (a rank's part)
+
+
+def test_points_are_located_in_the_nearest_containing_candidate(monkeypatch):
+    """locate tries the nearest centre's element, then the other candidates together (in
+    batches of fields.BATCH point-element pairs, 40 here): the same elements and reference
+    coordinates as trying the candidates one at a time, nearest first; outside points stay
+    outside."""
+    from dataclasses import replace
+
+    from fem3d.discretisation import fields
+    from fem3d.discretisation.element import Q1
+
+    mesh = replace(box_mesh(4, 4, 4, lengths=(1.0, 1.0, 8.0), grading=2.0), grid=None)  # long thin elements, no box
+    rng = np.random.default_rng(9)
+    at = rng.uniform(-0.98, 0.98, (60, 3))  # random points of random elements
+    inside = np.einsum("pg,pgd->pd", Q1.values(at), mesh.geometry[rng.integers(0, mesh.n_elements, 60)])
+    points = np.concatenate([inside, [[5.0, 0.0, 0.0], [0.0, 0.0, -1.0]]])
+    monkeypatch.setattr(fields, "BATCH", 40)
+    elem, xi = fields.locate(mesh, points)
+    _, cand = mesh.centre_tree.query(points, k=27)
+    ref = np.full(len(points), -1)
+    for p in range(len(points)):  # one candidate at a time, nearest first
+        for e in cand[p]:
+            r = fields._reference(mesh, points[p:p + 1], np.array([e]))[0]
+            if (np.abs(r) <= 1 + 1e-8).all():
+                ref[p] = e
+                assert np.abs(np.clip(r, -1, 1) - xi[p]).max() < 1e-12
+                break
+    assert np.array_equal(elem, ref) and (elem[:60] >= 0).all() and elem[60:].tolist() == [-1, -1]
+    assert (elem[:60] != cand[:60, 0]).any()  # some points lie beyond their nearest centre's element

@@ -138,14 +138,19 @@ class FlowResult:
         check_range("area", area, low=0, low_open=True)
         return 2.0 * self.force(tag) / (reference_velocity ** 2 * area)
 
+    def values(self, points) -> tuple[np.ndarray, np.ndarray]:
+        """(velocity (P, 3), pressure (P,)) at physical points (P, 3), the points located once;
+        NaN outside the mesh. The pressure level: an outflow fixes it; an enclosed flow's
+        pressure has zero mean."""
+        return point_values(self.part.mesh, self.x_local, points, self.comm)
+
     def velocity(self, points) -> np.ndarray:
         """(P, 3) velocity at physical points (P, 3); NaN outside the mesh."""
-        return point_values(self.part.mesh, self.x_local, points, self.comm)[0]
+        return self.values(points)[0]
 
     def pressure(self, points) -> np.ndarray:
-        """(P,) pressure at physical points (P, 3); NaN outside the mesh. The level: an
-        outflow fixes it; an enclosed flow's pressure has zero mean."""
-        return point_values(self.part.mesh, self.x_local, points, self.comm)[1]
+        """(P,) pressure at physical points (P, 3); NaN outside the mesh (level: :meth:`values`)."""
+        return self.values(points)[1]
 
     def summary(self) -> dict:
         """What summary.json holds: the run, its convergence and the recorded quantities."""
