@@ -50,7 +50,7 @@ class NumpyVectors:
 
 
 class CudaVectors:
-    """The CUDA kernels (CuPy arrays): launches only, nothing read back."""
+    """The CUDA kernels (CuPy arrays): launches only, nothing read back but all_finite's flag."""
 
     @staticmethod
     def _kernel(name):
@@ -96,7 +96,6 @@ class CudaVectors:
         y = cupy.empty(n, dtype=np.float64)
         cls._kernel("gemv")((-(-n * 32 // _THREADS),), (_THREADS,), (A, x, y, np.int64(n)))
         return y
-
 
     @classmethod
     def all_finite(cls, a) -> bool:
