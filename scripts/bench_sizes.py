@@ -29,7 +29,7 @@ import tempfile
 
 from gpucfd.errors import ArgumentParser, InputError, run_cli
 from bench_solvers import WARMUP_ENV, WARMUP_N, run, run_folder
-from gpucfd.output import atomic_path
+from gpucfd.output import atomic_path, write_record
 from script_options import check_each, check_tag
 from timed_runs import record_memory
 
@@ -99,10 +99,8 @@ def save(base: str, rows: list, commands: list, re: float, grading: float) -> No
     rows = rows_with_ratios(sorted(rows, key=lambda r: r["n"]))
     text = table(rows)
     device = rows[0]["device"]
-    with atomic_path(base + ".json") as tmp, open(tmp, "w") as fh:
-        json.dump({"commands": commands, "warmup": f"one untimed {WARMUP_N}^3 run first", "rows": rows}, fh, indent=1)
-    with atomic_path(base + ".md") as tmp, open(tmp, "w") as fh:
-        fh.write(f"# Time to solution against N, lid-driven cube at Re {re:g} ({device})\n\n"
+    write_record(base, {"commands": commands, "warmup": f"one untimed {WARMUP_N}^3 run first", "rows": rows},
+                 f"# Time to solution against N, lid-driven cube at Re {re:g} ({device})\n\n"
                  + "".join(f"`{c}`\n\n" for c in commands) +
                  f"`--solver auto`, grading {grading:g}; after one untimed {WARMUP_N}^3 run (kernels compiled and cached, Python bytecode written); "
                  "wall s: the process's, as a user runs it; cold-cache wall s: the same run with an empty kernel cache "

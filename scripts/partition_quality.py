@@ -26,7 +26,6 @@ benchmarks/results/partition_quality_<tag>.{json,md}. Needs pymetis (``pip insta
 """
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -34,7 +33,7 @@ import time
 import numpy as np
 
 from gpucfd.errors import ArgumentParser, InputError, run_cli
-from gpucfd.output import atomic_path
+from gpucfd.output import write_record
 from script_options import check_each, check_tag
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -112,10 +111,8 @@ def table(rows: list) -> str:
 
 def save(base: str, command: str, version: str, rows: list) -> None:
     text = table(rows)
-    with atomic_path(base + ".json") as tmp, open(tmp, "w") as fh:
-        json.dump({"command": command, "case": os.path.relpath(CASE, ROOT), "pymetis": version, "rows": rows}, fh, indent=1)
-    with atomic_path(base + ".md") as tmp, open(tmp, "w") as fh:
-        fh.write("# Partition quality on the DFG 3D-1Z channel: fem3d's METIS partition against coordinate bisection (CPU)\n\n"
+    write_record(base, {"command": command, "case": os.path.relpath(CASE, ROOT), "pymetis": version, "rows": rows},
+                 "# Partition quality on the DFG 3D-1Z channel: fem3d's METIS partition against coordinate bisection (CPU)\n\n"
                  f"`{command}`\n\n"
                  "fem3d: fem3d.parallel.partition.partition_elements (METIS on the coarse mesh's face graph, seed 0, "
                  "children on their parent's rank; what fem3d.run uses); rcb: recursive coordinate bisection of the "

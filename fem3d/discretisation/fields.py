@@ -94,33 +94,28 @@ def locate(mesh, points: np.ndarray, candidates: int = 27, tol: float = 1e-8):
     elem = np.full(len(points), -1, dtype=np.int64)
     xi_found = np.zeros((len(points), 3))
 
-    def attempt(todo, cand):  # the points ``todo`` tried in the elements ``cand``
-        xi = _reference(mesh, points[todo], cand)
-        inside = (np.abs(xi) <= 1 + tol).all(axis=1)
-        elem[todo[inside]] = cand[inside]
-        xi_found[todo[inside]] = xi[inside]
+    def attempt(todo, cand):  # the points ``todo`` tried in their elements ``cand`` (m, j) at once, the first holding each taken
+        j = cand.shape[1]
+        rows = max(1, BATCH // max(j, 1))
+        for s in range(0, len(todo) if j else 0, rows):
+            part, tried = todo[s:s + rows], cand[s:s + rows]
+            xi = _reference(mesh, np.repeat(points[part], j, axis=0), tried.ravel()).reshape(len(part), j, 3)
+            inside = (np.abs(xi) <= 1 + tol).all(axis=2)
+            hit, first = inside.any(axis=1), np.argmax(inside, axis=1)
+            elem[part[hit]] = tried[hit, first[hit]]
+            xi_found[part[hit]] = xi[hit, first[hit]]
 
     box = mesh.box_vertices
     if box is not None and len(points):
         layers = [np.clip(np.searchsorted(v, points[:, d], side="right") - 1, 0, len(v) - 2) for d, v in enumerate(box)]
         nx, ny, _ = mesh.grid
-        attempt(np.arange(len(points)), mesh.box_elements(layers[0] + nx * (layers[1] + ny * layers[2])))
+        attempt(np.arange(len(points)), mesh.box_elements(layers[0] + nx * (layers[1] + ny * layers[2]))[:, None])
     if (elem < 0).any():
         k = min(candidates, mesh.n_elements)
         _, cand = mesh.centre_tree.query(points, k=k)
         cand = cand.reshape(len(points), k)
-        attempt(np.flatnonzero(elem < 0), cand[elem < 0, 0])  # most points lie in the element of the nearest centre
-        todo = np.flatnonzero(elem < 0)
-        rows = max(1, BATCH // max(k - 1, 1))
-        for s in range(0, len(todo) if k > 1 else 0, rows):  # the others: their remaining candidates at once, nearest first wins
-            part = todo[s:s + rows]
-            tried = cand[part, 1:]
-            xi = _reference(mesh, np.repeat(points[part], k - 1, axis=0), tried.ravel()).reshape(len(part), k - 1, 3)
-            inside = (np.abs(xi) <= 1 + tol).all(axis=2)
-            first = np.argmax(inside, axis=1)
-            hit = inside.any(axis=1)
-            elem[part[hit]] = tried[hit, first[hit]]
-            xi_found[part[hit]] = xi[hit, first[hit]]
+        attempt(np.flatnonzero(elem < 0), cand[elem < 0, :1])  # most points lie in the element of the nearest centre
+        attempt(np.flatnonzero(elem < 0), cand[elem < 0, 1:])  # the others: their other candidates at once
     return elem, np.clip(xi_found, -1.0, 1.0)
 
 

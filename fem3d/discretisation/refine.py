@@ -117,12 +117,10 @@ def _refine_once(mesh: HexMesh) -> HexMesh:
     geometry = child_points(geo, geo, mesh.geometry).reshape(-1, geo.n_nodes, 3)
     points = np.empty((n_nodes, 3))
     points[lattice.ravel()] = np.matmul(geo.values(LATTICE / 2 - 1), mesh.geometry).reshape(-1, 3)
-    parent = np.repeat(np.arange(n_parents), 8)
-    position = np.tile(np.arange(8), n_parents)
-    element_ids = 8 * mesh.element_ids[parent] + position
-    colours = greedy_colouring(vertex_cells)
-    order = np.argsort(colours, kind="stable")  # the children in colour order, as _finish keeps them
-    fine = _finish(points, cells, vertex_cells, np.arange(mesh.n_nodes), geometry, colours, element_ids, mesh.tag_names,
-                   faces=_child_faces(mesh))
-    fine.coarser, fine.parent, fine.child_position = mesh, parent[order], position[order]
+    element_ids = (8 * mesh.element_ids[:, None] + np.arange(8)).ravel()  # child 8 e + c
+    fine = _finish(points, cells, vertex_cells, np.arange(mesh.n_nodes), geometry, greedy_colouring(vertex_cells), element_ids,
+                   mesh.tag_names, faces=_child_faces(mesh))  # the children put in colour order
+    index = np.empty(int(mesh.element_ids.max()) + 1, dtype=np.int64)
+    index[mesh.element_ids] = np.arange(n_parents)
+    fine.coarser, fine.parent, fine.child_position = mesh, index[fine.element_ids // 8], fine.element_ids % 8
     return fine
