@@ -287,8 +287,7 @@ def solve_coarser_first(args, mesh, coarser, linear, nonlinear, stages, run, say
             say(f"  not converged ({last.reason}): the next mesh starts from rest")
             x, part = None, finer
             continue
-        whole = part.dist.gather(last.x)
-        whole = comm.bcast(whole if comm.rank == 0 else None)
+        whole = part.dist.gather(last.x, everyone=True)
         x = interpolate(backend.xp, whole, coarser[k - 1].coarse if k else mesh, c, finer)
         x, part = finer.dist.sum_interface(finer.dist.owned_part(x)), finer  # a shared entry: its owner's value on every rank
     return x, records

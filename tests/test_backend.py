@@ -120,6 +120,34 @@ def test_ranks_of_an_mpi_launch_share_the_cores_among_their_blas_pools():
         assert not any(v in alone for v in POOLS)
 
 
+def test_a_rank_bound_to_one_core_gets_its_share_of_the_machine():
+    """Open MPI binds each of two ranks to one core; such a rank is given its block of the
+    machine's CPUs (the blocks cover every CPU once) and pools of that size, an unbound rank
+    keeps its CPUs, and a refused widening keeps the binding."""
+    from gpucfd.threads import POOLS, rank_cpus, share_cores_among_ranks
+
+    blocks = [rank_cpus(r, 3, range(8)) for r in range(3)]
+    assert blocks == [[0, 1], [2, 3, 4], [5, 6, 7]] and rank_cpus(3, 4, range(3)) == [2] and rank_cpus(0, 4, range(3)) == []
+    machine = set(range(32))
+
+    def launch(mine, rank=1, refuse=False):
+        given = []
+
+        def put(cpus):
+            if refuse:
+                raise OSError("not allowed")
+            given.append(list(cpus))
+
+        env = {"OMPI_COMM_WORLD_LOCAL_SIZE": "2", "OMPI_COMM_WORLD_LOCAL_RANK": str(rank)}
+        share_cores_among_ranks(env, (lambda: mine, put, lambda: machine))
+        return given, {env[v] for v in POOLS}
+
+    assert launch({1}) == ([list(range(16, 32))], {"16"})
+    assert launch({0}, rank=0) == ([list(range(16))], {"16"})
+    assert launch(machine) == ([], {"16"})
+    assert launch({1}, refuse=True) == ([], {"1"})
+
+
 def test_importing_fem3d_sizes_the_pools_before_numpy_loads():
     """`python -m fem3d.cavity` under a launcher: fem3d's first import sets the pool sizes
     while NumPy (whose BLAS reads them when it loads) is not imported yet."""
@@ -164,3 +192,13 @@ def test_distinct_equals_numpys_unique_on_integer_arrays(backend):
         assert got.dtype == a.dtype and np.array_equal(backend.to_numpy(got), np.unique(a))
     with pytest.raises(TypeError, match="integer"):
         distinct(backend.asarray(np.array([1.0, np.nan])), backend.xp)
+
+
+def test_members_of_a_range_equal_numpys_unique(backend):
+    from gpucfd.sets import members
+
+    rng = np.random.default_rng(4)
+    for a, n in ((rng.integers(0, 50, (40, 27)), 50), (rng.integers(0, 1000, 30).repeat(3), 1000), (np.zeros(0, np.int64), 3),
+                 (np.array([[2, 0], [2, 2]], np.int32), 3)):
+        got = members(backend.asarray(a), n, backend.xp)
+        assert np.array_equal(backend.to_numpy(got), np.unique(a))

@@ -92,6 +92,11 @@ class SerialComm:
     def allgather(self, obj) -> list:
         return [obj]
 
+    def gatherv(self, a: np.ndarray, everyone: bool = False):
+        """Every rank's 1D NumPy array ``a`` (one dtype on every rank) joined in rank order:
+        on rank 0 (None elsewhere), or with ``everyone`` on every rank."""
+        return a
+
     def abort(self, code: int) -> None:
         sys.exit(code)
 
@@ -169,6 +174,17 @@ class MPIComm(SerialComm):
 
     def allgather(self, obj) -> list:
         return self.comm.allgather(obj)
+
+    def gatherv(self, a: np.ndarray, everyone: bool = False):
+        """MPI's Gatherv or Allgatherv into one buffer, not pickled."""
+        a = np.ascontiguousarray(a)
+        counts = self.comm.allgather(a.size)
+        out = np.empty(sum(counts), dtype=a.dtype) if everyone or self.rank == 0 else None
+        if everyone:
+            self.comm.Allgatherv(a, [out, counts])
+        else:
+            self.comm.Gatherv(a, None if out is None else [out, counts], root=0)
+        return out
 
     def abort(self, code: int) -> None:
         sys.stdout.flush()

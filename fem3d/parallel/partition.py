@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpucfd.sets import distinct
+from gpucfd.sets import distinct, members
 from .comm import SerialComm
 from gpucfd.errors import InputError
 from ..kernels import interface
@@ -114,9 +114,9 @@ def submesh(mesh: HexMesh, elements: np.ndarray):
     not boundary); a refined mesh's parents stay elements of the whole coarser mesh.
     """
     cells = mesh.cells[elements]
-    nodes = distinct(cells)
+    nodes = members(cells, mesh.n_nodes)
     pcells = mesh.pressure_cells[elements]
-    pressure = distinct(pcells)
+    pressure = members(pcells, mesh.n_pressure)
     colour = np.repeat(np.arange(mesh.n_colours), np.diff(mesh.colour_offsets))[elements]
     counts = np.bincount(colour, minlength=mesh.n_colours)
     keep = np.isin(mesh.boundary_faces[:, 0], elements)
@@ -171,6 +171,7 @@ class Distribution:
         self.n = len(self.gdofs)
         self.weights = backend.asarray(self.owned.astype(np.float64))
         self.sums = self.values_sent = 0
+        self._gathered_gdofs = {}
         self._plan()
 
     def _plan(self) -> None:
@@ -259,16 +260,19 @@ class Distribution:
     def norm(self, v) -> float:
         return math.sqrt(self.dot(v, v))
 
-    def gather(self, x_local: np.ndarray):
-        """The global vector on rank 0 from every rank's complete local host vector (None elsewhere)."""
+    def gather(self, x_local: np.ndarray, everyone: bool = False):
+        """The global vector from every rank's complete local host vector: on rank 0 (None
+        elsewhere), or with ``everyone`` on every rank. The global unknowns of every rank's
+        entries are gathered once per Distribution and kind."""
         if self.is_serial:
             return x_local
-        pieces = self.comm.gather((self.gdofs, np.asarray(x_local)))
-        if pieces is None:
+        if everyone not in self._gathered_gdofs:
+            self._gathered_gdofs[everyone] = self.comm.gatherv(self.gdofs, everyone)
+        values = self.comm.gatherv(np.asarray(x_local, dtype=np.float64), everyone)
+        if values is None:
             return None
         out = np.empty(self.n_global, dtype=np.float64)
-        for gdofs, values in pieces:
-            out[gdofs] = values
+        out[self._gathered_gdofs[everyone]] = values
         return out
 
     def exchange(self, sends: dict, recvs: dict) -> None:
