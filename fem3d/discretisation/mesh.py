@@ -108,15 +108,11 @@ class HexMesh:
         return len(self.colour_offsets) - 1
 
     def dofs(self, elements=None) -> np.ndarray:
-        """(E, 89) global unknown of each local unknown (27 u, 27 v, 27 w, 8 p) of every
-        element, or (m, 89) of the ``elements`` (m,) (indices or a slice)."""
+        """(E, 89) int64 global unknown of each local unknown (27 u, 27 v, 27 w, 8 p) of every
+        element, or (m, 89) of the ``elements`` (m,) (indices or a slice): :func:`element_dofs`."""
         cells = self.cells if elements is None else self.cells[elements]
         pressure = self.pressure_cells if elements is None else self.pressure_cells[elements]
-        n, out = self.n_nodes, np.empty((len(cells), 89), dtype=np.int64)
-        for d in range(3):
-            np.add(cells, d * n, out=out[:, 27 * d:27 * d + 27])
-        np.add(pressure, 3 * n, out=out[:, 81:])
-        return out
+        return element_dofs(np, cells, pressure, self.n_nodes)
 
     def tag_ids(self, tags) -> np.ndarray:
         """Tag numbers of ``tags`` (names or ints); InputError for an unknown name."""
@@ -277,6 +273,19 @@ def graded_coordinates(n: int, length: float, grading: float) -> np.ndarray:
     if grading == 0:
         return length * s
     return 0.5 * length * (1.0 + np.tanh(grading * (2.0 * s - 1.0)) / np.tanh(grading))
+
+
+def element_dofs(xp, cells, pressure_cells, n_nodes: int, dtype=np.int64):
+    """(m, 89) array of ``xp`` (NumPy or CuPy) of ``dtype``: the global unknowns of each local
+    unknown (27 u, 27 v, 27 w, 8 p) of the elements whose Q2 nodes are ``cells`` (m, 27) and
+    pressure nodes ``pressure_cells`` (m, 8) in a mesh of ``n_nodes`` Q2 nodes (layout
+    [u | v | w | p]). Given device arrays, made on the device: a system's 35 indices per
+    element are uploaded, not 89."""
+    out = xp.empty((cells.shape[0], 89), dtype=dtype)
+    for d in range(3):
+        xp.add(cells, d * n_nodes, out=out[:, 27 * d:27 * d + 27])
+    xp.add(pressure_cells, 3 * n_nodes, out=out[:, 81:])
+    return out
 
 
 def box_mesh(nx: int, ny: int | None = None, nz: int | None = None, lengths=(1.0, 1.0, 1.0), origin=(0.0, 0.0, 0.0), grading=0.0,

@@ -35,7 +35,7 @@ from gpucfd.backend import PhaseTimer, process_seconds
 from gpucfd.errors import InputError, check_range
 from ..discretisation.fields import nodal_velocity, pressure_weights
 from ..kernels.ebe import matrix_storage
-from ..discretisation.mesh import HexMesh
+from ..discretisation.mesh import HexMesh, element_dofs
 from ..solvers.operators import ElementOperator
 from ..solvers.partial_assembly import ASSEMBLIES, PartialAssemblyOperator
 from ..parallel.partition import Distribution
@@ -161,8 +161,7 @@ class NavierStokesSystem:
         self.tables = ReferenceTables.build(xp, mesh.geometry.shape[1])
         self.geometry = backend.asarray(mesh.geometry)
         self.cells = backend.asarray(mesh.cells)
-        dofs = mesh.dofs()
-        self.dofs = backend.asarray(dofs, dtype=np.int32)
+        self.dofs = element_dofs(xp, self.cells, backend.asarray(mesh.pressure_cells), mesh.n_nodes, np.int32)
         self.elements = ElementOperator(backend, self.dofs, mesh.colour_offsets, mesh.n_dofs, self.dist, storage) \
             if assembly == "element" else None
         n, nd = mesh.n_nodes, mesh.n_dofs

@@ -20,7 +20,7 @@ import numpy as np
 
 from gpucfd.errors import InputError, check_range
 from ..discretisation.element import Q1, Q2
-from ..discretisation.mesh import HexMesh, box_mesh
+from ..discretisation.mesh import HexMesh, box_mesh, element_dofs
 from .multigrid import REFINED, box_coarsening, child_boxes
 
 SEQUENCE_MIN = {  # elements of the coarsest mesh that --sequence auto solves, by device kind
@@ -88,12 +88,18 @@ def interpolate(xp, x, fine: HexMesh, c: Coarsening, part=None):
     out = xp.empty(n, dtype=np.float64)
     for s in range(0, len(elements), CHUNK):
         e = elements[s:s + CHUNK]
-        parent_values = x[xp.asarray(c.coarse.dofs(c.parent[e]))]  # (m, 89)
+        parent_values = x[_dofs(xp, c.coarse, c.parent[e])]  # (m, 89)
         m = parent_values.shape[0]
         velocity = _tensor_interpolate(xp, parent_values[:, :81].reshape(m, 3, 3, 3, 3), _tables(xp, Q2, c.scale[e], c.shift[e]))
         pressure = _tensor_interpolate(xp, parent_values[:, 81:].reshape(m, 1, 2, 2, 2), _tables(xp, Q1, c.scale[e], c.shift[e]))
-        out[xp.asarray(local.dofs(slice(s, s + m)))] = xp.concatenate([velocity.reshape(m, 81), pressure.reshape(m, 8)], axis=1)
+        out[_dofs(xp, local, slice(s, s + m))] = xp.concatenate([velocity.reshape(m, 81), pressure.reshape(m, 8)], axis=1)
     return out
+
+
+def _dofs(xp, mesh: HexMesh, elements):
+    """(m, 89) unknowns of ``mesh``'s ``elements`` as an array of ``xp``, made there from
+    their nodes (fem3d.discretisation.mesh.element_dofs)."""
+    return element_dofs(xp, xp.asarray(mesh.cells[elements]), xp.asarray(mesh.pressure_cells[elements]), mesh.n_nodes)
 
 
 def _tables(xp, element, scale, shift):
