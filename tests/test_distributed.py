@@ -216,6 +216,10 @@ def test_operator_products_and_diagonal_match_single_process(ranks, name):
     assert abs(part.dist.dot(x[g], x[g]) - float(x @ x)) < 1e-12 * float(x @ x)
     everyone = comm.allgather(part.dist.gdofs[part.dist.owned])
     assert np.array_equal(np.sort(np.concatenate(everyone)), np.arange(mesh.n_dofs))  # each unknown owned once
+    whole = backend.to_numpy(x)
+    for repeat in range(2):  # the second gather reuses the global unknowns gathered by the first
+        on_root, on_all = part.dist.gather(whole[part.dist.gdofs]), part.dist.gather(whole[part.dist.gdofs], everyone=True)
+        assert np.array_equal(on_all, whole) and (np.array_equal(on_root, whole) if comm.rank == 0 else on_root is None)
 
 
 @pytest.mark.mpi
