@@ -27,10 +27,6 @@ POOLS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")  # thread
 SPLIT_ENTRIES = 1 << 20  # matrix entries of a stack below which one thread multiplies it (a hand-off costs ~50 us)
 
 
-def _cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
 def _launcher_value(environ, names) -> int | None:
     return next((int(environ[v]) for v in names if environ.get(v, "").isdigit()), None)
 
@@ -91,7 +87,7 @@ def _pool():
     from concurrent.futures import ThreadPoolExecutor
 
     size = os.environ.get("OPENBLAS_NUM_THREADS", "")
-    threads = max(1, int(size)) if size.isdigit() else _cores()
+    threads = max(1, int(size)) if size.isdigit() else len(_os_affinity()[0]())
     return threads, ThreadPoolExecutor(threads, thread_name_prefix="gpucfd") if threads > 1 else None
 
 

@@ -109,7 +109,7 @@ def locate(mesh, points: np.ndarray, candidates: int = 27, tol: float = 1e-8):
     if box is not None and len(points):
         layers = [np.clip(np.searchsorted(v, points[:, d], side="right") - 1, 0, len(v) - 2) for d, v in enumerate(box)]
         nx, ny, _ = mesh.grid
-        attempt(np.arange(len(points)), mesh.box_elements(layers[0] + nx * (layers[1] + ny * layers[2]))[:, None])
+        attempt(np.arange(len(points)), mesh.elements_with_ids(layers[0] + nx * (layers[1] + ny * layers[2]))[:, None])
     if (elem < 0).any():
         k = min(candidates, mesh.n_elements)
         _, cand = mesh.centre_tree.query(points, k=k)

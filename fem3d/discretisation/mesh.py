@@ -162,11 +162,12 @@ class HexMesh:
             out.append(v)
         return out
 
-    def box_elements(self, numbers) -> np.ndarray:
-        """The elements of a whole structured box whose box numbers (i + nx (j + ny k)) are ``numbers``."""
-        index = np.empty(self.n_elements, dtype=np.int64)
+    def elements_with_ids(self, ids) -> np.ndarray:
+        """The elements whose ``element_ids`` are ``ids`` (a whole box's ids are its box numbers
+        i + nx (j + ny k); a refined mesh's 8 e + c of parent id e)."""
+        index = np.empty(int(self.element_ids.max()) + 1 if self.n_elements else 0, dtype=np.int64)
         index[self.element_ids] = np.arange(self.n_elements)
-        return index[numbers]
+        return index[ids]
 
     @cached_property
     def centre_tree(self):

@@ -109,7 +109,6 @@ def _child_faces(mesh: HexMesh) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _refine_once(mesh: HexMesh) -> HexMesh:
-    n_parents = mesh.n_elements
     lattice, n_nodes = _fine_nodes(mesh.cells, mesh.n_nodes)
     cells = lattice[:, CHILD_LATTICE].reshape(-1, 27)  # child 8 e + c
     vertex_cells = mesh.cells[:, CHILD_VERTICES].reshape(-1, 8)
@@ -120,7 +119,5 @@ def _refine_once(mesh: HexMesh) -> HexMesh:
     element_ids = (8 * mesh.element_ids[:, None] + np.arange(8)).ravel()  # child 8 e + c
     fine = _finish(points, cells, vertex_cells, np.arange(mesh.n_nodes), geometry, greedy_colouring(vertex_cells), element_ids,
                    mesh.tag_names, faces=_child_faces(mesh))  # the children put in colour order
-    index = np.empty(int(mesh.element_ids.max()) + 1, dtype=np.int64)
-    index[mesh.element_ids] = np.arange(n_parents)
-    fine.coarser, fine.parent, fine.child_position = mesh, index[fine.element_ids // 8], fine.element_ids % 8
+    fine.coarser, fine.parent, fine.child_position = mesh, mesh.elements_with_ids(fine.element_ids // 8), fine.element_ids % 8
     return fine

@@ -214,7 +214,7 @@ def coarser(mesh):
         return mesh.coarser, mesh.parent, REFINED[mesh.child_position]
     grid, kept, parents, position = box_coarsening(mesh)
     coarse = box_mesh(*grid, vertices=[k / k[-1] for k in kept])
-    return coarse, coarse.box_elements(parents), position
+    return coarse, coarse.elements_with_ids(parents), position
 
 
 def box_coarsening(mesh):

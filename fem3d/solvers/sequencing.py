@@ -57,7 +57,7 @@ def coarsening(mesh: HexMesh) -> Coarsening | None:
     if np.prod(grid) == mesh.n_elements or vertices is None:
         return None  # no coarser box, or not a whole box
     coarse = box_mesh(*grid, vertices=[v[k] for v, k in zip(vertices, kept)])
-    parent = coarse.box_elements(parents)
+    parent = coarse.elements_with_ids(parents)
     lo, hi = mesh.geometry[:, 0], mesh.geometry[:, -1]  # (E, 3) each element's extent: its lowest and highest vertex
     plo, phi = coarse.geometry[parent, 0], coarse.geometry[parent, -1]
     return Coarsening(coarse, parent, (hi - lo) / (phi - plo), (hi + lo - phi - plo) / (phi - plo))
