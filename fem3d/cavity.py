@@ -152,9 +152,6 @@ def main(argv=None) -> int:
             problem = lid_driven_problem(mesh, args.re, args.lid)
             problem.check_solvable()
             initial = read_initial(args.initial, mesh.n_dofs) if args.initial else None
-            slow = linear.paper_reason(mesh)
-            if slow:
-                notes.append(slow)
             linear = linear.for_mesh(mesh)
             linear, note = fitting_assembly(backend, linear, mesh.n_elements, comm.size)
             notes += [note] if note else []

@@ -1,10 +1,15 @@
 """Check a hexahedral mesh file: ``python -m fem3d.mesh FILE`` reads it with meshio, checks its
-elements and prints a summary (elements, nodes, unknowns, geometry, colours, boundary tags)."""
+elements and prints a summary (elements, nodes, unknowns, geometry, colours, boundary tags, quality)."""
 from __future__ import annotations
 
+import numpy as np
+
 from gpucfd.errors import ArgumentParser, run_cli
-from .discretisation.mesh import HexMesh, read_mesh
+from .discretisation.geometry import element_quality, geometry_element
+from .discretisation.mesh import HexMesh, point_text, read_mesh
 from .discretisation.mesh_checks import MERGE_TOL
+from .solvers.linear import mg_refusal
+from .solvers.multigrid import coarsenings, coarsest_size
 
 
 def describe(mesh: HexMesh) -> str:
@@ -17,9 +22,38 @@ def describe(mesh: HexMesh) -> str:
         f"geometry {'trilinear' if mesh.geometry.shape[1] == 8 else 'triquadratic'}  colours {mesh.n_colours}  "
         f"bounding box {lo.round(6).tolist()} .. {hi.round(6).tolist()}",
         f"boundary faces {len(mesh.boundary_faces)}: " + ", ".join(f"{k} {v}" for k, v in tags.items()) + f", untagged {untagged}",
+        quality_text(mesh),
+        hierarchy_text(mesh),
         *([f"merged {mesh.merged_nodes} coincident nodes (closer than {MERGE_TOL:g} times the bounding-box diagonal)"]
           if mesh.merged_nodes else []),
     ])
+
+
+def quality_text(mesh: HexMesh) -> str:
+    """The line naming the element of largest aspect ratio and the element of smallest scaled
+    Jacobian (fem3d.discretisation.geometry.element_quality), each by its id and centre x(0, 0, 0)."""
+    aspect, scaled = element_quality(mesh.geometry)
+    centre = geometry_element(mesh.geometry.shape[1]).values(np.zeros(3))[0]  # (G,) map weights of the reference centre
+
+    def where(e):
+        return f"element {int(mesh.element_ids[e])} at {point_text(centre @ mesh.geometry[e])}"
+
+    a, s = int(np.argmax(aspect)), int(np.argmin(scaled))
+    return f"largest aspect ratio {aspect[a]:.3g} ({where(a)}), smallest scaled Jacobian {scaled[s]:.3g} ({where(s)})"
+
+
+def hierarchy_text(mesh: HexMesh) -> str:
+    """The line giving the multigrid levels below the mesh (its sheets paired:
+    fem3d.discretisation.coarsen) and its coarsest level, or why the multigrid solver cannot take it."""
+    why = mg_refusal(mesh)
+    if why:
+        return f"multigrid: not possible: {why}"
+    below = coarsenings(mesh)
+    _, unknowns = coarsest_size(mesh)
+    if not below:
+        return f"multigrid: the mesh is the coarsest level, {unknowns:,} unknowns, solved directly"
+    sizes = " -> ".join(f"{n:,}" for n in [mesh.n_elements] + [c.coarse.n_elements for c in below])
+    return f"multigrid: elements per level {sizes} (its sheets paired); the coarsest, {unknowns:,} unknowns, solved directly"
 
 
 def main(argv=None) -> int:

@@ -86,8 +86,7 @@ def main(argv=None) -> int:
         say(f"{os.path.basename(args.case)}: nu {1 / flow.re:g}, {mesh.n_elements} elements, {mesh.n_dofs} unknowns, "
             f"{backend.describe()}" + (f" on {comm.size} ranks ({comm.name})" if comm.size > 1 else ""))
         result = flow.solve(device=backend, comm=comm, nonlinear=nonlinear, linear=linear,
-                            continuation=case.continuation, initial=x0, log=say, started=t_start,
-                            warn=lambda line: root and print(f"fem3d.run: warning: {line}", file=sys.stderr, flush=True))
+                            continuation=case.continuation, initial=x0, log=say, started=t_start)
         result.quantities = quantities(result, case)
         files = result.write(out, vtu=not args.no_vtu, extra={"case": os.path.abspath(args.case), "refine": times,
                                                               "command": " ".join(["python -m fem3d.run", *argv])})

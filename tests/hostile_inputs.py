@@ -107,7 +107,7 @@ def cases(folder: str, ranks: int, f: dict) -> list:
     ]]
     out_cases.append(("fem3d.verify", ["--n", "2", "--out", "/proc/cannot-write-here/v.json"], "is not writable"))
     if ranks > 1:
-        out_cases.append(("fem3d.verify", ["--n", "1", *vout], f"{ranks} ranks but the mesh has only 1 element layers"))
+        out_cases.append(("fem3d.verify", ["--n", "1", "--solver", "paper", *vout], f"{ranks} ranks but the mesh has only 1 element layers"))
     flow_out = ["--out", os.path.join(folder, "flow")]
     out_cases += [
         ("tridiag.cases.cavity2d", ["--re", "inf", *flow_out], "--re must be"),

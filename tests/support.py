@@ -19,15 +19,18 @@ def sample_mesh(name: str):
     return read_mesh(os.path.join(MESHES, {"distorted": "distorted_cube_hex8.msh", "annulus": "annulus_hex27.msh"}[name]))
 
 
-def twisted_mesh(n: int = 2, seed: int = 0):
-    """Hex8 mesh of the unit cube, n^3 elements with the interior vertices moved and each
-    element's vertices listed in a random rotation of its reference cube, so that
-    neighbours meet in many relative orientations (unlike the sample files)."""
-    box = box_mesh(n)
+def twisted_mesh(n: int = 2, seed: int = 0, jitter: float = 0.15, grid=None, lengths=(1.0, 1.0, 1.0), grading=0.0):
+    """Hex8 mesh of the unit cube (or a box of sides ``lengths``, its layers graded toward the
+    walls by ``grading``: fem3d.discretisation.mesh.box_mesh), n^3 elements (or ``grid`` (nx,
+    ny, nz)) with the interior vertices moved by up to ``jitter`` element sides and each
+    element's vertices listed in a random rotation of its reference cube, so that neighbours
+    meet in many relative orientations (unlike the sample files)."""
+    grid = (n, n, n) if grid is None else grid
+    box = box_mesh(*grid, lengths=lengths, grading=grading)
     rng = np.random.default_rng(seed)
     verts = box.points[box.pressure_nodes].copy()
-    interior = np.all((verts > 0) & (verts < 1), axis=1)
-    verts[interior] += rng.uniform(-0.15, 0.15, (interior.sum(), 3)) / n
+    interior = np.all((verts > 0) & (verts < np.array(lengths)), axis=1)
+    verts[interior] += rng.uniform(-jitter, jitter, (interior.sum(), 3)) * np.array(lengths) / np.array(grid)
     corner = np.array([[a, b, c] for c in (0, 1) for b in (0, 1) for a in (0, 1)])  # tensor order
     rotations = []
     for perm in itertools.permutations(range(3)):
@@ -42,11 +45,12 @@ def twisted_mesh(n: int = 2, seed: int = 0):
 
 
 def curved_hex27(path: str) -> str:
-    """Write a one-element hex27 mesh to ``path``: valid at its 27 nodes (what
-    fem3d.discretisation.geometry.check_elements checks) but with its mid-edge node 1 pulled so far that
-    a child of it (fem3d.discretisation.refine) is inverted."""
+    """Write a one-element hex27 mesh to ``path``: valid on the 5x5x5 reference lattice that
+    fem3d.discretisation.geometry.check_elements samples (det J >= 0.005 there) but with the centre
+    node 4 of its face zeta = -1 pushed in so far that det J < 0 at (-1/4, -1/4, -1): a child of it
+    (fem3d.discretisation.refine), sampled on its own lattice, is inverted."""
     X = (Q2.nodes + 1) / 2
-    X[1] += (-0.2, -0.4, 0.7)
+    X[4] += (-0.12, -0.12, 0.32)
     meshio.write(path, meshio.Mesh(X[TENSOR27_TO_VTK], [("hexahedron27", np.arange(27)[None])]))
     return path
 

@@ -28,7 +28,7 @@ from fem3d.parallel.partition import distribute, partition_elements
 from fem3d.problems.lid_driven import lid_driven_problem
 from fem3d.problems.quantities import boundary_force, point_values
 from fem3d.discretisation.refine import refine
-from support import assembled, sample_mesh
+from support import assembled, sample_mesh, twisted_mesh
 
 TIGHT = NonlinearOptions(tol=1e-11, forcing=1e-12)
 LINEAR = LinearOptions(solver="paper", max_iterations=5000, check_every=5)
@@ -383,7 +383,8 @@ def test_verification_errors_match_single_process(ranks):
 
 
 MG_MESHES = {"box": lambda: box_mesh(8, 4, 4, grading=1.0), "odd box": lambda: box_mesh(9, 6, 6, grading=1.0),
-             "deep box": lambda: box_mesh(12, 4, 4, lengths=(3.0, 1.0, 1.0)), "refined annulus": lambda: refine(sample_mesh("annulus"))}
+             "deep box": lambda: box_mesh(12, 4, 4, lengths=(3.0, 1.0, 1.0)), "refined annulus": lambda: refine(sample_mesh("annulus")),
+             "twisted file mesh": lambda: twisted_mesh(6)}
 
 
 @pytest.mark.mpi
@@ -393,7 +394,9 @@ def test_mg_solver_matches_single_process(ranks, name, assembly, monkeypatch):
     iterations: on boxes (the single process's hierarchy: 8x4x4 solved directly; 9x6x6 over
     a 5x3x3 level replicated on every rank; 12x4x4 cubes, coarsened down to 1,000 unknowns, over
     6x2x2 partitioned and 3x2x2 replicated) and on the hex27 annulus refined once (its
-    elements bisected, the children on their parent's rank), end plates sliding; also with
+    elements bisected, the children on their parent's rank), end plates sliding, and on a
+    file mesh of 216 turned elements cut by METIS over its sheet coarsening (27 elements)
+    replicated on every rank; also with
     the products by sum factorisation (against stored matrices on one process; the deep box's
     smoother blocks summed in slabs of 20 target elements, the peers' entries first)."""
     backend, comm = ranks

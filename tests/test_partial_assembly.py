@@ -145,7 +145,7 @@ def test_multigrid_with_sum_factorised_products_reaches_the_same_solution(backen
     """--assembly partial: FGMRES on the sum-factorised Newton operator and no element matrix
     kept by the system; multigrid's finest level is the sum-factorised operator, its
     Galerkin product and smoother blocks from matrices computed chunk by chunk (the refined
-    mesh, one coarser level), or, where the mesh is the coarsest level (the box), a float32
+    mesh: the file mesh, then its sheets paired), or, where the mesh is the coarsest level (the box), a float32
     copy of the matrices computed chunk by chunk. The stored operator's Newton steps,
     FGMRES iterations and solution (to the solver tolerance)."""
     mesh = refine(mesh_named("distorted")) if name == "refined distorted" else mesh_named(name)
@@ -158,7 +158,7 @@ def test_multigrid_with_sum_factorised_products_reaches_the_same_solution(backen
         fine = linear.mg.levels[0].op
         if assembly == "partial":
             assert system.elements is None and isinstance(system.op, PartialAssemblyOperator)
-            assert (fine is system.op) == (name == "refined distorted") and len(linear.mg.levels) == (2 if fine is system.op else 1)
+            assert (fine is system.op) == (name == "refined distorted") and len(linear.mg.levels) == (3 if fine is system.op else 1)
         else:
             assert system.elements.mats.dtype == np.float64 and fine.mats.dtype == np.float32
     ref, got = results["element"], results["partial"]
@@ -172,5 +172,5 @@ def test_partial_assembly_needs_the_multigrid_solver():
         LinearOptions(solver="paper", assembly="partial")
     with pytest.raises(InputError, match="--assembly must be one of auto, element, partial"):
         LinearOptions(assembly="matrix-free")
-    with pytest.raises(InputError, match="--assembly partial needs the mg solver, which cannot run here: the mesh has one"):
+    with pytest.raises(InputError, match="--solver auto: the mesh has one element, too few for multigrid"):
         LinearOptions(assembly="partial").for_mesh(box_mesh(1))

@@ -17,22 +17,23 @@ def run(*args, cwd=None):
 
 def test_paper_case_table_and_json(tmp_path):
     out = tmp_path / "v.json"
-    p = run("--case", "paper", "--n", "1", "2", "--device", "cpu", "--quiet", "--out", str(out))
+    p = run("--case", "paper", "--n", "2", "3", "--device", "cpu", "--quiet", "--out", str(out))
     assert p.returncode == 0, p.stderr
     assert "case paper, Re 100" in p.stdout and "L2 u" in p.stdout and "NOT CONVERGED" not in p.stdout
     rows = json.loads(out.read_text())["cases"]["paper"]
-    assert [r["n"] for r in rows] == [1, 2] and all(r["converged"] for r in rows)
+    assert [r["n"] for r in rows] == [2, 3] and all(r["converged"] for r in rows)
     assert rows[1]["errors"]["p"] < rows[0]["errors"]["p"] and "rates" in rows[1]
 
 
 def test_not_converged_exit_code_3_with_one_line_and_marked_json(tmp_path):
     out = tmp_path / "v.json"
-    p = run("--case", "manufactured", "--n", "1", "2", "--max-steps", "2", "--device", "cpu", "--quiet", "--out", str(out))
+    p = run("--case", "manufactured", "--n", "2", "3", "--max-steps", "2", "--device", "cpu", "--quiet", "--out", str(out))
     assert p.returncode == 3 and "NOT CONVERGED (max_steps)" in p.stdout
-    assert p.stderr == f"fem3d.verify: not converged (max_steps): case manufactured N=2 (Re 10); results in {out} are marked\n"
+    assert p.stderr == (f"fem3d.verify: not converged (max_steps): case manufactured N=2 (Re 10), case manufactured N=3 "
+                        f"(Re 10); results in {out} are marked\n")
     rows = json.loads(out.read_text())["cases"]["manufactured"]
-    assert [(r["n"], r["converged"], r["reason"], r["nonlinear_steps"]) for r in rows][1:] == [
-(2, False, "max_steps", 2)]
+    assert [(r["n"], r["converged"], r["reason"], r["nonlinear_steps"]) for r in rows] == [
+        (2, False, "max_steps", 2), (3, False, "max_steps", 2)]
 
 
 def test_json_holds_every_finished_run_when_a_later_one_fails(tmp_path, monkeypatch):
@@ -41,17 +42,17 @@ def test_json_holds_every_finished_run_when_a_later_one_fails(tmp_path, monkeypa
     solve = verify.run_case
 
     def failing_at_2(case, n, *args):
-        if n == 2:
-            raise MemoryError("N=2 does not fit")
+        if n == 3:
+            raise MemoryError("N=3 does not fit")
         return solve(case, n, *args)
 
     monkeypatch.setattr(verify, "run_case", failing_at_2)
     out = tmp_path / "v.json"
-    assert run_cli(verify.main, ["--case", "paper", "--n", "1", "2", "--device", "cpu", "--quiet", "--out", str(out)]) == 2
+    assert run_cli(verify.main, ["--case", "paper", "--n", "2", "3", "--device", "cpu", "--quiet", "--out", str(out)]) == 2
     rows = json.loads(out.read_text())["cases"]["paper"]
-    assert [(r["n"], r["converged"]) for r in rows] == [(1, True)] and rows[0]["errors"]["u"] > 0
+    assert [(r["n"], r["converged"]) for r in rows] == [(2, True)] and rows[0]["errors"]["u"] > 0
     assert os.listdir(tmp_path) == ["v.json"]
-    assert run_cli(verify.main, ["--case", "paper", "--n", "2", "--device", "cpu", "--quiet", "--out", str(tmp_path / "w.json")]) == 2
+    assert run_cli(verify.main, ["--case", "paper", "--n", "3", "--device", "cpu", "--quiet", "--out", str(tmp_path / "w.json")]) == 2
     assert os.listdir(tmp_path) == ["v.json"]
 
 

@@ -68,6 +68,8 @@ class HexMesh:
     parent          (E,) int64 element of ``coarser`` (its element order) each element lies in
     child_position  (E,) int64 position c = i + 2 j + 4 k of each element in its parent, i, j, k
                     in {0, 1} along the parent's reference axes xi, eta, zeta
+    whole           the whole mesh of which this is one rank's part (fem3d.parallel.partition.submesh),
+                    else None
     """
 
     points: np.ndarray
@@ -85,6 +87,7 @@ class HexMesh:
     coarser: HexMesh | None = None
     parent: np.ndarray | None = None
     child_position: np.ndarray | None = None
+    whole: HexMesh | None = None
 
     @property
     def n_elements(self) -> int:
@@ -175,6 +178,23 @@ class HexMesh:
         from scipy.spatial import cKDTree
 
         return cKDTree(self.geometry.mean(axis=1))
+
+    @cached_property
+    def stretch(self) -> float:
+        """The largest ratio of an element's longest to its shortest length along its reference
+        axes (fem3d.discretisation.coarsen.axis_lengths), over the elements; found at the first use."""
+        from .coarsen import axis_lengths
+
+        lengths = axis_lengths(self)
+        return float((lengths.max(axis=1) / lengths.min(axis=1)).max()) if self.n_elements else 1.0
+
+    @cached_property
+    def coarsening(self):
+        """The next coarser level of this whole mesh by pairing its sheets
+        (fem3d.discretisation.coarsen.Coarsening), made at the first use; None where no sheet pairs."""
+        from .coarsen import coarsen
+
+        return coarsen(self)
 
     def node_valence(self) -> np.ndarray:
         """(n_nodes,) number of elements containing each Q2 node."""

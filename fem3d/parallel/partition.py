@@ -138,6 +138,7 @@ def submesh(mesh: HexMesh, elements: np.ndarray):
         coarser=mesh.coarser,
         parent=None if mesh.parent is None else mesh.parent[elements],
         child_position=None if mesh.child_position is None else mesh.child_position[elements],
+        whole=mesh.whole or mesh,
     )
     return local, nodes, pressure
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import time
-import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -57,7 +56,7 @@ class Flow:
 
     def solve(self, device="auto", comm="auto", nonlinear: NonlinearOptions | None = None,
               linear: LinearOptions | None = None, continuation: str = "none", initial=None, log=None,
-              progress=None, started: float | None = None, warn=None) -> "FlowResult":
+              progress=None, started: float | None = None) -> "FlowResult":
         """Newton's method (fem3d.solvers.nonlinear) with the linear solver of ``linear`` (default:
         FGMRES and multigrid where the mesh allows it), on ``device`` (auto, cpu, gpu) and,
         under MPI, every rank of ``comm`` (auto, mpi, nccl; see fem3d.parallel.comm.setup), or
@@ -68,17 +67,12 @@ class Flow:
         ``log(line)`` receives progress lines, ``progress(iteration, relres)`` the Krylov
         checks; ``started``: time.perf_counter() where the preparation of this run began
         (default: this call), e.g. before its mesh was read, so that reading it counts in
-        the data preparation as the cavity command's building of its mesh does; ``warn(line)``
-        receives a warning that the default solver choice had to take the slow paper solver
-        (default: warnings.warn)."""
+        the data preparation as the cavity command's building of its mesh does."""
         t_start = time.perf_counter() if started is None else started
         nonlinear = nonlinear or NonlinearOptions(tol=1e-8, max_steps=200, newton=1.0)
         backend, communicator = setup(device, comm) if isinstance(comm, str) else (device, comm)
         stages = continuation_steps(continuation, self.re)
         linear = linear or LinearOptions()
-        slow = linear.paper_reason(self.mesh)
-        if slow:
-            (warn or warnings.warn)(slow)
         linear = linear.for_mesh(self.mesh).resolved()
         part = distribute(self.mesh, communicator, backend, linear.alignment(self.mesh, communicator.size))
         system = partitioned_system(self.problem, part, backend, linear.matrix_dtype, prepared_since=t_start, assembly=linear.assembly)

@@ -15,11 +15,13 @@ initial guess). The nonlinear solver (fem3d.solvers.nonlinear) only sees this in
 ``mg``     flexible GMRES on the row-scaled system, preconditioned by one V-cycle of
            monolithic geometric multigrid with element-Vanka smoothing (fem3d.solvers.multigrid);
            needs a hierarchy (a refined mesh, fem3d.discretisation.refine, then coarser boxes
-           where it is or refines a structured box) whose coarsest level has at most
-           DIRECT_MAX unknowns (a mesh that small is solved directly).
+           where it is or refines a structured box, else its sheets paired,
+           fem3d.discretisation.coarsen) whose coarsest level's direct solve fits the host's
+           memory (fem3d.solvers.multigrid.direct_fits), and more than one element.
 ``paper``  Kao & Sheu 2018: rows equilibrated to unit norm inside the element matrices,
            then Jacobi-preconditioned CG on the normal equations (Chronopoulos-Gear).
-``auto``   mg where the mesh allows it, else paper (:meth:`LinearOptions.for_mesh`).
+``auto``   mg; a mesh mg cannot solve is an input error that says what to change
+           (:meth:`LinearOptions.for_mesh`): the paper solver only where it is asked for.
 """
 from __future__ import annotations
 
@@ -35,7 +37,9 @@ from gpucfd.errors import InputError, check_range
 from ..kernels.ebe import matrix_storage
 from .krylov import FGMRES, NormalEquationsCG, NormalJacobi, SolveInfo
 from .partial_assembly import ASSEMBLIES
-from .multigrid import DIRECT_MAX, SMOOTHING_STEPS, Multigrid, alignment, chain, coarse_levels, coarsest_unknowns
+from .multigrid import (SMOOTHING_STEPS, Multigrid, alignment, chain, coarse_levels, coarsest_size, direct_fits,
+                        direct_limit, superlu_bytes)
+from gpucfd.backend import host_free_bytes
 
 SOLVERS = ("auto", "mg", "paper")
 REBUILD_AFTER = 0  # mg: iterations of a linear solve up to which its preconditioner serves the next step too. 3 took
@@ -83,24 +87,14 @@ class LinearOptions:
             raise InputError("--assembly partial needs --solver mg or auto (the paper solver works on stored element matrices)")
 
     def for_mesh(self, mesh) -> "LinearOptions":
-        """These options with ``auto`` resolved for ``mesh``: mg where its hierarchy
-        (fem3d.solvers.multigrid.coarse_levels: a refined mesh, a box, or the mesh alone) ends
-        in a level of at most DIRECT_MAX unknowns and the mesh has more than one element, else
-        paper; InputError for mg on a mesh where it cannot run."""
-        can = _multigrid_possible(mesh)
-        if self.assembly == "partial" and not can:
-            raise InputError(f"--assembly partial needs the mg solver, which cannot run here: {_why_not(mesh)}")
-        if self.solver == "mg" and not can:
-            raise InputError(_mg_refused(mesh))
-        return replace(self, solver="mg" if can else "paper") if self.solver == "auto" else self
-
-    def paper_reason(self, mesh) -> str | None:
-        """One line saying that ``auto`` takes the paper solver on ``mesh`` (much slower than mg),
-        why and what to change; None where it takes mg, for another choice, and for a single
-        element (a toy the paper solver does at once)."""
-        if self.solver != "auto" or _multigrid_possible(mesh) or mesh.n_elements == 1:
-            return None
-        return f"--solver auto takes the paper solver, much slower than multigrid: {_why_not(mesh)}"
+        """These options with ``auto`` resolved for ``mesh`` (mg); InputError, saying what to
+        change, where mg cannot solve it (:func:`mg_refusal`) unless paper was asked for."""
+        if self.solver == "paper":
+            return self
+        why = mg_refusal(mesh)
+        if why:
+            raise InputError(f"--solver {self.solver}: {why}; or use --solver paper, much slower")
+        return replace(self, solver="mg")
 
     def resolved(self) -> "LinearOptions":
         """These options with an "auto" assembly taken as element (stored matrices)."""
@@ -111,27 +105,23 @@ class LinearOptions:
         return alignment(mesh, ranks) if self.solver == "mg" else 1
 
 
-def _multigrid_possible(mesh) -> bool:
-    """mg can solve ``mesh``: its hierarchy's coarsest level has at most DIRECT_MAX unknowns, and
-    the mesh more than one element (one element's matrix is singular when its velocity is
-    prescribed: spurious pressure modes, which the paper solver's least squares tolerates)."""
-    return 1 < mesh.n_elements and coarsest_unknowns(mesh) <= DIRECT_MAX
-
-
-def _mg_refused(mesh) -> str:
-    """The error line of --solver mg on a mesh it cannot solve."""
-    return (f"--solver mg needs a hierarchy whose coarsest level has at most {DIRECT_MAX:,} unknowns and more than one "
-            f"element: {_why_not(mesh)}; use --solver paper")
-
-
-def _why_not(mesh) -> str:
-    """Why mg cannot solve ``mesh`` and what to change."""
-    if mesh.n_elements == 1:
-        return "the mesh has one element"
-    coarsest = chain(mesh)[-1]
-    what = "the mesh" if coarsest is mesh else f"the mesh it refines ({coarsest.n_elements:,} elements)"
-    return (f"{what} has {coarsest.n_dofs:,} unknowns, more than the {DIRECT_MAX:,} of a direct solve: give a coarser "
-            f"mesh and --refine K")
+def mg_refusal(mesh) -> str | None:
+    """Why mg cannot solve ``mesh`` (a whole mesh or one rank's part) and what to change;
+    None where it can. One element's matrix is singular where its velocity is prescribed
+    (spurious pressure modes, which the paper solver's least squares tolerates); the
+    coarsest level of the hierarchy is solved directly, so its factors must fit the host."""
+    whole = mesh.whole or mesh
+    if whole.n_elements == 1:
+        return "the mesh has one element, too few for multigrid: refine it"
+    elements, n = coarsest_size(mesh)
+    if direct_fits(n):
+        return None
+    last = chain(mesh)[-1]
+    last = last.whole or last
+    most = int(direct_limit() * last.n_elements / last.n_dofs)
+    return (f"the coarsest level of the multigrid hierarchy has {n:,} unknowns ({elements:,} elements), whose direct "
+            f"solve needs about {superlu_bytes(n) / 1e9:.2g} GB, more than half the {host_free_bytes() / 1e9:.2g} GB free: "
+            f"give a coarser mesh (about {most:,} elements at most) and --refine K")
 
 
 class PaperSolver:
@@ -205,8 +195,9 @@ class MultigridSolver:
 
     def setup(self, system, state, rebuild: bool = True) -> None:
         if self.system is not system:
-            if not _multigrid_possible(system.mesh):
-                raise InputError(_mg_refused(system.mesh))
+            why = mg_refusal(system.mesh)
+            if why:
+                raise InputError(f"--solver mg: {why}")
             self.mg = Multigrid(system, coarse_levels(system.mesh), self.options.smoothing_steps)
             self.system, self.ready = system, False
         if rebuild or not self.ready:

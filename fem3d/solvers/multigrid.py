@@ -30,10 +30,10 @@ smoother's blocks (Level.galerkin), keeping none.
 
 One application is a V(1,1) cycle: ``smoothing_steps`` GMRES steps preconditioned by the
 element Vanka smoother (fem3d.solvers.vanka) before and after the coarse correction; the coarsest
-level (at most DIRECT_MAX unknowns) is solved exactly: its assembled matrix, the same on
-every rank, on a GPU by its dense inverse up to DENSE_MAX unknowns and by its dense LU
-factors above (where the device has room), else by SciPy's SuperLU on the host
-(CoarseSolve). The pressure level of an enclosed flow (no outflow boundary) is fixed on
+level is solved exactly: its assembled matrix, the same on every rank, on a GPU by its
+dense inverse up to DENSE_MAX unknowns and by its dense LU factors above (where the device
+has room), else by SciPy's SuperLU on the host (CoarseSolve), where its factors fit
+(direct_fits: a memory estimate, not a count of unknowns). The pressure level of an enclosed flow (no outflow boundary) is fixed on
 the coarsest level at one pressure unknown. A cycle reads nothing back, so on one
 GPU with the dense coarse solve the cycle from the first level of at most GRAPH_ELEMENTS
 elements down is replayed from a CUDA graph (gpucfd.graphs.Replayed): on those levels the
@@ -55,6 +55,7 @@ from __future__ import annotations
 import math
 import warnings
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -65,6 +66,7 @@ from ..kernels.scatter import ScatterPlan
 from ..kernels.ebe import NL
 from .krylov import gmres_steps
 from ..discretisation.mesh import box_mesh
+from gpucfd.backend import host_free_bytes
 from gpucfd.graphs import Replayed
 from .operators import ElementOperator
 from ..parallel.comm import SerialComm
@@ -78,11 +80,14 @@ LAYERS_PER_RANK = 2  # under MPI, a partitioned coarse box keeps at least this m
 IMBALANCE_MAX = 1.1  # of those, the partitioned ones are the most leading ones whose coarsest layers cut in slabs give a
 # rank at most this many times the mean (112^3 on 4 ranks: 28 slab units of 4 layers, not 14 of 8 with 1.14 times the
 # mean on two ranks); the coarser ones are replicated on every rank
-COARSE_MAX = 5_000  # a box of at most this many unknowns is not coarsened on one rank: the coarsest level of a
+COARSE_MAX = 5_000  # a box or mesh of at most this many unknowns is not coarsened: the coarsest level of a
 # 40^3 box is its 5^3 (4,209 unknowns), of any N^3 box from 6^3 to 100^3 3^3 to 5^3 (1,093-4,209), solved directly
-DIRECT_MAX = 20_000  # most unknowns of a coarsest level solved directly: SuperLU's set-up took 0.5 s at 6,934 unknowns
-# (the 6^3 distorted cube), 1.9 s at 15,468 (a 8^3 box) and 8.7 s at 29,114 (10^3) on one core of the 2-core CPU with
-# the default pivot threshold (an upper bound: see PIVOT_THRESHOLD)
+STRETCHED = 2.0  # a refined mesh with an element this many times longer than short along its axes is coarsened by its
+# sheets, semi-coarsened: element Vanka smooths well only along the short axes
+FILL = (604.0, 6_934, 0.66)  # SuperLU's factors (PERMC_SPEC, PIVOT_THRESHOLD): entries of L + U per unknown at a
+# reference size and their growth exponent, fitted on the distorted cube of 6^3-12^3 elements solved whole (604, 1054,
+# 1748 and 2188 per unknown at 6,934, 15,468, 29,114 and 49,072 unknowns); 12 bytes each
+HOST_SHARE = 0.5  # the most of the host's free memory the coarsest level's factors may take
 PERMC_SPEC = "MMD_AT_PLUS_A"  # SuperLU's column ordering: fill and set-up time 0.6x and 0.4x COLAMD's at 15,468 unknowns
 # (0.3x at 29,114); MMD_ATA 1.4x COLAMD's; the natural order 30x at 6,934
 PIVOT_THRESHOLD = 0.1  # SuperLU pivots when a diagonal entry is below this fraction of its column's largest: the
@@ -151,25 +156,54 @@ def distributed_grids(grid, parts: int) -> int:
 
 
 def chain(mesh) -> list:
-    """``mesh`` and the meshes it refines (fem3d.discretisation.refine), finest first."""
+    """``mesh`` and the meshes it refines (fem3d.discretisation.refine) that are levels of its
+    hierarchy, finest first: all of them, except that a whole refined mesh with elements
+    stretched more than STRETCHED along one axis is coarsened by its sheets instead (they
+    pair only along the short axes: fem3d.discretisation.coarsen), and so are the levels below it."""
     meshes = [mesh]
-    while meshes[-1].coarser is not None:
+    while meshes[-1].coarser is not None and (meshes[-1].whole is not None or meshes[-1].stretch <= STRETCHED):
         meshes.append(meshes[-1].coarser)
     return meshes
 
 
+def coarsenings(mesh) -> list:
+    """The sheet coarsenings (fem3d.discretisation.coarsen.Coarsening) below ``mesh`` (a whole
+    mesh or one rank's part of a mesh that is neither a box nor refined), finest first: while
+    a level has more than COARSE_MAX unknowns and coarsens."""
+    out, level = [], mesh.whole or mesh
+    while level.n_dofs > COARSE_MAX:
+        below = level.coarsening
+        if below is None:
+            break
+        out.append(below)
+        level = below.coarse
+    return out
+
+
+def _below(last) -> list:
+    """The coarse levels below the end ``last`` of a refinement chain: its coarser boxes
+    (coarse_grids) or its sheet coarsenings."""
+    return coarse_grids(last.grid) if last.grid is not None else coarsenings(last)
+
+
 def coarse_levels(mesh) -> int:
     """Levels below ``mesh`` in the multigrid hierarchy: the meshes it refines and then the
-    coarse boxes below the box at the end of that chain."""
+    coarse boxes below the box at the end of that chain, or the sheet coarsenings below the
+    mesh at its end."""
     meshes = chain(mesh)
-    return len(meshes) - 1 + len(coarse_grids(meshes[-1].grid))
+    return len(meshes) - 1 + len(_below(meshes[-1]))
 
 
-def coarsest_unknowns(mesh) -> int:
-    """Unknowns of the coarsest level of ``mesh``'s hierarchy (fem3d.solvers.multigrid.coarse_levels)."""
+def coarsest_size(mesh) -> tuple[int, int]:
+    """(elements, unknowns) of the coarsest level of ``mesh``'s hierarchy (fem3d.solvers.multigrid.coarse_levels)."""
     last = chain(mesh)[-1]
-    grids = coarse_grids(last.grid)
-    return box_unknowns(grids[-1]) if grids else last.n_dofs
+    below = _below(last)
+    if not below:
+        whole = last.whole or last
+        return whole.n_elements, whole.n_dofs
+    if last.grid is not None:
+        return int(np.prod(below[-1])), box_unknowns(below[-1])
+    return below[-1].coarse.n_elements, below[-1].coarse.n_dofs
 
 
 def alignment(mesh, parts: int) -> int:
@@ -204,17 +238,24 @@ REFINED = np.array([0, 1, 3, 4, 9, 10, 12, 13])  # position code of refine's chi
 
 
 def coarser(mesh):
-    """(coarse, parent, position) of ``mesh`` (a whole mesh or one rank's part): the next
-    coarser whole mesh, the element of it that is each element's parent (E,) and the
-    element's position code (E,) in it (fem3d.solvers.multigrid.child_prolongations): from
-    the refinement (fem3d.discretisation.refine), else the box coarsened side by side
-    (:func:`box_coarsening`; the coarse box's vertices sit at the fine vertex indices
-    they keep over the fine side's element count: nested where the fine box is the uniform unit box)."""
-    if mesh.coarser is not None:
-        return mesh.coarser, mesh.parent, REFINED[mesh.child_position]
-    grid, kept, parents, position = box_coarsening(mesh)
-    coarse = box_mesh(*grid, vertices=[k / k[-1] for k in kept])
-    return coarse, coarse.elements_with_ids(parents), position
+    """(coarse, parent, kinds, transfers) of ``mesh`` (a whole mesh or one rank's part): the
+    next coarser whole mesh, the element of it that is each element's parent (E,), the kind
+    of child each element is (E,) and the Transfers of those kinds: from the refinement
+    (fem3d.discretisation.refine), the box coarsened side by side (:func:`box_coarsening`;
+    the coarse box's vertices sit at the fine vertex indices they keep over the fine side's
+    element count: nested where the fine box is the uniform unit box), else the sheet
+    coarsening (fem3d.discretisation.coarsen)."""
+    if len(chain(mesh)) > 1:
+        return mesh.coarser, mesh.parent, REFINED[mesh.child_position], Transfers.aligned()
+    if mesh.grid is not None:
+        grid, kept, parents, position = box_coarsening(mesh)
+        coarse = box_mesh(*grid, vertices=[k / k[-1] for k in kept])
+        return coarse, coarse.elements_with_ids(parents), position, Transfers.aligned()
+    whole = mesh.whole or mesh
+    below = whole.coarsening
+    at = whole.elements_with_ids(mesh.element_ids) if mesh.whole is not None else slice(None)
+    kinds, transfers = Transfers.of(below.code[at], below.rotation[at])
+    return below.coarse, below.parent[at], kinds, transfers
 
 
 def box_coarsening(mesh):
@@ -239,27 +280,59 @@ def child_boxes(codes) -> tuple[np.ndarray, np.ndarray]:
     return np.where(s == 2, 1.0, 0.5), np.where(s == 2, 0.0, s - 0.5)
 
 
-def child_prolongations() -> np.ndarray:
-    """(27, NL, NL): P_c maps a parent's local unknowns to those of its child of position code
-    c = a + 3 b + 9 g, a, b, g the child's position along the parent's xi, eta, zeta (0: the
-    lower half, 1: the upper half, 2: the whole parent): values of the parent's Q2 velocity
-    (each component) and Q1 pressure at the child's nodes."""
-    out = np.zeros((27, NL, NL))
-    scales, shifts = child_boxes(np.arange(27))
-    for c, (scale, shift) in enumerate(zip(scales, shifts)):
-        vel, pres = Q2.values(Q2.nodes * scale + shift), Q1.values(Q1.nodes * scale + shift)
-        for d in range(3):
-            out[c, 27 * d:27 * d + 27, 27 * d:27 * d + 27] = vel
-        out[c, 81:, 81:] = pres
+def child_prolongation(code: int, rotation=None) -> np.ndarray:
+    """(NL, NL): values of a parent's Q2 velocity (each component) and Q1 pressure at the
+    nodes of its child of position code ``code`` = a + 3 b + 9 g (a, b, g the child's
+    position along the parent's xi, eta, zeta; 0: the lower half, 1: the upper half, 2: the
+    whole parent) whose reference axes are turned by ``rotation`` (3, 3), a signed
+    permutation: the child's reference point xi lies at rotation @ xi plus the code's shift in
+    the parent's lattice (fem3d.discretisation.coarsen; None: the parent's axes)."""
+    rotation = np.eye(3) if rotation is None else np.asarray(rotation, dtype=float)
+    along = np.array([code % 3, (code // 3) % 3, code // 9])
+    centre, step = np.where(along == 1, 3.0, 1.0), np.where(along == 2, 1.0, 2.0)  # in lattice units, half a child each
+    parent_xi = lambda xi: (centre + xi @ rotation.T) / step - 1.0  # noqa: E731
+    out = np.zeros((NL, NL))
+    vel, pres = Q2.values(parent_xi(Q2.nodes)), Q1.values(parent_xi(Q1.nodes))
+    for d in range(3):
+        out[27 * d:27 * d + 27, 27 * d:27 * d + 27] = vel
+    out[81:, 81:] = pres
     return out
+
+
+def child_prolongations() -> np.ndarray:
+    """(27, NL, NL): child_prolongation(c) of each position code c, the child's axes along its parent's."""
+    return np.stack([child_prolongation(c) for c in range(27)])
+
+
+@dataclass
+class Transfers:
+    """The prolongations of one level's children: ``table`` (K, NL, NL) and ``codes`` (K,)
+    the position code of each kind of child."""
+
+    codes: np.ndarray
+    table: np.ndarray
+
+    @classmethod
+    def aligned(cls) -> "Transfers":
+        """Children whose axes are their parent's (refined meshes, boxes): kind = position code."""
+        return cls(np.arange(27), child_prolongations())
+
+    @classmethod
+    def of(cls, code, rotation) -> tuple[np.ndarray, "Transfers"]:
+        """(kinds (E,), Transfers) of children of position codes ``code`` (E,) turned by
+        ``rotation`` (E, 3, 3): one kind per distinct pair."""
+        turn = (np.asarray(rotation, dtype=np.int64).reshape(len(code), 9) + 1) @ 3 ** np.arange(9)
+        keys, first, kinds = np.unique(code + 27 * turn, return_index=True, return_inverse=True)
+        return kinds.reshape(-1), cls(code[first], np.stack([child_prolongation(int(code[i]), rotation[i]) for i in first]))
 
 
 class Level:
     """One level: its operator, prescribed unknowns, valence, smoother and, except on the
     coarsest, the transfer to the next coarser level: its elements as children ordered by
     position code, ``child_order`` (Ef,) and ``parent_order`` (Ef,) the local fine and coarse
-    elements of the children in that order, ``codes`` a list of (code c, rows: the slice of
-    that order of the children at position c); ``child_dofs`` (Ef, NL) and ``parent_dofs``
+    elements of the children in that order, ``codes`` a list of (kind k, rows: the slice of
+    that order of the children of kind k), ``P`` (K, NL, NL) the prolongation of each kind
+    (Transfers.table, on the backend); ``child_dofs`` (Ef, NL) and ``parent_dofs``
     (Ef, NL) the children's and their parents' unknowns in that order (summed into by ``prolong_plan`` and ``restrict_plan``,
     fem3d.kernels.scatter), ``child_weights`` (Ef, NL) the partition-of-unity weights at the
     children's.
@@ -279,30 +352,30 @@ class Level:
         self.element_matrices, self.chunk = element_matrices, chunk
         self.smoother = Vanka(op, mesh, valence, INVERSES[op.backend.kind])
         self._by_group, self._smoother_ok = {}, False
-        self.codes = self.child_order = self.parent_order = self.child_dofs = self.parent_dofs = self.child_weights = None
+        self.codes = self.P = self.child_order = self.parent_order = self.child_dofs = self.parent_dofs = self.child_weights = None
         self.prolong_plan = self.restrict_plan = None
         self.gathered = False
         self.dirichlet = dirichlet_rows(self.xp, op.dofs, fixed, valence)  # its prescribed rows (coarse levels' Galerkin matrices)
 
-    def prolong(self, coarse: "Level", xc, P):
+    def prolong(self, coarse: "Level", xc):
         """P xc (complete on every rank): each child's values interpolated from its parent,
         weighted by 1 / valence and summed (a partition of unity: continuous fields)."""
         op, xp, dense = self.op, self.xp, vectors.for_backend(self.op.backend)
         parents = (xc * coarse.free)[coarse.op.dofs]  # (Ec, NL)
         vals = xp.empty(self.child_dofs.shape, dtype=np.float64)
         for c, rows in self.codes:
-            dense.rows_times(parents[self.parent_order[rows]], P[c], vals[rows], transpose=True)
+            dense.rows_times(parents[self.parent_order[rows]], self.P[c], vals[rows], transpose=True)
         out = self.prolong_plan.add(xp.zeros(op.n, dtype=np.float64), (vals * self.child_weights).ravel())
         op.dist.sum_interface(out)
         return out * self.free
 
-    def restrict(self, coarse: "Level", r, P):
+    def restrict(self, coarse: "Level", r):
         """P^T r (complete on every rank)."""
         local = (r * self.free_weights)[self.child_dofs]  # (Ef, NL)
         restricted = self.xp.empty_like(local)
         dense = vectors.for_backend(self.op.backend)
         for c, rows in self.codes:
-            dense.rows_times(local[rows], P[c], restricted[rows])
+            dense.rows_times(local[rows], self.P[c], restricted[rows])
         out = self.restrict_plan.add(self.xp.zeros(coarse.op.n, dtype=np.float64), restricted.ravel())
         if self.gathered:
             self.op.dist.allreduce(out)
@@ -310,14 +383,14 @@ class Level:
             coarse.op.dist.sum_interface(out)
         return out * coarse.free
 
-    def galerkin(self, coarse: "Level", P) -> None:
+    def galerkin(self, coarse: "Level") -> None:
         """coarse.op.mats = sum over children of P_c^T A_child P_c with prescribed unknowns
         left out, then the prescribed rows of the coarse level; the children's matrices
         (rounded to the coarse storage) ``chunk`` at a time. Where this level's matrices are
         not stored, they are computed once for this and the smoother's blocks
         (:meth:`_streamed`)."""
         mats = coarse.op.mats
-        P = P.astype(mats.dtype)
+        P = self.P.astype(mats.dtype)
         coarse_free = coarse.free[coarse.op.dofs].astype(mats.dtype)
         mats.fill(0.0)
         if self.element_matrices is None:
@@ -378,6 +451,27 @@ class Level:
         return self.smoother.setup() if self.element_matrices is None else self._smoother_ok
 
 
+def superlu_bytes(n: int) -> float:
+    """Estimated bytes of SuperLU's factors of a coarsest level of ``n`` unknowns (FILL)."""
+    per_unknown, at, growth = FILL
+    return 12.0 * n * per_unknown * (n / at) ** growth
+
+
+def direct_fits(n: int) -> bool:
+    """A coarsest level of ``n`` unknowns can be solved directly: its SuperLU factors (the
+    way every device has) take at most HOST_SHARE of the host's free memory."""
+    return superlu_bytes(n) <= HOST_SHARE * host_free_bytes()
+
+
+def direct_limit() -> int:
+    """The most unknowns of a coarsest level that direct_fits allows now."""
+    low, high = 1, 1 << 40
+    while low < high:
+        mid = (low + high + 1) // 2
+        low, high = (mid, high) if direct_fits(mid) else (low, mid - 1)
+    return low
+
+
 def _linalg(backend):
     """SciPy's dense linear algebra (scipy.linalg), or CuPy's (cupyx.scipy.linalg) on a GPU."""
     if backend.is_gpu:
@@ -400,7 +494,8 @@ class CoarseSolve:
              factorised densely on the device (LAPACK's getrf through cuSOLVER, of the
              transpose, which is the C-ordered matrix in Fortran order; a solve is getrs);
     superlu  otherwise: factorised by SuperLU on the host (PERMC_SPEC ordering,
-             PIVOT_THRESHOLD; a solve on a GPU moves the right-hand side to the host and back).
+             PIVOT_THRESHOLD; a solve on a GPU moves the right-hand side to the host and back),
+             whose factors direct_fits checked before (superlu_bytes).
 
     ``setup()`` starts the SuperLU factorisation in a thread (SuperLU releases the GIL), so
     that it runs while the device builds the smoothers; ``wait()`` (also the first thing a
@@ -515,8 +610,6 @@ class Multigrid:
     def __init__(self, system, levels: int, smoothing_steps: int = SMOOTHING_STEPS):
         mesh, dist, backend = system.mesh, system.dist, system.backend
         self.xp, self.steps = backend.xp, smoothing_steps
-        P = child_prolongations()
-        self.P = backend.asarray(P)
         comm = dist.comm
         self.system = system
         elements, streamed = system.elements, system.elements is None and levels > 0
@@ -531,7 +624,7 @@ class Multigrid:
         meshes = chain(mesh)
         partitioned = len(meshes) - 1 + distributed_grids(meshes[-1].grid, comm.size)  # levels below: replicated
         for k in range(1, levels + 1):
-            whole, parent, position = coarser(self.levels[-1].mesh)
+            whole, parent, kinds, transfers = coarser(self.levels[-1].mesh)
             if k <= partitioned:
                 part = distribute_owned(whole, partition_elements(whole, comm.size, alignment(whole, comm.size)), comm, backend)
             else:
@@ -541,7 +634,7 @@ class Multigrid:
             dofs = part.mesh.dofs()
             op = ElementOperator(backend, dofs, part.mesh.colour_offsets, part.mesh.n_dofs, part.dist, STORAGE)
             valence = part.dist.sum_interface(backend.asarray(part.mesh.dof_valence()))
-            fixed = self._children(self.levels[-1], part.mesh.n_dofs, dofs, local[parent], position, P,
+            fixed = self._children(self.levels[-1], part.mesh.n_dofs, dofs, local[parent], kinds, transfers,
                                    gathered=comm.size > 1 and k == partitioned + 1)
             self.levels.append(Level(op, part.mesh, fixed, valence, chunk=system.chunk))
         self.direct = CoarseSolve(self.levels[-1], system.problem.enclosed)
@@ -552,12 +645,12 @@ class Multigrid:
                                 or k == len(self.levels) - 1)
             self._graph = Replayed(self.xp, lambda b: self._v_cycle(self.graphed, b))
 
-    def _children(self, fine: Level, n_coarse: int, coarse_dofs, parent, position, P, gathered: bool = False):
-        """Set the fine level's transfer (codes, child_order, parent_order, child_dofs,
+    def _children(self, fine: Level, n_coarse: int, coarse_dofs, parent, kinds, transfers, gathered: bool = False):
+        """Set the fine level's transfer (codes, P, child_order, parent_order, child_dofs,
         parent_dofs, the scatter plans) to the coarse level of ``n_coarse`` unknowns, its
         local elements' unknowns ``coarse_dofs`` (Ec, NL) (host), whose local element
         ``parent`` (E_fine,) is each fine element's parent, the element being its child of
-        position code ``position`` (E_fine,); ``P`` the host child_prolongations(). The
+        kind ``kinds`` (E_fine,) among ``transfers`` (Transfers). The
         unknowns of the children and parents are gathered on the backend (the fine level's
         stay on the device). Returns the coarse level's prescribed unknowns (where its nodes
         coincide with prescribed fine nodes). ``gathered``: the coarse level is replicated on
@@ -568,11 +661,11 @@ class Multigrid:
         total = fine.op.dist.allreduce if gathered else (lambda a: a)
         if (parent < 0).any():
             raise ValueError("multigrid: a parent element lives on another rank (partition not aligned)")
-        volume = np.prod(child_boxes(position)[0], axis=1)  # each child's share of its parent
+        volume = np.prod(child_boxes(transfers.codes[kinds])[0], axis=1)  # each child's share of its parent
         if not np.allclose(total(np.bincount(parent, volume, minlength=len(coarse_dofs))), 1.0):
             raise ValueError("multigrid: a child element lives on another rank (partition not aligned)")
-        order = np.argsort(position, kind="stable")
-        counts = np.bincount(position, minlength=27)
+        order = np.argsort(kinds, kind="stable")
+        counts = np.bincount(kinds, minlength=len(transfers.codes))
         ends = np.cumsum(counts)
         fine.child_order, fine.parent_order = backend.asarray(order), backend.asarray(parent[order])
         fine.child_dofs = fine.op.dofs[fine.child_order]  # gathered where the dofs live (the device)
@@ -581,9 +674,10 @@ class Multigrid:
         fine.codes = []
         for c in np.flatnonzero(counts):
             rows = slice(int(ends[c] - counts[c]), int(ends[c]))
-            child_pos, parent_pos = (backend.asarray(a) for a in np.nonzero(np.abs(P[c] - 1.0) < 1e-12))  # coinciding nodes
+            child_pos, parent_pos = (backend.asarray(a) for a in np.nonzero(np.abs(transfers.table[c] - 1.0) < 1e-12))  # coinciding nodes
             fixed[fine.parent_dofs[rows, parent_pos]] = fine.fixed[fine.child_dofs[rows, child_pos]]  # repeats agree
             fine.codes.append((int(c), rows))
+        fine.P = backend.asarray(transfers.table)
         fine.prolong_plan, fine.restrict_plan = ScatterPlan(backend, fine.child_dofs), ScatterPlan(backend, fine.parent_dofs)
         fine.child_weights = fine.weights[fine.child_dofs]
         return backend.asarray(total(fixed.astype(np.float64)) > 0)
@@ -608,7 +702,7 @@ class Multigrid:
         self.refresh()
         ok = True
         for fine, coarse in zip(self.levels, self.levels[1:]):
-            fine.galerkin(coarse, self.P)
+            fine.galerkin(coarse)
         self.direct.setup()
         for level in self.levels[:-1]:
             ok = level.smoother_setup() and ok
@@ -632,7 +726,7 @@ class Multigrid:
         x = self._smooth(level, None, b, self.steps)
         r = b - level.op.matvec(x, self.xp.empty_like(b))
         coarse = self.levels[k + 1]
-        x += level.prolong(coarse, self._cycle(k + 1, level.restrict(coarse, r, self.P)), self.P)
+        x += level.prolong(coarse, self._cycle(k + 1, level.restrict(coarse, r)))
         return self._smooth(level, x, b, self.steps)
 
     def apply(self, r, out):
@@ -641,11 +735,12 @@ class Multigrid:
         return out
 
     def traffic(self) -> dict:
-        """What the hierarchy sent on this rank: V-cycles applied, and per level (finest
-        first) its elements here, whether it is partitioned, its interface sums and the
+        """What the hierarchy is and sent on this rank: V-cycles applied, the coarse solve
+        (CoarseSolve.method and unknowns), and per level (finest first) its elements and
+        unknowns here, its smoother, whether it is partitioned, its interface sums and the
         entries they sent. The finest level's count is every interface sum of the system's
         unknowns (the Krylov method's products and the residuals too)."""
-        return {"v_cycles": self.cycles,
-                "levels": [{"elements": int(level.op.dofs.shape[0]), "partitioned": not level.op.dist.is_serial,
-                            "interface_sums": level.op.dist.sums, "values_sent": level.op.dist.values_sent}
-                           for level in self.levels]}
+        return {"v_cycles": self.cycles, "coarse_solve": {"method": self.direct.method, "unknowns": self.direct.n_global},
+                "levels": [{"elements": int(level.op.dofs.shape[0]), "unknowns": int(level.op.n), "smoother": "element Vanka",
+                            "partitioned": not level.op.dist.is_serial, "interface_sums": level.op.dist.sums,
+                            "values_sent": level.op.dist.values_sent} for level in self.levels]}

@@ -2,6 +2,7 @@
 
     PYTHONPATH=. python meshes/dfg3d/make_channel.py [--out meshes/dfg3d/channel_coarse.msh]
         [--around 16] [--rings 3] [--upstream 2] [--downstream 12] [--nz 6] [--z-grading 0]
+        [--first-layer FRACTION] [--binary]
 
 Lengths in metres. Channel [0, 2.5] x [0, 0.41] x [0, 0.41]; cylinder of radius 0.05,
 axis along z through (x, y) = (0.5, 0.2). A quadrilateral layout of the (x, y) plane,
@@ -37,14 +38,28 @@ wide. The multigrid solver needs cells that are not much longer than wide: with 
 per Newton step grew from 4.2 to 6.8 to 10.6 over three refinements (one H100); with
 2 layers (up to 6.4) from 8.8 to 44 over one (CPU, nu = 0.01).
 
-Written as Gmsh 2.2 ASCII (meshio): hexahedron27 cells, quad9 boundary cells with
-``gmsh:physical`` tags inflow (1, x = 0), outflow (2, x = 2.5), walls (3, y = 0, 0.41
-and z = 0, 0.41) and cylinder (4), named in field_data.
+With ``--first-layer f`` the ring is a boundary layer instead: its first cells are f times
+the spacing round the circle (2 pi r / around) thick on the longest radial line (the
+diagonals; thinner on the others), and the rings' thicknesses grow outward by the constant
+ratio that fills the box. The committed channel_boundary_layer.msh (case
+dfg_3d_1z_boundary_layer.toml) is ``--around 24 --rings 14 --upstream 2 --downstream 12
+--first-layer 0.045 --binary``: 24 x 14 + 6 x (2 + 12) = 420 quadrilaterals in 6 layers,
+2,520 hexahedra; the first ring at least 22 times thinner than wide (chords round the
+circle over radial edges), growth 1.45; cells up to 186 times longer than wide (a z layer
+over the first ring's thickness).
+
+Written as Gmsh 2.2 ASCII (``--binary``: binary, a third of the size; meshio): hexahedron27
+cells, quad9 boundary cells with ``gmsh:physical`` tags inflow (1, x = 0), outflow (2, x =
+2.5), walls (3, y = 0, 0.41 and z = 0, 0.41) and cylinder (4), named in field_data.
+:func:`channel` also lays out other channels (:class:`Plane`) and slabs whose z planes
+carry the tag sides (5): meshes/dfg2d/make_slab.py; :func:`extrude` extrudes any Q2
+layout (meshes/pipe/make_pipe.py).
 """
 from __future__ import annotations
 
 import argparse
 import os
+from dataclasses import dataclass
 
 import meshio
 import numpy as np
@@ -54,9 +69,19 @@ from fem3d.discretisation.mesh import TENSOR27_TO_VTK, graded_coordinates
 LENGTH, HEIGHT = 2.5, 0.41          # channel length (x) and height = depth (y, z)
 CENTRE, RADIUS = (0.5, 0.2), 0.05   # cylinder axis (x, y) and radius
 HALF_WIDTH = 0.2                    # the ring's box is CENTRE[0] -+ HALF_WIDTH in x
-TAGS = {"inflow": 1, "outflow": 2, "walls": 3, "cylinder": 4}
+TAGS = {"inflow": 1, "outflow": 2, "walls": 3, "cylinder": 4, "sides": 5}  # sides: z planes of a slab (meshes/dfg2d)
 DEFAULTS = dict(around=16, rings=3, upstream=2, downstream=12, nz=6)  # the committed channel_coarse.msh
 QUAD9 = [(0, 0), (2, 0), (2, 2), (0, 2), (1, 0), (2, 1), (1, 2), (0, 1), (1, 1)]  # VTK order of a face's (p, q)
+
+
+@dataclass(frozen=True)
+class Plane:
+    """The (x, y) plane of a channel of height HEIGHT round a cylinder of radius RADIUS at
+    (centre_x, CENTRE[1]): its length (x) and the half width (x) of the ring's box."""
+
+    length: float = LENGTH
+    centre_x: float = CENTRE[0]
+    half_width: float = HALF_WIDTH
 
 
 def _geometric_cells(length: float, first: float, n: int) -> np.ndarray:
@@ -72,7 +97,7 @@ def _geometric_cells(length: float, first: float, n: int) -> np.ndarray:
     return x
 
 
-def _with_midpoints(vertices: np.ndarray) -> np.ndarray:
+def with_midpoints(vertices: np.ndarray) -> np.ndarray:
     """Q2 node coordinates (2n+1) of cells with the given n+1 vertices: mid nodes at midpoints."""
     out = np.empty(2 * len(vertices) - 1)
     out[0::2] = vertices
@@ -80,9 +105,14 @@ def _with_midpoints(vertices: np.ndarray) -> np.ndarray:
     return out
 
 
-def layout_2d(around: int, rings: int, upstream: int, downstream: int):
+def layout_2d(around: int, rings: int, upstream: int, downstream: int, first_layer: float | None = None,
+              plane: Plane = Plane()):
     """Q2 quadrilateral layout of the (x, y) plane.
 
+    ``first_layer`` None: ring vertex levels at the radii of a geometric sequence (module
+    docstring); a number f: the first ring f times the cells' spacing round the circle
+    (2 pi RADIUS / around) thick on the longest radial line (thinner on the others), the
+    rings' thicknesses growing outward by the constant ratio that fills the box.
     Returns points (N, 2), cells (C, 3, 3) node ids indexed [b][a] (a along the
     first local axis; counter-clockwise) and boundary edges: a list of
     (cell, axis, side, tag) with axis 0|1 and side 0|2 the local index held fixed.
@@ -91,22 +121,31 @@ def layout_2d(around: int, rings: int, upstream: int, downstream: int):
         raise ValueError(f"around must be a positive multiple of 8 (got {around})")
     if min(rings, upstream, downstream) < 1:
         raise ValueError("rings, upstream and downstream must be >= 1")
+    if first_layer is not None and not 0 < first_layer <= 1:
+        raise ValueError(f"first-layer must be in (0, 1] (got {first_layer})")
     n2, k = 2 * around, around // 4                       # Q2 nodes round the ring; cells in y
-    x0, x1 = CENTRE[0] - HALF_WIDTH, CENTRE[0] + HALF_WIDTH
+    centre, half = (plane.centre_x, CENTRE[1]), plane.half_width
+    x0, x1 = centre[0] - half, centre[0] + half
     i = np.arange(n2)
     theta = -0.75 * np.pi + i * np.pi / around            # node i = 0 at the lower-left corner, counter-clockwise
-    circle = np.stack([CENTRE[0] + RADIUS * np.cos(theta), CENTRE[1] + RADIUS * np.sin(theta)], axis=1)
+    circle = np.stack([centre[0] + RADIUS * np.cos(theta), centre[1] + RADIUS * np.sin(theta)], axis=1)
     side, t = i // (n2 // 4), (i % (n2 // 4)) / (n2 // 4)
     corners = np.array([(x0, 0.0), (x1, 0.0), (x1, HEIGHT), (x0, HEIGHT)])  # box edge s runs from corner s to s + 1
     box = (1 - t)[:, None] * corners[side] + t[:, None] * corners[(side + 1) % 4]
-    radii = RADIUS * (HALF_WIDTH / RADIUS) ** (np.arange(rings + 1) / rings)
-    g = _with_midpoints((radii - RADIUS) / (HALF_WIDTH - RADIUS))
+    if first_layer is None:
+        radii = RADIUS * (half / RADIUS) ** (np.arange(rings + 1) / rings)
+        levels, first = (radii - RADIUS) / (half - RADIUS), half - radii[-2]  # first: the outer ring's width at 0 degrees
+    else:
+        reach = np.linalg.norm(box - circle, axis=1).max()
+        levels = _geometric_cells(1.0, first_layer * 2 * np.pi * RADIUS / around / reach, rings)
+        first = (1 - levels[-2]) * (half - RADIUS)
+    g = with_midpoints(levels)
     ring_pts = (1 - g)[:, None, None] * circle + g[:, None, None] * box  # (2 rings + 1, n2, 2)
     ring = np.arange(ring_pts.shape[0] * n2).reshape(-1, n2)
     points = [ring_pts.reshape(-1, 2)]
     count = ring.size
 
-    ys = _with_midpoints(np.linspace(0.0, HEIGHT, k + 1))
+    ys = with_midpoints(np.linspace(0.0, HEIGHT, k + 1))
     jy = np.arange(2 * k + 1)
 
     def block(xs, shared_col, shared_ids):
@@ -120,9 +159,8 @@ def layout_2d(around: int, rings: int, upstream: int, downstream: int):
         count += X.size
         return ids
 
-    up = block(_with_midpoints(np.linspace(0.0, x0, upstream + 1)), -1, ring[-1, (n2 - jy) % n2])
-    first = HALF_WIDTH - radii[-2]                         # the ring's outer radial width at 0 degrees
-    down = block(x1 + _with_midpoints(_geometric_cells(LENGTH - x1, first, downstream)), 0, ring[-1, n2 // 4 + jy])
+    up = block(with_midpoints(np.linspace(0.0, x0, upstream + 1)), -1, ring[-1, (n2 - jy) % n2])
+    down = block(x1 + with_midpoints(_geometric_cells(plane.length - x1, first, downstream)), 0, ring[-1, n2 // 4 + jy])
 
     cells, edges = [], []
     for er in range(rings):
@@ -149,12 +187,24 @@ def layout_2d(around: int, rings: int, upstream: int, downstream: int):
 
 
 def channel(around: int = DEFAULTS["around"], rings: int = DEFAULTS["rings"], upstream: int = DEFAULTS["upstream"],
-            downstream: int = DEFAULTS["downstream"], nz: int = DEFAULTS["nz"], z_grading: float = 0.0) -> meshio.Mesh:
-    """The hex27 channel mesh: the (x, y) layout of :func:`layout_2d` extruded in ``nz`` layers."""
+            downstream: int = DEFAULTS["downstream"], nz: int = DEFAULTS["nz"], z_grading: float = 0.0,
+            first_layer: float | None = None, plane: Plane = Plane(), depth: float = HEIGHT,
+            sides: str = "walls") -> meshio.Mesh:
+    """The hex27 channel mesh: the (x, y) layout of :func:`layout_2d` extruded in ``nz`` layers
+    over 0 <= z <= ``depth``, whose planes z = 0 and depth are tagged ``sides`` (a name of TAGS)."""
     if nz < 1:
         raise ValueError(f"nz must be >= 1 (got {nz})")
-    pts2, cells2, edges = layout_2d(around, rings, upstream, downstream)
-    zs = _with_midpoints(graded_coordinates(nz, HEIGHT, z_grading))
+    pts2, cells2, edges = layout_2d(around, rings, upstream, downstream, first_layer, plane)
+    return extrude(pts2, cells2, edges, graded_coordinates(nz, depth, z_grading), (TAGS[sides], TAGS[sides]), TAGS)
+
+
+def extrude(pts2: np.ndarray, cells2: np.ndarray, edges: list, levels: np.ndarray, ends: tuple, names: dict) -> meshio.Mesh:
+    """A hex27 mesh of a Q2 quadrilateral layout (points (N, 2), cells (C, 3, 3) and boundary
+    edges as :func:`layout_2d` returns them) extruded along z through the vertex ``levels``
+    (L + 1,): the edges become quad9 faces of their tag in every layer, the planes z =
+    levels[0] and levels[-1] are tagged ends[0] and ends[1]; ``names`` maps tag names to
+    tags (those used become field_data)."""
+    nz, zs = len(levels) - 1, with_midpoints(levels)
     n2 = len(pts2)
     points = np.concatenate([np.column_stack([pts2, np.full(n2, z)]) for z in zs])
     # hexes[e, c, b, a]: local (a, b) from the 2D cell, c along z, so a row-major ravel is tensor order
@@ -173,7 +223,7 @@ def channel(around: int = DEFAULTS["around"], rings: int = DEFAULTS["rings"], up
         for c in range(len(cells2)):
             for s in [0] * (ez == 0) + [2] * (ez == nz - 1):
                 quads.append(face(base + c, 2, s))
-                tags.append(TAGS["walls"])
+                tags.append(ends[s // 2])
     quad9 = np.array([[f[q, p] for p, q in QUAD9] for f in quads])
     hex27 = hexes.reshape(len(hexes), 27)[:, TENSOR27_TO_VTK]
     zeros = np.zeros(len(hex27), dtype=int)
@@ -181,7 +231,7 @@ def channel(around: int = DEFAULTS["around"], rings: int = DEFAULTS["rings"], up
         points,
         [("quad9", quad9), ("hexahedron27", hex27)],
         cell_data={"gmsh:physical": [np.array(tags), zeros], "gmsh:geometrical": [np.array(tags), zeros]},
-        field_data={name: np.array([tag, 2]) for name, tag in TAGS.items()},
+        field_data={name: np.array([tag, 2]) for name, tag in names.items() if tag in tags},
     )
 
 
@@ -194,12 +244,16 @@ def main(argv=None):
     ap.add_argument("--downstream", type=int, default=DEFAULTS["downstream"], help="cells in x downstream of the ring")
     ap.add_argument("--nz", type=int, default=DEFAULTS["nz"], help="cell layers in z")
     ap.add_argument("--z-grading", type=float, default=0.0, help="tanh grading toward z = 0 and 0.41 (0: uniform)")
+    ap.add_argument("--first-layer", type=float, default=None, metavar="FRACTION",
+                    help="boundary layer: the first ring this fraction of the spacing round the cylinder thick, "
+                         "rings growing geometrically (default: rings at geometric radii)")
+    ap.add_argument("--binary", action="store_true", help="write binary Gmsh 2.2 (a third of the ASCII size)")
     args = ap.parse_args(argv)
     try:
-        mesh = channel(args.around, args.rings, args.upstream, args.downstream, args.nz, args.z_grading)
+        mesh = channel(args.around, args.rings, args.upstream, args.downstream, args.nz, args.z_grading, args.first_layer)
     except ValueError as exc:
         ap.error(str(exc))
-    meshio.write(args.out, mesh, file_format="gmsh22", binary=False)
+    meshio.write(args.out, mesh, file_format="gmsh22", binary=args.binary)
     print(f"wrote {args.out}: {len(mesh.cells[1].data)} hexahedra, {len(mesh.points)} points")
 
 
