@@ -39,11 +39,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from .element import Q2
-from .mesh import HexMesh, _finish, face_keys, greedy_colouring, Q2_FACE_NODES
+from .mesh import AXIS_EDGES, HexMesh, _finish, face_keys, greedy_colouring, Q2_FACE_NODES
 from .mesh_checks import unique_rows
+from gpucfd.sets import members
 
-AXIS_EDGES = np.array([[(v, v | 1 << d) for v in range(8) if not v >> d & 1] for d in range(3)])  # (3, 4, 2) Q1
-# vertices of the four edges along each reference axis (vertex i + 2 j + 4 k: bit d is the side along axis d)
 VERTEX_NODES = np.array([a + 3 * b + 9 * c for c in (0, 2) for b in (0, 2) for a in (0, 2)])  # Q2 node of each Q1 vertex
 EDGE_NODES = np.array([[VERTEX_NODES[a], (VERTEX_NODES[a] + VERTEX_NODES[b]) // 2, VERTEX_NODES[b]]
                        for a, b in AXIS_EDGES.reshape(-1, 2)])  # (12, 3) Q2 nodes along each edge: end, middle, end
@@ -73,7 +72,7 @@ def coarsen(mesh: HexMesh) -> Coarsening | None:
     sheet = element_sheets(mesh.pressure_cells)
     neighbour, neighbour_face = face_neighbours(mesh.pressure_cells)
     refused = set()
-    lengths = axis_lengths(mesh)
+    lengths = mesh.axis_lengths
     long = lengths > STRONG * lengths.min(axis=1, keepdims=True)
     n_sheets = int(sheet.max()) + 1
     share = np.bincount(sheet.ravel(), long.ravel(), minlength=n_sheets) / np.bincount(sheet.ravel(), minlength=n_sheets)
@@ -90,14 +89,6 @@ def coarsen(mesh: HexMesh) -> Coarsening | None:
             continue
         return _coarse_mesh(mesh, *placed)
     return None
-
-
-def axis_lengths(mesh: HexMesh) -> np.ndarray:
-    """(E, 3) each element's length along each reference axis: the mean length of its four
-    edges along that axis (straight, between vertices)."""
-    vertices = mesh.points[mesh.pressure_nodes][mesh.pressure_cells]  # (E, 8, 3)
-    edges = vertices[:, AXIS_EDGES[:, :, 1]] - vertices[:, AXIS_EDGES[:, :, 0]]  # (E, 3, 4, 3)
-    return np.sqrt((edges * edges).sum(axis=3)).mean(axis=2)
 
 
 def element_sheets(pressure_cells: np.ndarray) -> np.ndarray:
@@ -233,10 +224,10 @@ def _parents(mesh, partner, side, neighbour, neighbour_face):
             break
         rotation[f], shift[f] = _across(mesh.cells, e, 2 * d + side[e, d], f, neighbour_face, rotation[e], shift[e])
         placed[f] = True
-    centre = np.einsum("eij,j->ei", rotation, np.ones(3, dtype=np.int64)) + shift
+    centre = rotation.sum(axis=2) + shift  # the lattice point of each child's centre node (1, 1, 1)
     own = np.abs(rotation).astype(bool)  # own[e, i, j]: the child's axis j is the parent's axis i
     expected = np.where(parent_paired[group], np.isin(centre, (1, 3)), centre == 1).all(axis=1)
-    consistent = (np.einsum("eij,ej->ei", own.astype(np.int64), paired.astype(np.int64)) == parent_paired[group]).all(axis=1)
+    consistent = ((own & paired[:, None, :]).any(axis=2) == parent_paired[group]).all(axis=1)
     slot = group * 27 + _codes(centre, parent_paired[group])
     bad |= ~placed | ~expected | ~consistent | (np.bincount(slot, minlength=27 * len(count))[slot] > 1)
     if bad.any():
@@ -259,16 +250,16 @@ def _across(cells, e, face, f, neighbour_face, rotation, shift):
     ids_e, ids_f = cells[e[:, None], Q2_FACE_NODES[face]], cells[f[:, None], Q2_FACE_NODES[face_f]]
     at = np.argmax(ids_f[:, :, None] == ids_e[:, None, :], axis=2)  # (m, 9) e's face node at each of f's
     abc_e = Q2.node_indices[Q2_FACE_NODES[face][rows[:, None], at]]  # (m, 9, 3)
-    lattice = np.einsum("mij,mnj->mni", rotation, abc_e) + shift[:, None, :]
+    lattice = np.matmul(abc_e, rotation.transpose(0, 2, 1)) + shift[:, None, :]
     abc_f = Q2.node_indices[Q2_FACE_NODES[face_f]]
-    corr = np.einsum("mni,mnj->mij", lattice - lattice.mean(axis=1, keepdims=True), abc_f - abc_f.mean(axis=1, keepdims=True))
+    corr = np.matmul((lattice - lattice.mean(axis=1, keepdims=True)).transpose(0, 2, 1), abc_f - abc_f.mean(axis=1, keepdims=True))
     out = np.where((np.abs(corr) == np.abs(corr).max(axis=1, keepdims=True)) & (corr != 0), np.sign(corr), 0).astype(np.int64)
     normal = face_f // 2  # f's axis across the face
     free_row = np.argmin(np.abs(out).sum(axis=2), axis=1)  # the parent's axis not yet taken
-    centre_e = np.einsum("mij,j->mi", rotation, np.ones(3, dtype=np.int64)) + shift
+    centre_e = rotation.sum(axis=2) + shift
     away = np.sign(lattice[rows, 0, free_row] - centre_e[rows, free_row])
     out[rows, free_row, normal] = away * (1 - abc_f[rows, 0, normal])
-    return out, lattice[:, 0] - np.einsum("mij,mj->mi", out, abc_f[:, 0])
+    return out, lattice[:, 0] - np.matmul(out, abc_f[:, 0, :, None])[:, :, 0]
 
 
 def _codes(centre, paired) -> np.ndarray:
@@ -281,23 +272,27 @@ def _codes(centre, paired) -> np.ndarray:
 def _coarse_mesh(mesh, group, rotation, shift, paired) -> Coarsening | None:
     """The coarse mesh of the parents ``group``; None where its elements are not conforming."""
     n_groups = len(paired)
-    lattice = np.einsum("eij,nj->eni", rotation, Q2.node_indices) + shift[:, None, :]  # (E, 27, 3)
-    step = np.where(paired, 2, 1)[group][:, None, :]
-    node = (lattice % step == 0).all(axis=2)
-    index = lattice // step
-    tensor = index[..., 0] + 3 * index[..., 1] + 9 * index[..., 2]
-    e, k = np.nonzero(node)
+    codes = _codes(rotation.sum(axis=2) + shift, paired[group])
+    kinds = _kinds(codes, rotation)
     cells = np.full((n_groups, 27), -1, dtype=np.int64)
-    cells[group[e], tensor[e, k]] = mesh.cells[e, k]
-    if (cells < 0).any() or (cells[group[e], tensor[e, k]] != mesh.cells[e, k]).any():
+    for fill in (True, False):  # fill the parents' nodes from their children, then check that the children agree
+        for rows in kinds:
+            child, node = _parent_nodes(rotation[rows[0]], shift[rows[0]], paired[group[rows[0]]])
+            at = (group[rows][:, None], node[None, :])
+            if fill:
+                cells[at] = mesh.cells[rows[:, None], child[None, :]]
+            elif (cells[at] != mesh.cells[rows[:, None], child[None, :]]).any():
+                return None
+    if (cells < 0).any():
         return None
-    vertices = np.unique(cells[:, VERTEX_NODES])
+    vertices = members(cells[:, VERTEX_NODES], mesh.n_nodes)
     renumber = np.full(mesh.n_nodes, -1, dtype=np.int64)
     renumber[vertices] = np.arange(len(vertices))
     is_vertex = renumber >= 0
     if is_vertex[np.delete(cells, VERTEX_NODES, axis=1)].any():
         return None  # a node that is a vertex of one parent and not of another
-    others = np.setdiff1d(np.unique(cells), vertices)
+    used = members(cells, mesh.n_nodes)
+    others = used[~is_vertex[used]]
     renumber[others] = len(vertices) + np.arange(len(others))
     cells = renumber[cells]
     if not _conforming(cells):
@@ -306,8 +301,26 @@ def _coarse_mesh(mesh, group, rotation, shift, paired) -> Coarsening | None:
     pressure_cells = cells[:, VERTEX_NODES]
     coarse = _finish(points, cells, pressure_cells, np.arange(len(vertices)), points[cells], greedy_colouring(pressure_cells),
                      np.arange(n_groups), {}, lambda keys: np.full(len(keys), -1), check_geometry=False)
-    codes = _codes(np.einsum("eij,j->ei", rotation, np.ones(3, dtype=np.int64)) + shift, paired[group])
     return Coarsening(coarse, coarse.elements_with_ids(group), codes, rotation.astype(np.int8))
+
+
+def _kinds(codes, rotation) -> list:
+    """The elements (index arrays) of each distinct pair of position code ``codes`` (E,) and
+    ``rotation`` (E, 3, 3): children placed alike in their parents."""
+    key = codes + 27 * ((rotation.reshape(len(codes), 9) + 1) @ 3 ** np.arange(9))
+    order = np.argsort(key, kind="stable")
+    return np.split(order, np.flatnonzero(np.diff(key[order])) + 1)
+
+
+def _parent_nodes(rotation, shift, paired) -> tuple[np.ndarray, np.ndarray]:
+    """(child's Q2 nodes, the parent's Q2 nodes there): the nodes of a child turned by
+    ``rotation`` (3, 3) and shifted by ``shift`` (3,) in the parent lattice that are nodes of
+    its parent, whose axes ``paired`` (3,) hold two children (lattice 0..4) or one (0..2)."""
+    lattice = Q2.node_indices @ rotation.T + shift  # (27, 3)
+    step = np.where(paired, 2, 1)
+    child = np.flatnonzero((lattice % step == 0).all(axis=1))
+    index = lattice[child] // step
+    return child, index[:, 0] + 3 * index[:, 1] + 9 * index[:, 2]
 
 
 def _conforming(cells: np.ndarray) -> bool:

@@ -41,6 +41,8 @@ TENSOR27_TO_VTK = np.array([a + 3 * b + 9 * c for a, b, c in _VTK27_ABC])  # VTK
 VTK_HEX27_TO_TENSOR = np.argsort(TENSOR27_TO_VTK)
 
 Q2_FACE_NODES = face_nodes(Q2)  # (6, 9)
+AXIS_EDGES = np.array([[(v, v | 1 << d) for v in range(8) if not v >> d & 1] for d in range(3)])  # (3, 4, 2) Q1
+# vertices of the four edges along each reference axis (vertex i + 2 j + 4 k: bit d is the side along axis d)
 Q1_FACE_NODES = face_nodes(Q1)  # (6, 4)
 BOX_TAGS = {"x0": 0, "x1": 1, "y0": 2, "y1": 3, "z0": 4, "z1": 5}
 TAG_FIELDS = ("gmsh:physical", "boundary", "tag")  # cell data searched for boundary tags, in order
@@ -180,13 +182,19 @@ class HexMesh:
         return cKDTree(self.geometry.mean(axis=1))
 
     @cached_property
-    def stretch(self) -> float:
-        """The largest ratio of an element's longest to its shortest length along its reference
-        axes (fem3d.discretisation.coarsen.axis_lengths), over the elements; found at the first use."""
-        from .coarsen import axis_lengths
+    def axis_lengths(self) -> np.ndarray:
+        """(E, 3) each element's length along each reference axis: the mean length of its four
+        straight edges (between vertices) along that axis; found at the first use."""
+        vertices = self.points[self.pressure_nodes[self.pressure_cells]]  # (E, 8, 3)
+        edges = vertices[:, AXIS_EDGES[:, :, 1]] - vertices[:, AXIS_EDGES[:, :, 0]]  # (E, 3, 4, 3)
+        return np.sqrt((edges * edges).sum(axis=3)).mean(axis=2)
 
-        lengths = axis_lengths(self)
-        return float((lengths.max(axis=1) / lengths.min(axis=1)).max()) if self.n_elements else 1.0
+    @cached_property
+    def stretches(self) -> np.ndarray:
+        """(E,) each element's longest over its shortest length along its reference axes
+        (:attr:`axis_lengths`); found at the first use."""
+        lengths = self.axis_lengths
+        return lengths.max(axis=1) / lengths.min(axis=1)
 
     @cached_property
     def coarsening(self):

@@ -65,6 +65,7 @@ from ..kernels import vectors
 from ..kernels.scatter import ScatterPlan
 from ..kernels.ebe import NL
 from .krylov import gmres_steps
+from ..discretisation.coarsen import STRONG
 from ..discretisation.mesh import box_mesh
 from gpucfd.backend import host_free_bytes
 from gpucfd.graphs import Replayed
@@ -82,8 +83,10 @@ IMBALANCE_MAX = 1.1  # of those, the partitioned ones are the most leading ones 
 # mean on two ranks); the coarser ones are replicated on every rank
 COARSE_MAX = 5_000  # a box or mesh of at most this many unknowns is not coarsened: the coarsest level of a
 # 40^3 box is its 5^3 (4,209 unknowns), of any N^3 box from 6^3 to 100^3 3^3 to 5^3 (1,093-4,209), solved directly
-STRETCHED = 2.0  # a refined mesh with an element this many times longer than short along its axes is coarsened by its
-# sheets, semi-coarsened: element Vanka smooths well only along the short axes
+STRETCHED = 0.5  # a refined mesh with more than this share of elements long along an axis is semi-coarsened from its
+# finest level. One H100, FGMRES its per Newton step at refine 2: the pipe (every cell 4.2 times longer than wide) 33.0
+# on its refinements, 2.8 semi-coarsened; the DFG channel (46 % of its cells longer than 2 times) 2.3 either way, and
+# refined 3 times 4.6 against 2.0 its but 23 against 26.5 s: the sheets of 319,488 elements took 8.3 s on the host
 FILL = (604.0, 6_934, 0.66)  # SuperLU's factors (PERMC_SPEC, PIVOT_THRESHOLD): entries of L + U per unknown at a
 # reference size and their growth exponent, fitted on the distorted cube of 6^3-12^3 elements solved whole (604, 1054,
 # 1748 and 2188 per unknown at 6,934, 15,468, 29,114 and 49,072 unknowns); 12 bytes each
@@ -157,11 +160,14 @@ def distributed_grids(grid, parts: int) -> int:
 
 def chain(mesh) -> list:
     """``mesh`` and the meshes it refines (fem3d.discretisation.refine) that are levels of its
-    hierarchy, finest first: all of them, except that a whole refined mesh with elements
-    stretched more than STRETCHED along one axis is coarsened by its sheets instead (they
-    pair only along the short axes: fem3d.discretisation.coarsen), and so are the levels below it."""
+    hierarchy, finest first: all of them, except that a whole refined mesh most of whose
+    elements are stretched (more than STRETCHED of them longer along an axis than
+    fem3d.discretisation.coarsen.STRONG times their shortest length) is coarsened by its
+    sheets instead, semi-coarsened, and so are the levels below it: the refinements are full
+    coarsening, which keeps the elements long."""
     meshes = [mesh]
-    while meshes[-1].coarser is not None and (meshes[-1].whole is not None or meshes[-1].stretch <= STRETCHED):
+    while meshes[-1].coarser is not None and (meshes[-1].whole is not None
+                                              or (meshes[-1].stretches > STRONG).mean() <= STRETCHED):
         meshes.append(meshes[-1].coarser)
     return meshes
 

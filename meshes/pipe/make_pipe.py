@@ -13,7 +13,7 @@ degrees). The section is extruded along x in ``nx`` uniform layers. With an even
 the axis y = z = 0 is a vertex line.
 
 The defaults (committed pipe.msh) give 16 + 4 x 4 x 2 = 48 quadrilaterals in 12 layers:
-576 hexahedra, 16,416 unknowns (under the 20,000 of a direct solve on the unrefined mesh),
+576 hexahedra, 16,416 unknowns,
 cells at most 4.2 times longer than wide (the layers, 0.42 long, over the core's 0.1).
 
 Written as Gmsh 2.2 ASCII (meshio): hexahedron27 cells, quad9 boundary cells with
