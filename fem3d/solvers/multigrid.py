@@ -8,10 +8,14 @@ a file; 8 children per parent), continued on a structured box by coarser boxes
 (coarse_grids, split): along each side pairs of element layers share a parent and, where
 the side has an odd number of layers, one coarse layer near the middle has one child layer, so a
 parent has 1, 2, 4 or 8 children, each the lower half, the upper half or the whole of the
-parent along each axis (27 position codes). The prolongation P from a level to the next
-finer one interpolates each parent's velocity and pressure at the nodes of its children in
-reference coordinates: one 89 x 89 matrix P_c per position code c, the same for every
-parent, applied to all children of one code in one product. Coarse operators are Galerkin,
+parent along each axis (27 position codes); on any other mesh by pairing its sheets
+(fem3d.discretisation.coarsen: the same kinds of parents, their children turned in them as a
+file lists them, semi-coarsened where the cells are stretched; a refined mesh most of whose
+cells are stretched is coarsened so from its finest level: chain). The prolongation P from a
+level to the next finer one interpolates each parent's velocity and pressure at the nodes of
+its children in reference coordinates: one 89 x 89 matrix per kind of child (its position
+code and turn: Transfers), the same for every parent, applied to all children of one kind in
+one product. Coarse operators are Galerkin,
 A_coarse = P^T A P, and stay element-local because the spaces are nested: a parent's matrix
 is the sum over its children of P_c^T A_child P_c. Prescribed (Dirichlet) unknowns are left
 out of P on both levels; on the coarse level they keep the paper's rows (diagonal 1/S_k),
@@ -84,12 +88,9 @@ IMBALANCE_MAX = 1.1  # of those, the partitioned ones are the most leading ones 
 COARSE_MAX = 5_000  # a box or mesh of at most this many unknowns is not coarsened: the coarsest level of a
 # 40^3 box is its 5^3 (4,209 unknowns), of any N^3 box from 6^3 to 100^3 3^3 to 5^3 (1,093-4,209), solved directly
 STRETCHED = 0.5  # a refined mesh with more than this share of elements long along an axis is semi-coarsened from its
-# finest level. One H100, FGMRES its per Newton step at refine 2: the pipe (every cell 4.2 times longer than wide) 33.0
-# on its refinements, 2.8 semi-coarsened; the DFG channel (46 % of its cells longer than 2 times) 2.3 either way, and
-# refined 3 times 4.6 against 2.0 its but 23 against 26.5 s: the sheets of 319,488 elements took 8.3 s on the host
+# finest level (docs/solvers.md, stretched cells)
 FILL = (604.0, 6_934, 0.66)  # SuperLU's factors (PERMC_SPEC, PIVOT_THRESHOLD): entries of L + U per unknown at a
-# reference size and their growth exponent, fitted on the distorted cube of 6^3-12^3 elements solved whole (604, 1054,
-# 1748 and 2188 per unknown at 6,934, 15,468, 29,114 and 49,072 unknowns); 12 bytes each
+# reference size, and their growth exponent; 12 bytes each (docs/solvers.md, coarsest level)
 HOST_SHARE = 0.5  # the most of the host's free memory the coarsest level's factors may take
 PERMC_SPEC = "MMD_AT_PLUS_A"  # SuperLU's column ordering: fill and set-up time 0.6x and 0.4x COLAMD's at 15,468 unknowns
 # (0.3x at 29,114); MMD_ATA 1.4x COLAMD's; the natural order 30x at 6,934
