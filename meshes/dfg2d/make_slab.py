@@ -29,7 +29,7 @@ import sys
 import meshio
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "dfg3d"))
-from make_channel import Plane, channel  # noqa: E402  (the DFG 3D channel's layout, meshes/dfg3d)
+from make_channel import Plane, channel, layout_options, write  # noqa: E402  (the DFG 3D channel's layout, meshes/dfg3d)
 
 PLANE = Plane(length=2.2, centre_x=0.2, half_width=0.15)
 DEFAULTS = dict(around=24, rings=4, upstream=1, downstream=20, thickness=0.05)  # the committed slab.msh
@@ -46,18 +46,10 @@ def slab(around: int = DEFAULTS["around"], rings: int = DEFAULTS["rings"], upstr
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "slab.msh"))
-    ap.add_argument("--around", type=int, default=DEFAULTS["around"], help="cells round the cylinder (multiple of 8)")
-    ap.add_argument("--rings", type=int, default=DEFAULTS["rings"], help="radial cell layers of the O-grid ring")
-    ap.add_argument("--upstream", type=int, default=DEFAULTS["upstream"], help="cells in x upstream of the ring")
-    ap.add_argument("--downstream", type=int, default=DEFAULTS["downstream"], help="cells in x downstream of the ring")
+    layout_options(ap, DEFAULTS)
     ap.add_argument("--thickness", type=float, default=DEFAULTS["thickness"], help="the slab's extent in z")
     args = ap.parse_args(argv)
-    try:
-        mesh = slab(args.around, args.rings, args.upstream, args.downstream, args.thickness)
-    except ValueError as exc:
-        ap.error(str(exc))
-    meshio.write(args.out, mesh, file_format="gmsh22", binary=False)
-    print(f"wrote {args.out}: {len(mesh.cells[1].data)} hexahedra, {len(mesh.points)} points")
+    write(ap, args.out, lambda: slab(args.around, args.rings, args.upstream, args.downstream, args.thickness))
 
 
 if __name__ == "__main__":

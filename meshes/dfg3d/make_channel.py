@@ -235,13 +235,28 @@ def extrude(pts2: np.ndarray, cells2: np.ndarray, edges: list, levels: np.ndarra
     )
 
 
+def layout_options(ap, defaults: dict) -> None:
+    """Add the plane layout's options (cells round the cylinder, rings, upstream, downstream) to ``ap``."""
+    ap.add_argument("--around", type=int, default=defaults["around"], help="cells round the cylinder (multiple of 8)")
+    ap.add_argument("--rings", type=int, default=defaults["rings"], help="radial cell layers of the O-grid ring")
+    ap.add_argument("--upstream", type=int, default=defaults["upstream"], help="cells in x upstream of the ring")
+    ap.add_argument("--downstream", type=int, default=defaults["downstream"], help="cells in x downstream of the ring")
+
+
+def write(ap, out: str, build, binary: bool = False) -> None:
+    """Write the meshio mesh that ``build()`` makes to ``out`` (Gmsh 2.2); its ValueError is an error of ``ap``."""
+    try:
+        mesh = build()
+    except ValueError as exc:
+        ap.error(str(exc))
+    meshio.write(out, mesh, file_format="gmsh22", binary=binary)
+    print(f"wrote {out}: {len(mesh.cells[1].data)} hexahedra, {len(mesh.points)} points")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "channel_coarse.msh"))
-    ap.add_argument("--around", type=int, default=DEFAULTS["around"], help="cells round the cylinder (multiple of 8)")
-    ap.add_argument("--rings", type=int, default=DEFAULTS["rings"], help="radial cell layers of the O-grid ring")
-    ap.add_argument("--upstream", type=int, default=DEFAULTS["upstream"], help="cells in x upstream of the ring")
-    ap.add_argument("--downstream", type=int, default=DEFAULTS["downstream"], help="cells in x downstream of the ring")
+    layout_options(ap, DEFAULTS)
     ap.add_argument("--nz", type=int, default=DEFAULTS["nz"], help="cell layers in z")
     ap.add_argument("--z-grading", type=float, default=0.0, help="tanh grading toward z = 0 and 0.41 (0: uniform)")
     ap.add_argument("--first-layer", type=float, default=None, metavar="FRACTION",
@@ -249,12 +264,8 @@ def main(argv=None):
                          "rings growing geometrically (default: rings at geometric radii)")
     ap.add_argument("--binary", action="store_true", help="write binary Gmsh 2.2 (a third of the ASCII size)")
     args = ap.parse_args(argv)
-    try:
-        mesh = channel(args.around, args.rings, args.upstream, args.downstream, args.nz, args.z_grading, args.first_layer)
-    except ValueError as exc:
-        ap.error(str(exc))
-    meshio.write(args.out, mesh, file_format="gmsh22", binary=args.binary)
-    print(f"wrote {args.out}: {len(mesh.cells[1].data)} hexahedra, {len(mesh.points)} points")
+    write(ap, args.out, lambda: channel(args.around, args.rings, args.upstream, args.downstream, args.nz, args.z_grading,
+                                        args.first_layer), args.binary)
 
 
 if __name__ == "__main__":

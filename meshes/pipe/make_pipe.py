@@ -30,7 +30,7 @@ import meshio
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "dfg3d"))
-from make_channel import extrude, with_midpoints  # noqa: E402  (the channel's extrusion, meshes/dfg3d)
+from make_channel import extrude, with_midpoints, write  # noqa: E402  (the channel's extrusion, meshes/dfg3d)
 
 TAGS = {"inflow": 1, "outflow": 2, "wall": 3}
 DEFAULTS = dict(radius=0.5, length=5.0, core=4, rings=2, core_size=0.4, nx=12)  # the committed pipe.msh
@@ -89,12 +89,7 @@ def main(argv=None):
     ap.add_argument("--core-size", type=float, default=DEFAULTS["core_size"], help="the core's half side over the radius")
     ap.add_argument("--nx", type=int, default=DEFAULTS["nx"], help="cell layers along the pipe")
     args = ap.parse_args(argv)
-    try:
-        mesh = pipe(args.radius, args.length, args.core, args.rings, args.core_size, args.nx)
-    except ValueError as exc:
-        ap.error(str(exc))
-    meshio.write(args.out, mesh, file_format="gmsh22", binary=False)
-    print(f"wrote {args.out}: {len(mesh.cells[1].data)} hexahedra, {len(mesh.points)} points")
+    write(ap, args.out, lambda: pipe(args.radius, args.length, args.core, args.rings, args.core_size, args.nx))
 
 
 if __name__ == "__main__":
