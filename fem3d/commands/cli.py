@@ -30,8 +30,9 @@ def add_solver_arguments(ap, tol: float, max_steps: int | None = None, newton: f
                         f"by at least this factor, >= 1; inf builds a new one every step (default {d.keep_factor:g})")
     g = ap.add_argument_group("linear solver")
     g.add_argument("--solver", default=lin.solver,
-                   help=f"{', '.join(SOLVERS)}: mg is FGMRES with monolithic geometric multigrid (boxes of any size, refined meshes, meshes of at most 20,000 unknowns), paper the "
-                        f"normal-equations Jacobi CG of Kao & Sheu; auto takes mg where the mesh allows it, else paper. mg is 1.3-9.7x "
+                   help=f"{', '.join(SOLVERS)}: mg is FGMRES with monolithic geometric multigrid (boxes, refined meshes, block-structured "
+                        f"hexahedral meshes), paper the normal-equations Jacobi CG of Kao & Sheu; auto is mg (a mesh it cannot take is "
+                        f"an input error saying what to change). mg is 1.3-9.7x "
                         f"faster on 20^3-40^3 at Re 100-1000 (benchmarks/results/bench_solvers_mg_vs_paper_h100.md) "
                         f"(default {lin.solver})")
     g.add_argument("--max-linear", type=int, default=lin.max_iterations,

@@ -58,7 +58,7 @@ class Flow:
               linear: LinearOptions | None = None, continuation: str = "none", initial=None, log=None,
               progress=None, started: float | None = None) -> "FlowResult":
         """Newton's method (fem3d.solvers.nonlinear) with the linear solver of ``linear`` (default:
-        FGMRES and multigrid where the mesh allows it), on ``device`` (auto, cpu, gpu) and,
+        FGMRES and multigrid), on ``device`` (auto, cpu, gpu) and,
         under MPI, every rank of ``comm`` (auto, mpi, nccl; see fem3d.parallel.comm.setup), or
         on the backend and communicator that setup already made, given as ``device`` and
         ``comm``.
