@@ -195,7 +195,7 @@ class MultigridSolver:
 
     def setup(self, system, state, rebuild: bool = True) -> None:
         if self.system is not system:
-            why = mg_refusal(system.mesh)
+            why = next((r for r in system.dist.comm.allgather(mg_refusal(system.mesh)) if r), None)  # every rank alike
             if why:
                 raise InputError(f"--solver mg: {why}")
             self.mg = Multigrid(system, coarse_levels(system.mesh), self.options.smoothing_steps)
