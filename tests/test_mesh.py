@@ -226,6 +226,7 @@ def test_mesh_cli_bad_input_exits_2_with_one_line(tmp_path, args, message):
 def test_mesh_cli_summary():
     p = subprocess.run([sys.executable, "-m", "fem3d.mesh", os.path.join(MESHES, "distorted_cube_hex8.msh")], capture_output=True, text=True)
     assert p.returncode == 0 and "elements 216" in p.stdout and "lid 36, walls 180, untagged 0" in p.stdout
+    assert "multigrid: elements per level 216 -> 27 (its sheets paired); the coarsest, 1,093 unknowns" in p.stdout
 
 
 # ------------------------------------------------------- broken mesh files (fem3d.discretisation.mesh_checks)
