@@ -142,8 +142,8 @@ def _partners(sheet, neighbour, neighbour_face, refused, allowed) -> tuple[np.nd
     good &= ~np.isin(pairs, own[sandwich] * n_sheets + across[sandwich])
     good &= np.array([(min(a, b), max(a, b)) not in refused for a, b in zip(s.tolist(), t.tolist())], dtype=bool)
     mate = _matching(n_sheets, s[good & (s < t)], t[good & (s < t)])
-    target = np.where(sheet >= 0, mate[sheet], -1)  # (E, 3) the paired sheet along each axis
-    hit = (across == target[:, :, None]) & (target[:, :, None] >= 0)
+    target = mate[sheet][:, :, None]  # (E, 3, 1) the sheet paired with each element's along each axis
+    hit = (across == target) & (target >= 0)
     side = np.argmax(hit, axis=2)
     partner = np.where(hit.any(axis=2), neighbour[rows, 2 * np.arange(3) + side], -1)
     return partner, side
