@@ -71,24 +71,32 @@ def coarsen(mesh: HexMesh) -> Coarsening | None:
     """The sheets of the whole mesh ``mesh`` paired (module docstring), None where none pairs."""
     sheet = element_sheets(mesh.pressure_cells)
     neighbour, neighbour_face = face_neighbours(mesh.pressure_cells)
-    refused = set()
+    across, s, t = _neighbour_sheets(sheet, neighbour, neighbour_face)
     lengths = mesh.axis_lengths
     long = lengths > STRONG * lengths.min(axis=1, keepdims=True)
     n_sheets = int(sheet.max()) + 1
     share = np.bincount(sheet.ravel(), long.ravel(), minlength=n_sheets) / np.bincount(sheet.ravel(), minlength=n_sheets)
+    usable = np.ones(len(s), dtype=bool)  # False for the pairs whose parents were not hexahedra
     for _ in range(RETRIES):
         for most in LONG_SHARES:  # the strictest that coarsens enough
-            partner, side = _partners(sheet, neighbour, neighbour_face, refused, share <= most)
+            allowed = usable & (share[s] <= most) & (share[t] <= most)
+            partner, side = _partners(sheet, across, neighbour, _matching(n_sheets, s[allowed], t[allowed]))
             if (0.5 ** (partner >= 0).sum(axis=1)).sum() <= SHRINK * mesh.n_elements:
                 break
         else:
             return None
-        placed = _parents(mesh, partner, side, neighbour, neighbour_face)
-        if isinstance(placed, set):  # the sheet pairs of parents that are not hexahedra
-            refused |= placed
+        placed = _parents(mesh, sheet, partner, side, neighbour, neighbour_face)
+        if isinstance(placed, np.ndarray):  # the sheet pairs (s, t) of parents that are not hexahedra
+            usable &= ~np.isin(s * n_sheets + t, placed[:, 0] * n_sheets + placed[:, 1])
             continue
         return _coarse_mesh(mesh, *placed)
     return None
+
+
+def child_kinds(code, rotation) -> np.ndarray:
+    """(E,) int64 one number for each distinct pair of position code ``code`` (E,) and
+    ``rotation`` (E, 3, 3) of children: those placed alike in their parents share it."""
+    return code + 27 * ((np.asarray(rotation, dtype=np.int64).reshape(len(code), 9) + 1) @ 3 ** np.arange(9))
 
 
 def element_sheets(pressure_cells: np.ndarray) -> np.ndarray:
@@ -121,16 +129,16 @@ def face_neighbours(pressure_cells: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return neighbour.reshape(n, 6), neighbour_face.reshape(n, 6)
 
 
-def _partners(sheet, neighbour, neighbour_face, refused, allowed) -> tuple[np.ndarray, np.ndarray]:
-    """((E, 3) the element across the face to the paired sheet along each axis, -1 where the
-    sheet stays whole; (E, 3) that face's side, 0 or 1). ``refused``: sheet pairs (s, t), s < t,
-    not to pair; ``allowed`` (n_sheets,): the sheets that may pair."""
+def _neighbour_sheets(sheet, neighbour, neighbour_face) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(across (E, 3, 2) the sheet of the element across each face along each axis (-1 on the
+    boundary); s, t: the pairs of neighbouring sheets, s < t, that face each other over their
+    whole extent (every element of each has one face to the other) and cross neither
+    themselves nor each other twice)."""
     n_elem = len(sheet)
     n_sheets = int(sheet.max()) + 1
     crossing = np.zeros(n_sheets, dtype=bool)  # sheets that cross themselves
     for a, b in ((0, 1), (0, 2), (1, 2)):
         crossing[sheet[:, a][sheet[:, a] == sheet[:, b]]] = True
-    rows = np.arange(n_elem)[:, None]
     across = np.where(neighbour >= 0, sheet[neighbour, np.maximum(neighbour_face, 0) // 2], -1).reshape(n_elem, 3, 2)
     size = np.bincount(sheet.ravel(), minlength=n_sheets)
     own = np.repeat(sheet[:, :, None], 2, axis=2)
@@ -138,14 +146,19 @@ def _partners(sheet, neighbour, neighbour_face, refused, allowed) -> tuple[np.nd
     keep = (across >= 0) & (across != own) & ~sandwich
     pairs, counts = np.unique(own[keep] * n_sheets + across[keep], return_counts=True)
     s, t = pairs // n_sheets, pairs % n_sheets
-    good = (counts == size[s]) & (size[s] == size[t]) & ~crossing[s] & ~crossing[t] & allowed[s] & allowed[t]
+    good = (counts == size[s]) & (size[s] == size[t]) & ~crossing[s] & ~crossing[t] & (s < t)
     good &= ~np.isin(pairs, own[sandwich] * n_sheets + across[sandwich])
-    good &= np.array([(min(a, b), max(a, b)) not in refused for a, b in zip(s.tolist(), t.tolist())], dtype=bool)
-    mate = _matching(n_sheets, s[good & (s < t)], t[good & (s < t)])
+    return across, s[good], t[good]
+
+
+def _partners(sheet, across, neighbour, mate) -> tuple[np.ndarray, np.ndarray]:
+    """((E, 3) the element across the face to the paired sheet along each axis, -1 where the
+    sheet stays whole; (E, 3) that face's side, 0 or 1), the sheets paired as ``mate``
+    (n_sheets,) says (-1: whole)."""
     target = mate[sheet][:, :, None]  # (E, 3, 1) the sheet paired with each element's along each axis
     hit = (across == target) & (target >= 0)
     side = np.argmax(hit, axis=2)
-    partner = np.where(hit.any(axis=2), neighbour[rows, 2 * np.arange(3) + side], -1)
+    partner = np.where(hit.any(axis=2), neighbour[np.arange(len(sheet))[:, None], 2 * np.arange(3) + side], -1)
     return partner, side
 
 
@@ -190,10 +203,10 @@ def _matching(n_sheets: int, s: np.ndarray, t: np.ndarray) -> np.ndarray:
     return mate
 
 
-def _parents(mesh, partner, side, neighbour, neighbour_face):
+def _parents(mesh, sheet, partner, side, neighbour, neighbour_face):
     """(group (E,) the parent of each element, numbered 0.., rotation (E, 3, 3), shift (E, 3),
-    paired (G, 3) the parents' paired axes); or the set of sheet pairs of the elements whose
-    parents are not hexahedra."""
+    paired (G, 3) the parents' paired axes); or (m, 2) the sheet pairs (s, t), s < t, of the
+    elements whose parents are not hexahedra."""
     from scipy.sparse import coo_matrix
     from scipy.sparse.csgraph import connected_components
 
@@ -231,11 +244,9 @@ def _parents(mesh, partner, side, neighbour, neighbour_face):
     slot = group * 27 + _codes(centre, parent_paired[group])
     bad |= ~placed | ~expected | ~consistent | (np.bincount(slot, minlength=27 * len(count))[slot] > 1)
     if bad.any():
-        sheet = element_sheets(mesh.pressure_cells)
         e, d = np.nonzero(bad[:, None] & paired)
-        f = partner[e, d]
-        s, t = sheet[e, d], sheet[f, neighbour_face[e, 2 * d + side[e, d]] // 2]
-        return set(zip(np.minimum(s, t).tolist(), np.maximum(s, t).tolist()))
+        s, t = sheet[e, d], sheet[partner[e, d], neighbour_face[e, 2 * d + side[e, d]] // 2]
+        return np.stack([np.minimum(s, t), np.maximum(s, t)], axis=1)
     return group, rotation, shift, parent_paired
 
 
@@ -305,9 +316,8 @@ def _coarse_mesh(mesh, group, rotation, shift, paired) -> Coarsening | None:
 
 
 def _kinds(codes, rotation) -> list:
-    """The elements (index arrays) of each distinct pair of position code ``codes`` (E,) and
-    ``rotation`` (E, 3, 3): children placed alike in their parents."""
-    key = codes + 27 * ((rotation.reshape(len(codes), 9) + 1) @ 3 ** np.arange(9))
+    """The elements (index arrays) of each kind of child (:func:`child_kinds`)."""
+    key = child_kinds(codes, rotation)
     order = np.argsort(key, kind="stable")
     return np.split(order, np.flatnonzero(np.diff(key[order])) + 1)
 

@@ -69,7 +69,7 @@ from ..kernels import vectors
 from ..kernels.scatter import ScatterPlan
 from ..kernels.ebe import NL
 from .krylov import gmres_steps
-from ..discretisation.coarsen import STRONG
+from ..discretisation.coarsen import STRONG, child_kinds
 from ..discretisation.mesh import box_mesh
 from gpucfd.backend import host_free_bytes
 from gpucfd.graphs import Replayed
@@ -292,12 +292,11 @@ def child_prolongation(code: int, rotation=None) -> np.ndarray:
     nodes of its child of position code ``code`` = a + 3 b + 9 g (a, b, g the child's
     position along the parent's xi, eta, zeta; 0: the lower half, 1: the upper half, 2: the
     whole parent) whose reference axes are turned by ``rotation`` (3, 3), a signed
-    permutation: the child's reference point xi lies at rotation @ xi plus the code's shift in
-    the parent's lattice (fem3d.discretisation.coarsen; None: the parent's axes)."""
+    permutation: the child's reference point xi lies at scale * (rotation @ xi) + shift of the
+    parent's (child_boxes; fem3d.discretisation.coarsen; None: the parent's axes)."""
     rotation = np.eye(3) if rotation is None else np.asarray(rotation, dtype=float)
-    along = np.array([code % 3, (code // 3) % 3, code // 9])
-    centre, step = np.where(along == 1, 3.0, 1.0), np.where(along == 2, 1.0, 2.0)  # in lattice units, half a child each
-    parent_xi = lambda xi: (centre + xi @ rotation.T) / step - 1.0  # noqa: E731
+    (scale,), (shift,) = child_boxes([code])
+    parent_xi = lambda xi: scale * (xi @ rotation.T) + shift  # noqa: E731
     out = np.zeros((NL, NL))
     vel, pres = Q2.values(parent_xi(Q2.nodes)), Q1.values(parent_xi(Q1.nodes))
     for d in range(3):
@@ -328,16 +327,15 @@ class Transfers:
     def of(cls, code, rotation) -> tuple[np.ndarray, "Transfers"]:
         """(kinds (E,), Transfers) of children of position codes ``code`` (E,) turned by
         ``rotation`` (E, 3, 3): one kind per distinct pair."""
-        turn = (np.asarray(rotation, dtype=np.int64).reshape(len(code), 9) + 1) @ 3 ** np.arange(9)
-        keys, first, kinds = np.unique(code + 27 * turn, return_index=True, return_inverse=True)
+        _, first, kinds = np.unique(child_kinds(code, rotation), return_index=True, return_inverse=True)
         return kinds.reshape(-1), cls(code[first], np.stack([child_prolongation(int(code[i]), rotation[i]) for i in first]))
 
 
 class Level:
     """One level: its operator, prescribed unknowns, valence, smoother and, except on the
     coarsest, the transfer to the next coarser level: its elements as children ordered by
-    position code, ``child_order`` (Ef,) and ``parent_order`` (Ef,) the local fine and coarse
-    elements of the children in that order, ``codes`` a list of (kind k, rows: the slice of
+    kind (position code and turn), ``child_order`` (Ef,) and ``parent_order`` (Ef,) the local fine and coarse
+    elements of the children in that order, ``kinds`` a list of (kind k, rows: the slice of
     that order of the children of kind k), ``P`` (K, NL, NL) the prolongation of each kind
     (Transfers.table, on the backend); ``child_dofs`` (Ef, NL) and ``parent_dofs``
     (Ef, NL) the children's and their parents' unknowns in that order (summed into by ``prolong_plan`` and ``restrict_plan``,
@@ -359,7 +357,7 @@ class Level:
         self.element_matrices, self.chunk = element_matrices, chunk
         self.smoother = Vanka(op, mesh, valence, INVERSES[op.backend.kind])
         self._by_group, self._smoother_ok = {}, False
-        self.codes = self.P = self.child_order = self.parent_order = self.child_dofs = self.parent_dofs = self.child_weights = None
+        self.kinds = self.P = self.child_order = self.parent_order = self.child_dofs = self.parent_dofs = self.child_weights = None
         self.prolong_plan = self.restrict_plan = None
         self.gathered = False
         self.dirichlet = dirichlet_rows(self.xp, op.dofs, fixed, valence)  # its prescribed rows (coarse levels' Galerkin matrices)
@@ -370,7 +368,7 @@ class Level:
         op, xp, dense = self.op, self.xp, vectors.for_backend(self.op.backend)
         parents = (xc * coarse.free)[coarse.op.dofs]  # (Ec, NL)
         vals = xp.empty(self.child_dofs.shape, dtype=np.float64)
-        for c, rows in self.codes:
+        for c, rows in self.kinds:
             dense.rows_times(parents[self.parent_order[rows]], self.P[c], vals[rows], transpose=True)
         out = self.prolong_plan.add(xp.zeros(op.n, dtype=np.float64), (vals * self.child_weights).ravel())
         op.dist.sum_interface(out)
@@ -381,7 +379,7 @@ class Level:
         local = (r * self.free_weights)[self.child_dofs]  # (Ef, NL)
         restricted = self.xp.empty_like(local)
         dense = vectors.for_backend(self.op.backend)
-        for c, rows in self.codes:
+        for c, rows in self.kinds:
             dense.rows_times(local[rows], self.P[c], restricted[rows])
         out = self.restrict_plan.add(self.xp.zeros(coarse.op.n, dtype=np.float64), restricted.ravel())
         if self.gathered:
@@ -401,7 +399,7 @@ class Level:
         coarse_free = coarse.free[coarse.op.dofs].astype(mats.dtype)
         mats.fill(0.0)
         if self.element_matrices is None:
-            for c, rows in self.codes:
+            for c, rows in self.kinds:
                 for s in range(rows.start, rows.stop, self.chunk):
                     at = slice(s, min(s + self.chunk, rows.stop))
                     self._children_add(mats, P[c], self.parent_order[at], self.op.mats[self.child_order[at]], at)
@@ -443,13 +441,13 @@ class Level:
         self._smoother_ok = vanka.end()
 
     def _group_children(self, g: int) -> list:
-        """[(code c, positions in the children's order)] of the children in the smoother's
+        """[(kind k, positions in the children's order)] of the children in the smoother's
         target group g (made at the first call)."""
         if g not in self._by_group:
             xp, group = self.xp, self.smoother.groups[g]
             inside = xp.zeros(self.child_order.shape, dtype=bool)
             inside[group] = True
-            self._by_group[g] = [(c, rows.start + xp.flatnonzero(inside[self.child_order[rows]])) for c, rows in self.codes]
+            self._by_group[g] = [(c, rows.start + xp.flatnonzero(inside[self.child_order[rows]])) for c, rows in self.kinds]
         return self._by_group[g]
 
     def smoother_setup(self) -> bool:
@@ -472,10 +470,10 @@ def direct_fits(n: int) -> bool:
 
 def direct_limit() -> int:
     """The most unknowns of a coarsest level that direct_fits allows now."""
-    low, high = 1, 1 << 40
+    room, low, high = HOST_SHARE * host_free_bytes(), 1, 1 << 40
     while low < high:
         mid = (low + high + 1) // 2
-        low, high = (mid, high) if direct_fits(mid) else (low, mid - 1)
+        low, high = (mid, high) if superlu_bytes(mid) <= room else (low, mid - 1)
     return low
 
 
@@ -653,7 +651,7 @@ class Multigrid:
             self._graph = Replayed(self.xp, lambda b: self._v_cycle(self.graphed, b))
 
     def _children(self, fine: Level, n_coarse: int, coarse_dofs, parent, kinds, transfers, gathered: bool = False):
-        """Set the fine level's transfer (codes, P, child_order, parent_order, child_dofs,
+        """Set the fine level's transfer (kinds, P, child_order, parent_order, child_dofs,
         parent_dofs, the scatter plans) to the coarse level of ``n_coarse`` unknowns, its
         local elements' unknowns ``coarse_dofs`` (Ec, NL) (host), whose local element
         ``parent`` (E_fine,) is each fine element's parent, the element being its child of
@@ -678,12 +676,12 @@ class Multigrid:
         fine.child_dofs = fine.op.dofs[fine.child_order]  # gathered where the dofs live (the device)
         fine.parent_dofs = backend.asarray(coarse_dofs)[fine.parent_order]
         fixed = backend.xp.zeros(n_coarse, dtype=bool)
-        fine.codes = []
+        fine.kinds = []
         for c in np.flatnonzero(counts):
             rows = slice(int(ends[c] - counts[c]), int(ends[c]))
             child_pos, parent_pos = (backend.asarray(a) for a in np.nonzero(np.abs(transfers.table[c] - 1.0) < 1e-12))  # coinciding nodes
             fixed[fine.parent_dofs[rows, parent_pos]] = fine.fixed[fine.child_dofs[rows, child_pos]]  # repeats agree
-            fine.codes.append((int(c), rows))
+            fine.kinds.append((int(c), rows))
         fine.P = backend.asarray(transfers.table)
         fine.prolong_plan, fine.restrict_plan = ScatterPlan(backend, fine.child_dofs), ScatterPlan(backend, fine.parent_dofs)
         fine.child_weights = fine.weights[fine.child_dofs]
