@@ -15,13 +15,21 @@ The Python API (fem3d.problems.flow): ``read_mesh``, ``box_mesh``, ``Flow`` and 
 conditions ``Wall``, ``Velocity``, ``Outflow``, ``Slip``; loaded on first use, so that
 ``import fem3d`` stays light for the command-line programs.
 """
+
 import importlib
 
 import gpucfd  # noqa: F401  (first: under MPI it sizes the BLAS thread pools before NumPy loads them)
 
-API = {"read_mesh": "discretisation.mesh", "box_mesh": "discretisation.mesh", "Flow": "problems.flow",
-       "FlowResult": "problems.flow", "Wall": "problems.boundary", "Velocity": "problems.boundary",
-       "Outflow": "problems.boundary", "Slip": "problems.boundary"}
+API = {
+    "read_mesh": "discretisation.mesh",
+    "box_mesh": "discretisation.mesh",
+    "Flow": "problems.flow",
+    "FlowResult": "problems.flow",
+    "Wall": "problems.boundary",
+    "Velocity": "problems.boundary",
+    "Outflow": "problems.boundary",
+    "Slip": "problems.boundary",
+}
 __all__ = sorted(API)
 
 

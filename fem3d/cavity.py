@@ -19,6 +19,7 @@ a child process: a picture that fails is a warning on stderr, and summary.json l
 files written. Exit code 0 when converged, 3 when not (results still written and
 marked), 2 for bad input.
 """
+
 from __future__ import annotations
 
 import math
@@ -62,7 +63,7 @@ def build_mesh(args, fits, kind: str, ranks: int, warn):
         if args.n != "auto" or args.nx or args.ny or args.nz or args.grading is not None:
             raise InputError("--mesh cannot be combined with --n, --nx/--ny/--nz or --grading")
         mesh = read_mesh(args.mesh, args.tag_field)
-        fits(mesh.n_elements * 8 ** times, lambda e: largest_refinement(mesh.n_elements, e))
+        fits(mesh.n_elements * 8**times, lambda e: largest_refinement(mesh.n_elements, e))
         return refine(mesh, times), {"file": args.mesh, "refine": times}
     if times:
         raise InputError("--refine needs --mesh (a box is refined by --n)")
@@ -73,11 +74,13 @@ def build_mesh(args, fits, kind: str, ranks: int, warn):
         if expected > resolution.TARGET:
             fine = resolution.resolving_size(args.re)
             where = f"the {kind.upper()}" if ranks == 1 else f"{ranks} {kind.upper()} ranks"
-            warn(f"Re {args.re:g} on {where}: {n}^3 elements (about "
-                 f"{resolution.estimated_seconds(kind, args.re, n, ranks):.0f} s) are expected to miss the published profiles "
-                 f"by about {expected:.2f}; profiles within {resolution.TARGET:g} need --n {fine} (about "
-                 f"{resolution.estimated_seconds('gpu', args.re, fine):.0f} s on one GPU: python -m fem3d.cavity "
-                 f"--re {args.re:g} --n {fine} --grading {resolution.GRADING:g} --device gpu)")
+            warn(
+                f"Re {args.re:g} on {where}: {n}^3 elements (about "
+                f"{resolution.estimated_seconds(kind, args.re, n, ranks):.0f} s) are expected to miss the published profiles "
+                f"by about {expected:.2f}; profiles within {resolution.TARGET:g} need --n {fine} (about "
+                f"{resolution.estimated_seconds('gpu', args.re, fine):.0f} s on one GPU: python -m fem3d.cavity "
+                f"--re {args.re:g} --n {fine} --grading {resolution.GRADING:g} --device gpu)"
+            )
     else:
         try:
             n = int(args.n)
@@ -86,46 +89,81 @@ def build_mesh(args, fits, kind: str, ranks: int, warn):
         grading = 0.0 if args.grading is None else args.grading
     sizes = []
     for name, v in (("--nx", args.nx), ("--ny", args.ny), ("--nz", args.nz)):
-        sizes.append(check_range(name if v is not None else "--n", n if v is None else v, low=1, high=10**4, integer=True))
+        sizes.append(
+            check_range(name if v is not None else "--n", n if v is None else v, low=1, high=10**4, integer=True)
+        )
     check_range("--grading", grading, low=0, high=10)
     fits(math.prod(sizes), lambda e: f"--n {int(e ** (1 / 3))} fits at most")
     return box_mesh(*sizes, grading=grading), {"box": sizes, "grading": grading, "automatic": args.n == "auto"}
 
 
 def parse(argv):
-    ap = ArgumentParser(prog="python -m fem3d.cavity", description=__doc__.split("\n\n")[0].split(": ")[0] + ".",
-                        epilog="The mesh is chosen from the Reynolds number and the device (--n auto): fine enough for "
-                               "profiles within 0.01 of the published ones where the device affords it in minutes, else a "
-                               "smaller one with a warning that says what to run. Re 100 takes seconds on a laptop CPU; "
-                               "Re 1000 needs a GPU and starts from Re 400 (--continuation auto).")
-    ap.add_argument("--re", type=float, default=100.0, help="Reynolds number (lid speed and cavity side 1; default 100)")
-    ap.add_argument("--n", default="auto", help="elements per side of the unit cube, or auto: from the Reynolds number "
-                    "and the device (default auto)")
+    ap = ArgumentParser(
+        prog="python -m fem3d.cavity",
+        description=__doc__.split("\n\n")[0].split(": ")[0] + ".",
+        epilog="The mesh is chosen from the Reynolds number and the device (--n auto): fine enough for "
+        "profiles within 0.01 of the published ones where the device affords it in minutes, else a "
+        "smaller one with a warning that says what to run. Re 100 takes seconds on a laptop CPU; "
+        "Re 1000 needs a GPU and starts from Re 400 (--continuation auto).",
+    )
+    ap.add_argument(
+        "--re", type=float, default=100.0, help="Reynolds number (lid speed and cavity side 1; default 100)"
+    )
+    ap.add_argument(
+        "--n",
+        default="auto",
+        help="elements per side of the unit cube, or auto: from the Reynolds number and the device (default auto)",
+    )
     ap.add_argument("--nx", type=int, help="elements along x (default --n)")
     ap.add_argument("--ny", type=int, help="elements along y (default --n)")
     ap.add_argument("--nz", type=int, help="elements along z (default --n)")
-    ap.add_argument("--grading", type=float, default=None,
-                    help="clustering of elements toward the walls, 0 uniform (default 1 with --n auto, else 0; 1 to 2 is typical)")
+    ap.add_argument(
+        "--grading",
+        type=float,
+        default=None,
+        help="clustering of elements toward the walls, 0 uniform (default 1 with --n auto, else 0; 1 to 2 is typical)",
+    )
     ap.add_argument("--mesh", help="hexahedral mesh file read with meshio instead of the unit cube")
-    ap.add_argument("--refine", type=int, default=0, help=f"refine --mesh uniformly this many times, 0 to {REFINE_MAX}: each "
-                    "element into 8 placed by its own map (nested levels for --solver mg; default 0)")
-    ap.add_argument("--tag-field", help="integer cell data holding the boundary tags of --mesh (default gmsh:physical, boundary or tag)")
+    ap.add_argument(
+        "--refine",
+        type=int,
+        default=0,
+        help=f"refine --mesh uniformly this many times, 0 to {REFINE_MAX}: each "
+        "element into 8 placed by its own map (nested levels for --solver mg; default 0)",
+    )
+    ap.add_argument(
+        "--tag-field",
+        help="integer cell data holding the boundary tags of --mesh (default gmsh:physical, boundary or tag)",
+    )
     ap.add_argument("--lid", default="y=1", help="the lid: a boundary tag name or a plane such as y=1 (default y=1)")
-    ap.add_argument("--continuation", default="auto",
-                    help="Reynolds numbers solved first: auto (steps of at most 2.5x from 400 when Re > 400), none, or a list like 100,400")
-    ap.add_argument("--initial", help="start from this solution.npy of an earlier run on the same mesh (restart; "
-                    "combine with --continuation none to stay at --re)")
-    ap.add_argument("--sequence", default="auto",
-                    help="mesh sequencing: solve first on this many coarser nested meshes (the multigrid hierarchy's, "
-                         f"0 to {SEQUENCE_MAX}), the continuation on the coarsest, each solution the next mesh's initial "
-                         f"guess, so that the finest takes a few Newton steps; none, or auto: the coarser meshes of at least "
-                         f"{SEQUENCE_MIN['gpu']} elements on a GPU, {SEQUENCE_MIN['cpu']} on the CPU, with --solver mg; those of at "
-                         f"most {REDUNDANT_MAX} elements solved whole on every rank (default auto)")
+    ap.add_argument(
+        "--continuation",
+        default="auto",
+        help="Reynolds numbers solved first: auto (steps of at most 2.5x from 400 when Re > 400), none, or a list like 100,400",
+    )
+    ap.add_argument(
+        "--initial",
+        help="start from this solution.npy of an earlier run on the same mesh (restart; "
+        "combine with --continuation none to stay at --re)",
+    )
+    ap.add_argument(
+        "--sequence",
+        default="auto",
+        help="mesh sequencing: solve first on this many coarser nested meshes (the multigrid hierarchy's, "
+        f"0 to {SEQUENCE_MAX}), the continuation on the coarsest, each solution the next mesh's initial "
+        f"guess, so that the finest takes a few Newton steps; none, or auto: the coarser meshes of at least "
+        f"{SEQUENCE_MIN['gpu']} elements on a GPU, {SEQUENCE_MIN['cpu']} on the CPU, with --solver mg; those of at "
+        f"most {REDUNDANT_MAX} elements solved whole on every rank (default auto)",
+    )
     ap.add_argument("--out", default="cavity-out", help="output directory (default cavity-out)")
     ap.add_argument("--no-plots", action="store_true", help="skip profiles.png and slice.png")
-    ap.add_argument("--no-vtu", action="store_true", help="skip the VTU/PVTU solution files (benchmarks of large meshes)")
+    ap.add_argument(
+        "--no-vtu", action="store_true", help="skip the VTU/PVTU solution files (benchmarks of large meshes)"
+    )
     ap.add_argument("--quiet", action="store_true", help="no progress lines")
-    add_solver_arguments(ap, tol=1e-6, max_steps=200, newton=1.0)  # Newton once the residual is below 1: Picard stalls near Re 1000
+    add_solver_arguments(
+        ap, tol=1e-6, max_steps=200, newton=1.0
+    )  # Newton once the residual is below 1: Picard stalls near Re 1000
     add_parallel_arguments(ap)
     return ap.parse_args(argv)
 
@@ -145,9 +183,13 @@ def main(argv=None) -> int:
             notes = []
             cores = os.cpu_count() or 1
             if not backend.is_gpu and comm.local_size > cores:
-                notes.append(f"{comm.local_size} ranks share this node's {cores} CPU cores: oversubscribed ranks wait on "
-                             f"each other (4 ranks on 2 cores took 3x the time of one rank); start at most {cores}")
-            fits = lambda e, largest: check_fits(backend, linear.matrix_dtype, linear.solver, e, comm.size, largest, linear.assembly)  # noqa: E731
+                notes.append(
+                    f"{comm.local_size} ranks share this node's {cores} CPU cores: oversubscribed ranks wait on "
+                    f"each other (4 ranks on 2 cores took 3x the time of one rank); start at most {cores}"
+                )
+            fits = lambda e, largest: check_fits(
+                backend, linear.matrix_dtype, linear.solver, e, comm.size, largest, linear.assembly
+            )  # noqa: E731
             mesh, mesh_info = build_mesh(args, fits, backend.kind, comm.size, notes.append)
             problem = lid_driven_problem(mesh, args.re, args.lid)
             problem.check_solvable()
@@ -157,9 +199,16 @@ def main(argv=None) -> int:
             notes += [note] if note else []
             part = distribute(mesh, comm, backend, linear.alignment(mesh, comm.size))
             x0 = None if initial is None else initial[part.dist.gdofs]  # this rank's part
-            coarser = [] if x0 is not None or (args.sequence == "auto" and linear.solver != "mg") else \
-                sequence_plan(args.sequence, mesh, backend.kind,
-                              lambda m: sequencing_possible(linear, m, 1 if redundant(m) else comm.size))
+            coarser = (
+                []
+                if x0 is not None or (args.sequence == "auto" and linear.solver != "mg")
+                else sequence_plan(
+                    args.sequence,
+                    mesh,
+                    backend.kind,
+                    lambda m: sequencing_possible(linear, m, 1 if redundant(m) else comm.size),
+                )
+            )
             out = ensure_writable_dir(args.out)
         for line in notes if root else []:
             print(f"fem3d.cavity: warning: {line}", file=sys.stderr, flush=True)
@@ -171,15 +220,21 @@ def main(argv=None) -> int:
         progress = check if bar is None else (lambda it, relres: (bar(it, relres), check(it, relres)))
         timer, since, sequence = PhaseTimer(backend), t_start, []
         if coarser:
-            x0, sequence = solve_coarser_first(args, mesh, coarser, linear, nonlinear, stages, (backend, comm, timer, t_start, part),
-                                               say, progress)
+            x0, sequence = solve_coarser_first(
+                args, mesh, coarser, linear, nonlinear, stages, (backend, comm, timer, t_start, part), say, progress
+            )
             backend.release_cached()  # the coarse systems' memory, for the fine system and its cycle's graph pool
             stages, since = stages if x0 is None else [], None
-        system = partitioned_system(problem, part, backend, linear.matrix_dtype, prepared_since=since, assembly=linear.assembly,
-                                    timer=timer)
+        system = partitioned_system(
+            problem, part, backend, linear.matrix_dtype, prepared_since=since, assembly=linear.assembly, timer=timer
+        )
         linear_solver = make_linear_solver(linear, progress)
-        solver = NonlinearSolver(system, linear_solver, from_coarser(nonlinear) if sequence and x0 is not None else nonlinear,
-                                 InterruptCheck(comm))
+        solver = NonlinearSolver(
+            system,
+            linear_solver,
+            from_coarser(nonlinear) if sequence and x0 is not None else nonlinear,
+            InterruptCheck(comm),
+        )
 
         saved = {}
 
@@ -193,12 +248,27 @@ def main(argv=None) -> int:
         t_output = time.perf_counter()
         x = saved["whole"] if saved.get("x") is last.x else part.dist.gather(last.x)  # the last stage's, gathered once
         per_rank = rank_report(comm, system, part, backend, linear_solver)  # collective: every rank, this order
-        run = CavityRun(command=" ".join(["python -m fem3d.cavity", *argv]), out=out, re=done[-1].re, mesh=mesh,
-                        mesh_info=mesh_info, part=part, x_local=last.x, x=x, comm=comm, device=backend.describe(),
-                        history=[stage.as_dict() for stage in done],
-                        options={"nonlinear": vars(nonlinear), "linear": vars(linear)}, sequence=sequence,
-                        times_s=system.phase_seconds(), output_started=t_output, per_rank=per_rank,
-                        converged=last.converged and done[-1].re == args.re, reason=last.reason, vtu=not args.no_vtu)
+        run = CavityRun(
+            command=" ".join(["python -m fem3d.cavity", *argv]),
+            out=out,
+            re=done[-1].re,
+            mesh=mesh,
+            mesh_info=mesh_info,
+            part=part,
+            x_local=last.x,
+            x=x,
+            comm=comm,
+            device=backend.describe(),
+            history=[stage.as_dict() for stage in done],
+            options={"nonlinear": vars(nonlinear), "linear": vars(linear)},
+            sequence=sequence,
+            times_s=system.phase_seconds(),
+            output_started=t_output,
+            per_rank=per_rank,
+            converged=last.converged and done[-1].re == args.re,
+            reason=last.reason,
+            vtu=not args.no_vtu,
+        )
         files = write_results(run)
         if root:
             warnings = []
@@ -215,15 +285,21 @@ def main(argv=None) -> int:
         if root:
             solution = os.path.join(out, "solution.npy")
             rest = ",".join(f"{r:g}" for r in stages if r >= done[-1].re) or "none"
-            where = (f"after the solve; the converged solution and its results are in {out}" if run.converged else
-                     f"at Re {done[-1].re:g} after {len(last.steps)} steps; the last iterate (residual {last.residual:.2e}) "
-                     f"is in {solution}: continue with --initial {solution} --continuation {rest}")
+            where = (
+                f"after the solve; the converged solution and its results are in {out}"
+                if run.converged
+                else f"at Re {done[-1].re:g} after {len(last.steps)} steps; the last iterate (residual {last.residual:.2e}) "
+                f"is in {solution}: continue with --initial {solution} --continuation {rest}"
+            )
             print(f"fem3d.cavity: interrupted by {signal.Signals(signum).name} {where}", file=sys.stderr, flush=True)
         return 128 + signum
     if not run.converged:
         hint = out_of_reach_hint(last.reason, "--continuation auto", "use a finer mesh (--n)")
-        raise ConvergenceError(f"results in {out} are marked as not converged (Re {done[-1].re:g}, residual {last.residual:.2e} "
-                               f"after {len(last.steps)} steps){hint}", last.reason)
+        raise ConvergenceError(
+            f"results in {out} are marked as not converged (Re {done[-1].re:g}, residual {last.residual:.2e} "
+            f"after {len(last.steps)} steps){hint}",
+            last.reason,
+        )
     return 0
 
 
@@ -267,16 +343,28 @@ def solve_coarser_first(args, mesh, coarser, linear, nonlinear, stages, run, say
         c = coarser[k]
         t0 = time.perf_counter()
         problem = lid_driven_problem(c.coarse, args.re, args.lid)
-        system = partitioned_system(problem, part, backend, linear.matrix_dtype, prepared_since=since, assembly=linear.assembly,
-                                    timer=timer)
+        system = partitioned_system(
+            problem, part, backend, linear.matrix_dtype, prepared_since=since, assembly=linear.assembly, timer=timer
+        )
         since = None
-        solver = NonlinearSolver(system, make_linear_solver(linear.for_mesh(c.coarse), progress),
-                                 nonlinear if x is None else from_coarser(nonlinear), InterruptCheck(comm))
+        solver = NonlinearSolver(
+            system,
+            make_linear_solver(linear.for_mesh(c.coarse), progress),
+            nonlinear if x is None else from_coarser(nonlinear),
+            InterruptCheck(comm),
+        )
         say(f"mesh sequencing: {c.coarse.n_elements} elements, {c.coarse.n_dofs} unknowns")
         done = solve_continuation(solver, stages if x is None else [], args.re, x, lambda line: say("  " + line))
         last = done[-1].result
-        records.append({"elements": c.coarse.n_elements, "unknowns": c.coarse.n_dofs, "seconds": time.perf_counter() - t0,
-                        "converged": last.converged and done[-1].re == args.re, "stages": [s.as_dict() for s in done]})
+        records.append(
+            {
+                "elements": c.coarse.n_elements,
+                "unknowns": c.coarse.n_dofs,
+                "seconds": time.perf_counter() - t0,
+                "converged": last.converged and done[-1].re == args.re,
+                "stages": [s.as_dict() for s in done],
+            }
+        )
         if last.reason.startswith("interrupted"):
             return None, records
         finer = part_of(k - 1)
@@ -286,15 +374,20 @@ def solve_coarser_first(args, mesh, coarser, linear, nonlinear, stages, run, say
             continue
         whole = part.dist.gather(last.x, everyone=True)
         x = interpolate(backend.xp, whole, coarser[k - 1].coarse if k else mesh, c, finer)
-        x, part = finer.dist.sum_interface(finer.dist.owned_part(x)), finer  # a shared entry: its owner's value on every rank
+        x, part = (
+            finer.dist.sum_interface(finer.dist.owned_part(x)),
+            finer,
+        )  # a shared entry: its owner's value on every rank
     return x, records
 
 
 def _progress_bar():
     """A one-line progress display of the linear solves for terminals."""
+
     def show(it, relres):
         bar = "#" * min(30, max(0, int(3 * -math.log10(max(relres, 1e-30)))))
         print(f"\r    linear {it:7d}  relres {relres:.1e}  {bar:<30}", end="\r", flush=True)
+
     return show
 
 

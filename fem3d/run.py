@@ -11,6 +11,7 @@ converged, 3 when not (results still written and marked), 2 for bad input, 130/1
 after Ctrl-C/SIGTERM (results of the last iterate written; ``--initial`` continues from
 them).
 """
+
 from __future__ import annotations
 
 import os
@@ -35,28 +36,46 @@ from .commands.picture_process import PictureError, draw_in_child
 from .discretisation.refine import REFINE_MAX, refine
 from .problems.lid_driven import read_initial
 
-CASE_OPTIONS = {"solver": "--solver", "tol": "--tol", "max_steps": "--max-steps", "smoothing_steps": "--smoothing-steps"}  # case-file keys the command line overrides
+CASE_OPTIONS = {
+    "solver": "--solver",
+    "tol": "--tol",
+    "max_steps": "--max-steps",
+    "smoothing_steps": "--smoothing-steps",
+}  # case-file keys the command line overrides
 
 
 def parse(argv):
-    ap = ArgumentParser(prog="python -m fem3d.run", description="Solve the steady flow described in a TOML case file.",
-                        allow_abbrev=False)
+    ap = ArgumentParser(
+        prog="python -m fem3d.run",
+        description="Solve the steady flow described in a TOML case file.",
+        allow_abbrev=False,
+    )
     ap.add_argument("case", help="the case file (TOML; see fem3d.problems.case)")
     ap.add_argument("--out", help="output folder (default: the case file's [output] dir)")
-    ap.add_argument("--refine", type=int, default=None, help=f"refine the case's mesh uniformly this many times, 0 to "
-                    f"{REFINE_MAX} (default: the case file's [mesh] refine, else 0)")
-    ap.add_argument("--initial", help="start from this solution.npy of an earlier run of the same case and --refine "
-                    "(a restart)")
+    ap.add_argument(
+        "--refine",
+        type=int,
+        default=None,
+        help=f"refine the case's mesh uniformly this many times, 0 to "
+        f"{REFINE_MAX} (default: the case file's [mesh] refine, else 0)",
+    )
+    ap.add_argument(
+        "--initial", help="start from this solution.npy of an earlier run of the same case and --refine (a restart)"
+    )
     ap.add_argument("--no-plots", action="store_true", help="skip slice.png")
     ap.add_argument("--no-vtu", action="store_true", help="skip the VTU/PVTU solution files")
     ap.add_argument("--quiet", action="store_true", help="no progress lines")
-    add_solver_arguments(ap, tol=1e-8, max_steps=200, newton=1.0)  # tol, max-steps and solver: the case file's unless given
+    add_solver_arguments(
+        ap, tol=1e-8, max_steps=200, newton=1.0
+    )  # tol, max-steps and solver: the case file's unless given
     add_parallel_arguments(ap)
     return ap.parse_args(argv)
 
 
 def main(argv=None) -> int:
-    t_start = time.perf_counter()  # data preparation begins (reading the case and its mesh included), as in fem3d.cavity
+    t_start = (
+        time.perf_counter()
+    )  # data preparation begins (reading the case and its mesh included), as in fem3d.cavity
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parse(argv)
     backend, comm = start(args, argv)
@@ -70,11 +89,19 @@ def main(argv=None) -> int:
                 if flag not in given:
                     setattr(args, key, getattr(case, key))
             nonlinear, linear = nonlinear_options(args), linear_options(args)
-            times = check_range("--refine", case.refine if args.refine is None else args.refine, low=0, high=REFINE_MAX,
-                                integer=True)
+            times = check_range(
+                "--refine", case.refine if args.refine is None else args.refine, low=0, high=REFINE_MAX, integer=True
+            )
             mesh = read_mesh(case.mesh_file, case.tag_field)
-            check_fits(backend, linear.matrix_dtype, linear.solver, mesh.n_elements * 8 ** times, comm.size,
-                       lambda e: largest_refinement(mesh.n_elements, e), linear.assembly)
+            check_fits(
+                backend,
+                linear.matrix_dtype,
+                linear.solver,
+                mesh.n_elements * 8**times,
+                comm.size,
+                lambda e: largest_refinement(mesh.n_elements, e),
+                linear.assembly,
+            )
             mesh = refine(mesh, times)
             resolved, note = fitting_assembly(backend, linear.for_mesh(mesh), mesh.n_elements, comm.size)
             linear = replace(linear, assembly=resolved.assembly)
@@ -83,13 +110,30 @@ def main(argv=None) -> int:
             flow = Flow(mesh, case.boundaries, nu=case.nu, re=case.re)
             x0 = read_initial(args.initial, mesh.n_dofs) if args.initial else None
             out = args.out or _shown(os.path.join(os.path.dirname(os.path.abspath(args.case)), case.out))
-        say(f"{os.path.basename(args.case)}: nu {1 / flow.re:g}, {mesh.n_elements} elements, {mesh.n_dofs} unknowns, "
-            f"{backend.describe()}" + (f" on {comm.size} ranks ({comm.name})" if comm.size > 1 else ""))
-        result = flow.solve(device=backend, comm=comm, nonlinear=nonlinear, linear=linear,
-                            continuation=case.continuation, initial=x0, log=say, started=t_start)
+        say(
+            f"{os.path.basename(args.case)}: nu {1 / flow.re:g}, {mesh.n_elements} elements, {mesh.n_dofs} unknowns, "
+            f"{backend.describe()}" + (f" on {comm.size} ranks ({comm.name})" if comm.size > 1 else "")
+        )
+        result = flow.solve(
+            device=backend,
+            comm=comm,
+            nonlinear=nonlinear,
+            linear=linear,
+            continuation=case.continuation,
+            initial=x0,
+            log=say,
+            started=t_start,
+        )
         result.quantities = quantities(result, case)
-        files = result.write(out, vtu=not args.no_vtu, extra={"case": os.path.abspath(args.case), "refine": times,
-                                                              "command": " ".join(["python -m fem3d.run", *argv])})
+        files = result.write(
+            out,
+            vtu=not args.no_vtu,
+            extra={
+                "case": os.path.abspath(args.case),
+                "refine": times,
+                "command": " ".join(["python -m fem3d.run", *argv]),
+            },
+        )
         for line in report_lines(result):
             say(line)
         if root and case.pictures and not args.no_plots and not requested():
@@ -99,13 +143,18 @@ def main(argv=None) -> int:
         signum = agreed(comm)
     if signum:
         if root:
-            print(f"fem3d.run: interrupted by {signal.Signals(signum).name}; the last iterate and its results are in {out}: "
-                  f"continue with --initial {os.path.join(out, 'solution.npy')}", file=sys.stderr, flush=True)
+            print(
+                f"fem3d.run: interrupted by {signal.Signals(signum).name}; the last iterate and its results are in {out}: "
+                f"continue with --initial {os.path.join(out, 'solution.npy')}",
+                file=sys.stderr,
+                flush=True,
+            )
         return 128 + signum
     if not result.converged:
         hint = out_of_reach_hint(result.reason, "[solver] continuation", "refine the mesh (--refine)")
-        raise ConvergenceError(f"results in {out} are marked as not converged (residual {result.residual:.2e}){hint}",
-                               result.reason)
+        raise ConvergenceError(
+            f"results in {out} are marked as not converged (residual {result.residual:.2e}){hint}", result.reason
+        )
     return 0
 
 
@@ -123,7 +172,9 @@ def quantities(result, case) -> dict:
         force = result.force(tag)
         entry = {"force": force.tolist()}
         if scales:
-            entry.update(scales, coefficients=(2.0 * force / (scales["reference_velocity"] ** 2 * scales["area"])).tolist())
+            entry.update(
+                scales, coefficients=(2.0 * force / (scales["reference_velocity"] ** 2 * scales["area"])).tolist()
+            )
         out["forces"][tag] = entry
     if case.points:
         names = list(case.points)
@@ -148,10 +199,16 @@ def report_lines(result) -> list[str]:
     lines += [f"{name} = {v:.6g}" for name, v in q["differences"].items()]
     its = sum(s["linear_iterations"] for s in steps)
     timing, stages = result.timing(), result.history
-    every = f" over {sum(len(s['steps']) for s in stages)} steps of {len(stages)} Reynolds numbers" if len(stages) > 1 else ""
-    lines.append(f"{'converged' if result.converged else 'NOT converged (' + result.reason + ')'}: {len(steps)} nonlinear "
-                 f"steps, {its} linear iterations, residual {result.residual:.2e}, T_run {timing['t_run_s']:.1f} s of "
-                 f"{timing['wall_s']:.1f} s wall, T_unit {timing['t_unit_us']:.1f} us{every}")
+    every = (
+        f" over {sum(len(s['steps']) for s in stages)} steps of {len(stages)} Reynolds numbers"
+        if len(stages) > 1
+        else ""
+    )
+    lines.append(
+        f"{'converged' if result.converged else 'NOT converged (' + result.reason + ')'}: {len(steps)} nonlinear "
+        f"steps, {its} linear iterations, residual {result.residual:.2e}, T_run {timing['t_run_s']:.1f} s of "
+        f"{timing['wall_s']:.1f} s wall, T_unit {timing['t_unit_us']:.1f} us{every}"
+    )
     balance = partition_balance(result.per_rank)
     if balance:
         lines.append(partition_line(balance))
@@ -166,8 +223,12 @@ def picture(result, out: str, files: list, name: str) -> None:
     wide = (hi[0] - lo[0]) / max(hi[1] - lo[1], 1e-300)
     samples = (int(min(480, 120 * max(wide, 1.0))), int(min(480, 120 / min(wide, 1.0))))
     try:
-        draw_in_child(plots.slice_png, os.path.join(out, "slice.png"), plane=mid_plane(mesh, result.x, samples),
-                      title=f"{name}, nu {1 / result.flow.re:g}")
+        draw_in_child(
+            plots.slice_png,
+            os.path.join(out, "slice.png"),
+            plane=mid_plane(mesh, result.x, samples),
+            title=f"{name}, nu {1 / result.flow.re:g}",
+        )
     except Exception as exc:  # a picture is never worth the run: its results are already on disk
         reason = exc if isinstance(exc, PictureError) else f"{type(exc).__name__}: {exc}"
         print(f"fem3d.run: warning: slice.png not written ({reason})", file=sys.stderr, flush=True)

@@ -13,6 +13,7 @@ solution repels the Picard iteration (a mode seeded by round-off grows about 2x 
 step once the error is near 1e-9, with or without upwinding), so Picard cannot
 converge there; Newton's method would be needed.
 """
+
 from __future__ import annotations
 
 import math
@@ -47,7 +48,9 @@ PAPER_TABLE2 = {
 FIELDS = ("u", "v", "w", "p")
 
 
-def run_case(case, n: int, backend, comm, nonlinear: NonlinearOptions, linear: LinearOptions, log=None, progress=None) -> dict:
+def run_case(
+    case, n: int, backend, comm, nonlinear: NonlinearOptions, linear: LinearOptions, log=None, progress=None
+) -> dict:
     """Solve ``case`` on an n^3 unit cube (on every rank of ``comm``); returns a row of
     the convergence table."""
     t0 = time.perf_counter()
@@ -56,45 +59,79 @@ def run_case(case, n: int, backend, comm, nonlinear: NonlinearOptions, linear: L
     with agreed_errors(comm):
         linear = fitting_assembly(backend, linear.for_mesh(mesh), mesh.n_elements, comm.size)[0]
         part = distribute(mesh, comm, backend, linear.alignment(mesh, comm.size))
-    system = partitioned_system(problem, part, backend, linear.matrix_dtype, prepared_since=t0, assembly=linear.assembly)
+    system = partitioned_system(
+        problem, part, backend, linear.matrix_dtype, prepared_since=t0, assembly=linear.assembly
+    )
     result = NonlinearSolver(system, make_linear_solver(linear, progress), nonlinear, progress).solve(log=log)
-    errors = l2_errors(backend, part.mesh, backend.asarray(result.x), case.velocity, case.pressure,
-                       total=part.dist.allreduce)
+    errors = l2_errors(
+        backend, part.mesh, backend.asarray(result.x), case.velocity, case.pressure, total=part.dist.allreduce
+    )
     return {
-        "case": case.name, "re": case.re, "n": n, "elements": mesh.n_elements, "dofs": mesh.n_dofs,
-        "errors": errors, "converged": result.converged, "reason": result.reason, "residual": result.residual,
-        "solver": linear.solver, "nonlinear_steps": len(result.steps), "linear_iterations": result.linear_iterations,
-        "seconds": time.perf_counter() - t0, "times": system.timer.as_dict(),
+        "case": case.name,
+        "re": case.re,
+        "n": n,
+        "elements": mesh.n_elements,
+        "dofs": mesh.n_dofs,
+        "errors": errors,
+        "converged": result.converged,
+        "reason": result.reason,
+        "residual": result.residual,
+        "solver": linear.solver,
+        "nonlinear_steps": len(result.steps),
+        "linear_iterations": result.linear_iterations,
+        "seconds": time.perf_counter() - t0,
+        "times": system.timer.as_dict(),
     }
 
 
 def add_rates(rows: list) -> None:
     """rates[f] = log(e_prev / e) / log(n / n_prev) between consecutive rows of one case."""
     for prev, row in zip(rows, rows[1:]):
-        row["rates"] = {f: math.log(prev["errors"][f] / row["errors"][f]) / math.log(row["n"] / prev["n"]) for f in FIELDS}
+        row["rates"] = {
+            f: math.log(prev["errors"][f] / row["errors"][f]) / math.log(row["n"] / prev["n"]) for f in FIELDS
+        }
 
 
 def format_table(rows: list) -> str:
-    head = f"{'N':>4} {'DOFs':>10} " + " ".join(f"{'L2 ' + f:>9} {'rate':>5}" for f in FIELDS) + f" {'steps':>6} {'lin its':>7} {'time s':>8}"
+    head = (
+        f"{'N':>4} {'DOFs':>10} "
+        + " ".join(f"{'L2 ' + f:>9} {'rate':>5}" for f in FIELDS)
+        + f" {'steps':>6} {'lin its':>7} {'time s':>8}"
+    )
     lines = [head]
     for r in rows:
         cells = []
         for f in FIELDS:
             rate = r.get("rates", {}).get(f)
-            cells.append(f"{r['errors'][f]:9.3e} {rate:5.2f}" if rate is not None else f"{r['errors'][f]:9.3e} {'-':>5}")
+            cells.append(
+                f"{r['errors'][f]:9.3e} {rate:5.2f}" if rate is not None else f"{r['errors'][f]:9.3e} {'-':>5}"
+            )
         flag = "" if r["converged"] else f"  NOT CONVERGED ({r['reason']})"
-        lines.append(f"{r['n']:4d} {r['dofs']:10d} " + " ".join(cells) + f" {r['nonlinear_steps']:6d} {r['linear_iterations']:7d} {r['seconds']:8.1f}{flag}")
+        lines.append(
+            f"{r['n']:4d} {r['dofs']:10d} "
+            + " ".join(cells)
+            + f" {r['nonlinear_steps']:6d} {r['linear_iterations']:7d} {r['seconds']:8.1f}{flag}"
+        )
         if r["case"] == "paper" and r["n"] in PAPER_TABLE2:
             ref = PAPER_TABLE2[r["n"]]
-            lines.append(f"{'':>4} {'paper':>10} " + " ".join(f"{ref[f]:9.3e} {'<=' if r['errors'][f] <= ref[f] else '>':>5}" for f in FIELDS))
+            lines.append(
+                f"{'':>4} {'paper':>10} "
+                + " ".join(f"{ref[f]:9.3e} {'<=' if r['errors'][f] <= ref[f] else '>':>5}" for f in FIELDS)
+            )
     return "\n".join(lines)
 
 
 def main(argv=None) -> int:
     ap = ArgumentParser(prog="python -m fem3d.verify", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--case", choices=["paper", "manufactured", "both"], default="both", help="which exact solution (default both)")
-    ap.add_argument("--n", type=int, nargs="+", default=[2, 4, 8], help="elements per side of the unit cube (default 2 4 8)")
-    ap.add_argument("--re", type=float, default=None, help="Reynolds number (default: 100 for paper, 10 for manufactured)")
+    ap.add_argument(
+        "--case", choices=["paper", "manufactured", "both"], default="both", help="which exact solution (default both)"
+    )
+    ap.add_argument(
+        "--n", type=int, nargs="+", default=[2, 4, 8], help="elements per side of the unit cube (default 2 4 8)"
+    )
+    ap.add_argument(
+        "--re", type=float, default=None, help="Reynolds number (default: 100 for paper, 10 for manufactured)"
+    )
     ap.add_argument("--out", default="verify.json", help="JSON results file (default verify.json)")
     ap.add_argument("--quiet", action="store_true", help="no per-step progress lines")
     add_solver_arguments(ap, tol=1e-10)  # algebraic error well below the discretisation error at N = 40
@@ -109,8 +146,15 @@ def main(argv=None) -> int:
         nonlinear, linear = nonlinear_options(args), linear_options(args)
         for n in args.n:
             check_range("--n", n, low=1, high=10**4, integer=True)
-            check_fits(backend, linear.matrix_dtype, linear.solver, n**3, comm.size, lambda e: f"--n {int(e ** (1 / 3))} fits at most",
-                       linear.assembly)
+            check_fits(
+                backend,
+                linear.matrix_dtype,
+                linear.solver,
+                n**3,
+                comm.size,
+                lambda e: f"--n {int(e ** (1 / 3))} fits at most",
+                linear.assembly,
+            )
         check_writable_file(args.out)
     names = ["paper", "manufactured"] if args.case == "both" else [args.case]
     say = (lambda s: print(s, flush=True)) if root else (lambda s: None)
@@ -140,7 +184,11 @@ def main(argv=None) -> int:
     if failed and failed[-1]["reason"].startswith("interrupted"):
         r = failed[-1]
         if root:
-            print(f"fem3d.verify: {r['reason']} in case {r['case']} N={r['n']}; rows so far in {args.out}", file=sys.stderr, flush=True)
+            print(
+                f"fem3d.verify: {r['reason']} in case {r['case']} N={r['n']}; rows so far in {args.out}",
+                file=sys.stderr,
+                flush=True,
+            )
         return 128 + (agreed(comm) or signal.SIGINT)
     if failed:
         runs = ", ".join(f"case {r['case']} N={r['n']} (Re {r['re']:g})" for r in failed)

@@ -4,6 +4,7 @@ exit codes), and atomic result files. It imports neither package.
 
 Importing it divides the machine's cores among the ranks of an MPI launch (before NumPy
 loads its BLAS: gpucfd.threads)."""
+
 from .threads import share_cores_among_ranks
 
 share_cores_among_ranks()

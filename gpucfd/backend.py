@@ -5,6 +5,7 @@ sources in a package's ``kernels/`` folder, compiled once per device by
 :func:`cuda_module`. Timing helpers synchronise the device so that GPU work is
 counted where it is issued.
 """
+
 from __future__ import annotations
 
 import functools
@@ -150,7 +151,9 @@ def get_backend(device: str = "auto", local_rank: int = 0) -> Backend:
     cp = cupy_module() if device in ("auto", "gpu") else None
     if cp is None:
         if device == "gpu":
-            raise InputError("--device gpu requested but no CUDA GPU is usable (CuPy missing or no device); use --device cpu or auto")
+            raise InputError(
+                "--device gpu requested but no CUDA GPU is usable (CuPy missing or no device); use --device cpu or auto"
+            )
         return Backend("cpu", np)
     device_id = local_rank % cp.cuda.runtime.getDeviceCount()
     cp.cuda.Device(device_id).use()
@@ -218,7 +221,9 @@ class PhaseTimer:
         if self._open is not None:
             raise RuntimeError(f"phase {name!r} started inside phase {self._open!r}: its seconds would count in both")
         if since is not None and not self._end <= since <= time.perf_counter():
-            raise RuntimeError(f"the interval charged to {name!r} overlaps one already recorded or starts in the future")
+            raise RuntimeError(
+                f"the interval charged to {name!r} overlaps one already recorded or starts in the future"
+            )
 
     def _record(self, name: str, t0: float) -> None:
         self.backend.synchronize()
@@ -244,7 +249,9 @@ def process_seconds() -> tuple[float, str]:
         with open("/proc/self/stat") as fh:
             fields = fh.read().rsplit(")", 1)[1].split()  # after "pid (name)": field 3 onwards
         tick = 1.0 / os.sysconf("SC_CLK_TCK")
-        age = time.clock_gettime(time.CLOCK_BOOTTIME) - (int(fields[19]) + 1) * tick  # field 22: start, ticks after boot
+        age = (
+            time.clock_gettime(time.CLOCK_BOOTTIME) - (int(fields[19]) + 1) * tick
+        )  # field 22: start, ticks after boot
     except (OSError, ValueError, IndexError, AttributeError):
         return since_import, "gpucfd import"
     return max(age, since_import), "process start"

@@ -4,6 +4,7 @@ Exit codes: 0 success, 2 bad input (parameter out of range, missing file, no GPU
 when one was asked for), 3 a run that did not converge (iteration cap, divergence,
 NaN). The message is always one line; no traceback reaches the user for these.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -95,14 +96,21 @@ def run_cli(main, argv=None, prog: str | None = None) -> int:
         except Exception as exc:
             comm = communicator()
             if isinstance(exc, MemoryError) and (comm is None or comm.size == 1):
-                print(f"{prog}: error: out of memory ({type(exc).__name__}: {' '.join(str(exc).split())}); "
-                      "use a smaller problem", file=sys.stderr, flush=True)
+                print(
+                    f"{prog}: error: out of memory ({type(exc).__name__}: {' '.join(str(exc).split())}); "
+                    "use a smaller problem",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 return EXIT_INPUT
             _show(held)
             if comm is None or comm.size == 1:
                 raise
-            print(f"{prog}: rank {comm.rank} of {comm.size} failed: {type(exc).__name__}: {exc}; aborting all ranks",
-                  file=sys.stderr, flush=True)
+            print(
+                f"{prog}: rank {comm.rank} of {comm.size} failed: {type(exc).__name__}: {exc}; aborting all ranks",
+                file=sys.stderr,
+                flush=True,
+            )
             comm.abort(1)
             raise
     _show(held)

@@ -4,6 +4,7 @@ A time-stepping loop that launches only kernels (no host reads, no allocations) 
 once on a side stream and replayed on the current stream, so that a block of steps costs one
 launch from the host. NumPy work is simply run.
 """
+
 from __future__ import annotations
 
 import re

@@ -1,5 +1,6 @@
 """Result files that every entry point writes, each atomically: folders checked for
 writing, .npy, CSV and JSON files, and matplotlib without a display."""
+
 from __future__ import annotations
 
 import csv

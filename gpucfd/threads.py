@@ -16,6 +16,7 @@ cube's data preparation took 6.4-6.9 s bound and 5.7-6.0 s with ``--bind-to none
 pairs of runs; three A/B pairs of whole runs on two ranks (64^3, 112^3, 40^3 per rank, the
 DFG case) differed by less than their run-to-run spread of about 15 %.
 """
+
 from __future__ import annotations
 
 import functools
@@ -36,7 +37,7 @@ def rank_cpus(rank: int, ranks: int, cpus) -> list:
     ``ranks`` contiguous blocks of the sorted ids, as even as they go (empty for more ranks
     than CPUs)."""
     cpus = sorted(cpus)
-    return cpus[rank * len(cpus) // ranks:(rank + 1) * len(cpus) // ranks]
+    return cpus[rank * len(cpus) // ranks : (rank + 1) * len(cpus) // ranks]
 
 
 def _os_affinity():

@@ -9,6 +9,7 @@ annulus_hex27.msh         thick cylindrical shell 0.5 <= r <= 1, 0 <= z <= 0.5, 
                           triquadratic hexahedra on the exact circle; boundary quad9
                           tagged "inner", "outer", "ends"
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,13 +39,17 @@ def distorted_cube(n: int = 6, amplitude: float = 0.04) -> meshio.Mesh:
     return meshio.Mesh(
         verts,
         [("quad", np.array(quads)), ("hexahedron", hexes)],
-        cell_data={"gmsh:physical": [np.array(tags), np.zeros(len(hexes), dtype=int)],
-                   "gmsh:geometrical": [np.array(tags), np.zeros(len(hexes), dtype=int)]},
+        cell_data={
+            "gmsh:physical": [np.array(tags), np.zeros(len(hexes), dtype=int)],
+            "gmsh:geometrical": [np.array(tags), np.zeros(len(hexes), dtype=int)],
+        },
         field_data={"lid": np.array([1, 2]), "walls": np.array([2, 2])},
     )
 
 
-def annulus(n_theta: int = 16, n_r: int = 2, n_z: int = 2, r0: float = 0.5, r1: float = 1.0, height: float = 0.5) -> meshio.Mesh:
+def annulus(
+    n_theta: int = 16, n_r: int = 2, n_z: int = 2, r0: float = 0.5, r1: float = 1.0, height: float = 0.5
+) -> meshio.Mesh:
     """Hex27 shell with nodes on the exact cylinders (triquadratic geometry)."""
     nt, nr, nz = 2 * n_theta, 2 * n_r + 1, 2 * n_z + 1  # Q2 node counts (theta periodic)
     t = np.arange(nt) * (2 * np.pi / nt)
@@ -61,7 +66,9 @@ def annulus(n_theta: int = 16, n_r: int = 2, n_z: int = 2, r0: float = 0.5, r1: 
         for ej in range(n_r):
             for ei in range(n_theta):
                 # local xi along r, eta along theta, zeta along z: a right-handed (positive Jacobian) map
-                tensor = [node(2 * ei + b, 2 * ej + a, 2 * ek + c) for c in range(3) for b in range(3) for a in range(3)]
+                tensor = [
+                    node(2 * ei + b, 2 * ej + a, 2 * ek + c) for c in range(3) for b in range(3) for a in range(3)
+                ]
                 cells.append(np.array(tensor)[TENSOR27_TO_VTK])
     cells = np.array(cells)
     quads, tags = [], []
@@ -78,8 +85,10 @@ def annulus(n_theta: int = 16, n_r: int = 2, n_z: int = 2, r0: float = 0.5, r1: 
     return meshio.Mesh(
         pts,
         [("quad9", np.array(quads)), ("hexahedron27", cells)],
-        cell_data={"gmsh:physical": [np.array(tags), np.zeros(len(cells), dtype=int)],
-                   "gmsh:geometrical": [np.array(tags), np.zeros(len(cells), dtype=int)]},
+        cell_data={
+            "gmsh:physical": [np.array(tags), np.zeros(len(cells), dtype=int)],
+            "gmsh:geometrical": [np.array(tags), np.zeros(len(cells), dtype=int)],
+        },
         field_data={"inner": np.array([1, 2]), "outer": np.array([2, 2]), "ends": np.array([3, 2])},
     )
 

@@ -14,6 +14,7 @@ relative L2 error against the exact decay and, up to --accuracy-max, eq. 10 of t
   python scripts/bench_adi.py --device gpu                                # full run (GPU)
   python scripts/bench_adi.py --sizes 64 --steps 2 --device cpu --tag _cpu   # smoke test
 """
+
 from __future__ import annotations
 
 import datetime
@@ -71,7 +72,7 @@ def bench_size(backend, n, dtype, args, copy_gbs):
         cpu_field = serial_cpu_run(host0, args.steps, r)
     rows = []
     for solver in args.solvers:
-        for layout in (["auto"] if solver == FUSED else args.layouts):
+        for layout in ["auto"] if solver == FUSED else args.layouts:
             row = dict(n=n, dtype=dtype.name, solver=solver, layout=layout)
             try:
                 adi = make_adi(xp, (n, n), dtype, solver, DX, DX, layout=layout)
@@ -82,17 +83,31 @@ def bench_size(backend, n, dtype, args, copy_gbs):
                 del adi, t
                 best = graph or ms
                 gbs = nbytes / best * 1e-6
-                row.update(gbs=gbs, copy_fraction=gbs / copy_gbs if copy_gbs else None,
-                           speedup=cpu_ms / ms if cpu_ms else None, total_s=ms * args.steps / 1e3, total_measured=False)
+                row.update(
+                    gbs=gbs,
+                    copy_fraction=gbs / copy_gbs if copy_gbs else None,
+                    speedup=cpu_ms / ms if cpu_ms else None,
+                    total_s=ms * args.steps / 1e3,
+                    total_measured=False,
+                )
                 if ms * args.steps / 1e3 <= FULL_RUN_SECONDS:
                     res = run_unsteady(backend, n, args.steps, dtype, solver, layout, DX, DT)
-                    row.update(total_s=res["seconds"], total_measured=True, error_exact=res["error_exact"],
-                               eq10=None if cpu_field is None else relative_l2(res["field"], cpu_field))
-                print(f"  {solver:7s} {layout:10s} {ms:9.3f} ms/step" + (f" graph {graph:8.3f}" if graph else "")
-                      + f" {row['gbs']:7.0f} GB/s" + (f" {row['copy_fraction']:6.1%}" if row["copy_fraction"] else "")
-                      + (f" x{row['speedup']:.0f}" if row["speedup"] else "")
-                      + (f" err {row['error_exact']:.2e}" if "error_exact" in row else "")
-                      + (f" eq10 {row['eq10']:.2e}" if row.get("eq10") is not None else ""), flush=True)
+                    row.update(
+                        total_s=res["seconds"],
+                        total_measured=True,
+                        error_exact=res["error_exact"],
+                        eq10=None if cpu_field is None else relative_l2(res["field"], cpu_field),
+                    )
+                print(
+                    f"  {solver:7s} {layout:10s} {ms:9.3f} ms/step"
+                    + (f" graph {graph:8.3f}" if graph else "")
+                    + f" {row['gbs']:7.0f} GB/s"
+                    + (f" {row['copy_fraction']:6.1%}" if row["copy_fraction"] else "")
+                    + (f" x{row['speedup']:.0f}" if row["speedup"] else "")
+                    + (f" err {row['error_exact']:.2e}" if "error_exact" in row else "")
+                    + (f" eq10 {row['eq10']:.2e}" if row.get("eq10") is not None else ""),
+                    flush=True,
+                )
             except Exception as exc:  # one failing configuration must not stop the benchmark
                 row["error"] = repr(exc)
                 print(f"  {solver:7s} {layout:10s} ERROR {exc!r}", flush=True)
@@ -108,19 +123,23 @@ def _fmt(v, spec):
 
 
 def markdown(meta, rows):
-    lines = [f"# ADI benchmark ({meta['device']})", "",
-             f"{meta['date']}; command `{meta['command']}`; {meta['steps']} steps, Δx = Δt = 0.01 (r = 100), "
-             f"copy bandwidth {_fmt(meta['copy_gbs'], '.0f')} GB/s. ms/step: back-to-back steps from Python "
-             "(CUDA events); graph: the same steps replayed from a CUDA graph. GB/s and % copy over the bytes a "
-             "step reads and writes (library sweeps 15 n² itemsize natural, 17 with a transpose; fused 5; graph "
-             "time where there is one). "
-             "Speed-up: serial CPU ADI ms/step (NumPy Thomas "
-             "vectorised over the lines, one core, same machine and run) over ms/step. Total: seconds for all "
-             "steps (est. = ms/step × steps). err: relative L2 against the exact decay; eq. 10: against the "
-             "serial CPU result.", "",
-             "| n² | solver | layout | solved by (x / y lines) | ms/step | graph ms | total s | GB/s | % copy "
-             "| CPU ms/step | speed-up | err vs exact | eq. 10 |",
-             "|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        f"# ADI benchmark ({meta['device']})",
+        "",
+        f"{meta['date']}; command `{meta['command']}`; {meta['steps']} steps, Δx = Δt = 0.01 (r = 100), "
+        f"copy bandwidth {_fmt(meta['copy_gbs'], '.0f')} GB/s. ms/step: back-to-back steps from Python "
+        "(CUDA events); graph: the same steps replayed from a CUDA graph. GB/s and % copy over the bytes a "
+        "step reads and writes (library sweeps 15 n² itemsize natural, 17 with a transpose; fused 5; graph "
+        "time where there is one). "
+        "Speed-up: serial CPU ADI ms/step (NumPy Thomas "
+        "vectorised over the lines, one core, same machine and run) over ms/step. Total: seconds for all "
+        "steps (est. = ms/step × steps). err: relative L2 against the exact decay; eq. 10: against the "
+        "serial CPU result.",
+        "",
+        "| n² | solver | layout | solved by (x / y lines) | ms/step | graph ms | total s | GB/s | % copy "
+        "| CPU ms/step | speed-up | err vs exact | eq. 10 |",
+        "|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in rows:
         if "error" in r:
             lines.append(f"| {r['n']} | {r['solver']} | {r['layout']} | error: {r['error'][:80]} |||||||||")
@@ -128,9 +147,11 @@ def markdown(meta, rows):
         by = r["solved_by"]
         total = _fmt(r["total_s"], ".3g") + ("" if r["total_measured"] else " est.")
         frac = _fmt(r["copy_fraction"] and 100 * r["copy_fraction"], ".0f")
-        lines.append(f"| {r['n']} | {r['solver']} | {r['layout']} | {by} | {r['ms']:.4g} | {_fmt(r['ms_graph'], '.4g')} "
-                     f"| {total} | {r['gbs']:.0f} | {frac} | {_fmt(r['cpu_ms'], '.4g')} | {_fmt(r['speedup'], '.0f')} "
-                     f"| {_fmt(r.get('error_exact'), '.2e')} | {_fmt(r.get('eq10'), '.2e')} |")
+        lines.append(
+            f"| {r['n']} | {r['solver']} | {r['layout']} | {by} | {r['ms']:.4g} | {_fmt(r['ms_graph'], '.4g')} "
+            f"| {total} | {r['gbs']:.0f} | {frac} | {_fmt(r['cpu_ms'], '.4g')} | {_fmt(r['speedup'], '.0f')} "
+            f"| {_fmt(r.get('error_exact'), '.2e')} | {_fmt(r.get('eq10'), '.2e')} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -138,8 +159,13 @@ def main(argv=None):
     p = ArgumentParser(prog="scripts/bench_adi.py", description=__doc__.splitlines()[0])
     p.add_argument("--sizes", type=int, nargs="+", default=list(SIZES), help="n (nodes per side)")
     p.add_argument("--solvers", nargs="+", default=list(SOLVERS))
-    p.add_argument("--layouts", nargs="+", choices=tuple(LAYOUTS), default=list(LAYOUT_CHOICES),
-                   help="layouts of the library solvers (default natural contiguous)")
+    p.add_argument(
+        "--layouts",
+        nargs="+",
+        choices=tuple(LAYOUTS),
+        default=list(LAYOUT_CHOICES),
+        help="layouts of the library solvers (default natural contiguous)",
+    )
     p.add_argument("--dtype", default="float32")
     p.add_argument("--device", default="gpu", help="gpu (default), cpu or auto")
     p.add_argument("--steps", type=int, default=100, help="steps of the full runs (accuracy, totals)")
@@ -162,8 +188,15 @@ def main(argv=None):
     check_decay(min(args.sizes), args.steps, DX, DT)
     backend = get_backend(args.device)
     n = max(args.sizes)
-    check_fits(backend, n * n, SOLVE_ARRAYS + 2, dtype, HOST_ARRAYS["unsteady"] + HOST_ARRAYS["compare-cpu"],
-               f"--sizes {n} ({args.dtype})", lambda nodes: f"--sizes {math.isqrt(nodes)}")
+    check_fits(
+        backend,
+        n * n,
+        SOLVE_ARRAYS + 2,
+        dtype,
+        HOST_ARRAYS["unsteady"] + HOST_ARRAYS["compare-cpu"],
+        f"--sizes {n} ({args.dtype})",
+        lambda nodes: f"--sizes {math.isqrt(nodes)}",
+    )
     ensure_writable_dir(args.out)
     copy_gbs = copy_bandwidth(backend, 1 << 30) if backend.is_gpu else None
     print(f"{backend.describe()}; copy bandwidth {_fmt(copy_gbs, '.0f')} GB/s", flush=True)
@@ -171,9 +204,15 @@ def main(argv=None):
     for n in args.sizes:
         print(f"n = {n} ({args.dtype})", flush=True)
         rows += bench_size(backend, n, dtype, args, copy_gbs)
-    meta = dict(device=backend.describe(), date=datetime.datetime.now().isoformat(timespec="seconds"),
-                command="python " + " ".join(sys.argv), copy_gbs=copy_gbs, steps=args.steps,
-                python=platform.python_version(), dtype=args.dtype)
+    meta = dict(
+        device=backend.describe(),
+        date=datetime.datetime.now().isoformat(timespec="seconds"),
+        command="python " + " ".join(sys.argv),
+        copy_gbs=copy_gbs,
+        steps=args.steps,
+        python=platform.python_version(),
+        dtype=args.dtype,
+    )
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / f"adi_bench{args.tag}.json").write_text(json.dumps(dict(meta=meta, results=rows), indent=1, default=str))

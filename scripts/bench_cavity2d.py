@@ -10,6 +10,7 @@ iterations of tridiag.cases.cavity2d (Re 1000 by default, the paper's case) on -
 warm-up iterations (compilation, autotuning), timed with the device synchronised. Writes
 benchmarks/results/cavity2d_bench_<tag>.{json,md} with seconds and speed-ups vs the CPU.
 """
+
 from __future__ import annotations
 
 import json
@@ -65,9 +66,15 @@ def main(argv=None):
     ap = ArgumentParser(prog="scripts/bench_cavity2d.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[64, 128, 256, 512, 1024], help="cells per side")
     ap.add_argument("--iterations", type=int, default=1000)
-    ap.add_argument("--cpu-iterations", type=int, default=0, help="iterations timed on the CPU, scaled (default: by size)")
-    ap.add_argument("--solvers", nargs="+", default=["fused", "pta", "pta:contiguous", "cr", "pcr", "hybrid", "tuned"],
-                    help="line solvers, SOLVER or SOLVER:LAYOUT (pta:contiguous is the paper's uncoalesced storage)")
+    ap.add_argument(
+        "--cpu-iterations", type=int, default=0, help="iterations timed on the CPU, scaled (default: by size)"
+    )
+    ap.add_argument(
+        "--solvers",
+        nargs="+",
+        default=["fused", "pta", "pta:contiguous", "cr", "pcr", "hybrid", "tuned"],
+        help="line solvers, SOLVER or SOLVER:LAYOUT (pta:contiguous is the paper's uncoalesced storage)",
+    )
     ap.add_argument("--re", type=float, default=1000.0)
     ap.add_argument("--device", default="auto")
     ap.add_argument("--dtype", default="float64")
@@ -85,43 +92,96 @@ def main(argv=None):
     cpu = get_backend("cpu")
     n = max(args.sizes)
     for backend in (device, cpu) if device.is_gpu else (cpu,):  # the CPU baseline runs every size too
-        check_fits(backend, (n + 1) ** 2, ARRAYS, dtype, HOST_ARRAYS, f"--sizes {n} ({args.dtype})",
-                   lambda nodes: f"--sizes {math.isqrt(nodes) - 1}")
+        check_fits(
+            backend,
+            (n + 1) ** 2,
+            ARRAYS,
+            dtype,
+            HOST_ARRAYS,
+            f"--sizes {n} ({args.dtype})",
+            lambda nodes: f"--sizes {math.isqrt(nodes) - 1}",
+        )
     ensure_writable_dir(args.results, "--results")
     rows = []
     for n in args.sizes:
         k = cpu_iterations(n, args.iterations, args.cpu_iterations)
         seconds, finite, _ = timed(cpu, n, args.re, "thomas", "auto", k, dtype)
         base = seconds * args.iterations / k
-        rows.append({"n": n, "solver": "thomas (CPU)", "device": cpu.describe(), "iterations_timed": k,
-                     "seconds": base, "ms_per_iteration": 1e3 * seconds / k, "speedup": 1.0, "finite": finite})
+        rows.append(
+            {
+                "n": n,
+                "solver": "thomas (CPU)",
+                "device": cpu.describe(),
+                "iterations_timed": k,
+                "seconds": base,
+                "ms_per_iteration": 1e3 * seconds / k,
+                "speedup": 1.0,
+                "finite": finite,
+            }
+        )
         print(f"{n:5d}^2  thomas (CPU)  {base:9.3f} s for {args.iterations} iterations ({k} timed)", flush=True)
         for solver, name, layout in choices:
             seconds, finite, launches = timed(device, n, args.re, name, layout, args.iterations, dtype)
-            rows.append({"n": n, "solver": solver, "device": device.describe(), "iterations_timed": args.iterations,
-                         "seconds": seconds, "ms_per_iteration": 1e3 * seconds / args.iterations,
-                         "speedup": base / seconds, "finite": finite, "launches_per_iteration": launches})
+            rows.append(
+                {
+                    "n": n,
+                    "solver": solver,
+                    "device": device.describe(),
+                    "iterations_timed": args.iterations,
+                    "seconds": seconds,
+                    "ms_per_iteration": 1e3 * seconds / args.iterations,
+                    "speedup": base / seconds,
+                    "finite": finite,
+                    "launches_per_iteration": launches,
+                }
+            )
             print(f"{n:5d}^2  {solver:12s}  {seconds:9.3f} s  speed-up {base / seconds:7.1f}x", flush=True)
     command = " ".join(["python scripts/bench_cavity2d.py", *sys.argv[1:]])
     solvers = ["thomas (CPU)", *args.solvers]
-    lines = [f"# 2D cavity, Re {args.re:g}, {args.iterations} iterations, {args.dtype}: seconds (speed-up vs the CPU Thomas)", "",
-             f"`{command}`", "", f"Device: {device.describe()}; CPU baseline: {cpu.describe()}, one process.", "",
-             f"Paper: {PAPER}.", "",
-             "| cells | " + " | ".join(solvers) + " |", "|---|" + "---:|" * len(solvers)]
+    lines = [
+        f"# 2D cavity, Re {args.re:g}, {args.iterations} iterations, {args.dtype}: seconds (speed-up vs the CPU Thomas)",
+        "",
+        f"`{command}`",
+        "",
+        f"Device: {device.describe()}; CPU baseline: {cpu.describe()}, one process.",
+        "",
+        f"Paper: {PAPER}.",
+        "",
+        "| cells | " + " | ".join(solvers) + " |",
+        "|---|" + "---:|" * len(solvers),
+    ]
     for n in args.sizes:
         cells = {r["solver"]: r for r in rows if r["n"] == n}
-        lines.append(f"| {n}² | " + " | ".join(f"{cells[s]['seconds']:.3g} s ({cells[s]['speedup']:.1f}×)" for s in solvers) + " |")
+        lines.append(
+            f"| {n}² | "
+            + " | ".join(f"{cells[s]['seconds']:.3g} s ({cells[s]['speedup']:.1f}×)" for s in solvers)
+            + " |"
+        )
     graphs = sorted({(r["solver"], r["launches_per_iteration"]) for r in rows if r.get("launches_per_iteration")})
     if graphs:
-        lines += ["", "Kernel launches per iteration in the replayed CUDA graph: "
-                  + ", ".join(f"{name} {count:g}" for name, count in graphs) + "."]
+        lines += [
+            "",
+            "Kernel launches per iteration in the replayed CUDA graph: "
+            + ", ".join(f"{name} {count:g}" for name, count in graphs)
+            + ".",
+        ]
     text = "\n".join(lines) + "\n"
     print(text)
     tag = args.tag or ("gpu" if device.is_gpu else "cpu")
     os.makedirs(args.results, exist_ok=True)
     with open(os.path.join(args.results, f"cavity2d_bench_{tag}.json"), "w") as fh:
-        json.dump({"command": command, "re": args.re, "iterations": args.iterations, "dtype": args.dtype,
-                   "paper": PAPER, "rows": rows}, fh, indent=1)
+        json.dump(
+            {
+                "command": command,
+                "re": args.re,
+                "iterations": args.iterations,
+                "dtype": args.dtype,
+                "paper": PAPER,
+                "rows": rows,
+            },
+            fh,
+            indent=1,
+        )
     with open(os.path.join(args.results, f"cavity2d_bench_{tag}.md"), "w") as fh:
         fh.write(text)
 

@@ -10,6 +10,7 @@ Speed-up = CPU seconds per step / device seconds per step. Writes cylinder_bench
   python scripts/bench_cylinder.py --device gpu --tag h100                 # the paper's grids
   python scripts/bench_cylinder.py --grids 32x200 --steps 5 --device cpu   # a CPU smoke run
 """
+
 from __future__ import annotations
 
 import os
@@ -36,11 +37,16 @@ DEVICE_SOLVERS = ("fused", "pta", "pta:contiguous", "cr", "pcr", "hybrid", "tune
 
 def parse(argv):
     ap = ArgumentParser(prog="scripts/bench_cylinder.py", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--grids", default=",".join(GRIDS), help=f"ny x nx cells, comma-separated (default {','.join(GRIDS)})")
-    ap.add_argument("--solvers", default=",".join(DEVICE_SOLVERS),
-                    help=f"line solvers, SOLVER or SOLVER:LAYOUT, SOLVER any of {','.join(NAMES)} (default "
-                         f"{','.join(DEVICE_SOLVERS)}; pta:contiguous is the paper's uncoalesced storage; thomas on "
-                         "the GPU is the vectorised reference, a loop over the rows: 0.55 s per step at 160x800)")
+    ap.add_argument(
+        "--grids", default=",".join(GRIDS), help=f"ny x nx cells, comma-separated (default {','.join(GRIDS)})"
+    )
+    ap.add_argument(
+        "--solvers",
+        default=",".join(DEVICE_SOLVERS),
+        help=f"line solvers, SOLVER or SOLVER:LAYOUT, SOLVER any of {','.join(NAMES)} (default "
+        f"{','.join(DEVICE_SOLVERS)}; pta:contiguous is the paper's uncoalesced storage; thomas on "
+        "the GPU is the vectorised reference, a loop over the rows: 0.55 s per step at 160x800)",
+    )
     ap.add_argument("--steps", type=int, default=100, help="timed steps per solver (default 100)")
     ap.add_argument("--warmup", type=int, default=3, help="untimed steps before them (default 3)")
     ap.add_argument("--cpu-steps", type=int, default=3, help="timed steps of the NumPy Thomas baseline (default 3)")
@@ -57,8 +63,18 @@ def parse(argv):
 def time_steps(backend, channel, args, solver, steps, warmup, dtype, body_field=None, layout="auto") -> tuple:
     """(seconds per step of ``solver`` on ``backend`` from one timed loop of ``steps``, the flow)."""
     dt = default_dt(channel, CFL["unsteady"], args.re)
-    flow = CylinderFlow(backend, channel, args.re, dt, solver, args.psi_sweeps, dtype, body=args.body,
-                        body_field=body_field, layout=layout)
+    flow = CylinderFlow(
+        backend,
+        channel,
+        args.re,
+        dt,
+        solver,
+        args.psi_sweeps,
+        dtype,
+        body=args.body,
+        body_field=body_field,
+        layout=layout,
+    )
     flow.kick(KICK)
     flow.advance(warmup)
     while not flow.core.replays(steps):  # the fused sweeps' CUDA graph of the timed block, captured untimed
@@ -71,8 +87,10 @@ def time_steps(backend, channel, args, solver, steps, warmup, dtype, body_field=
     seconds = (time.perf_counter() - t0) / steps
     flow.check_cfl()
     if not np.isfinite(float(abs(flow.omega).max())):
-        raise ConvergenceError(f"{solver} on {channel.grid.ny - 1}x{channel.grid.nx - 1}: fields not finite after the "
-                               "timed steps", "diverged")
+        raise ConvergenceError(
+            f"{solver} on {channel.grid.ny - 1}x{channel.grid.nx - 1}: fields not finite after the timed steps",
+            "diverged",
+        )
     return seconds, flow, launches
 
 
@@ -80,18 +98,25 @@ def write_results(args, summary) -> None:
     tag = f"_{args.tag}" if args.tag else ""
     base = os.path.join(args.out_dir, f"cylinder_bench{tag}")
     write_json(base + ".json", summary)
-    lines = ["# Square cylinder time step: run time per step and speed-up vs the CPU (paper Fig. 19)", "",
-             f"Device {summary['device']}; CPU baseline: serial NumPy Thomas on {summary['cpu']}. Re {args.re:g}, "
-             f"{args.dtype}, {args.psi_sweeps} ψ sweeps per step, cylinder ψ {args.body}, {args.steps} timed steps ({args.cpu_steps} on the CPU).", "",
-             "Kernel launches per step: those of the CUDA graph the fused sweeps replay (counted in its DOT "
-             "description); the other solvers launch from the host.", "",
-             "| grid (cells) | nodes | solver | ms per step | kernel launches per step | CPU ms per step | speed-up |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "# Square cylinder time step: run time per step and speed-up vs the CPU (paper Fig. 19)",
+        "",
+        f"Device {summary['device']}; CPU baseline: serial NumPy Thomas on {summary['cpu']}. Re {args.re:g}, "
+        f"{args.dtype}, {args.psi_sweeps} ψ sweeps per step, cylinder ψ {args.body}, {args.steps} timed steps ({args.cpu_steps} on the CPU).",
+        "",
+        "Kernel launches per step: those of the CUDA graph the fused sweeps replay (counted in its DOT "
+        "description); the other solvers launch from the host.",
+        "",
+        "| grid (cells) | nodes | solver | ms per step | kernel launches per step | CPU ms per step | speed-up |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for g in summary["grids"]:
         for r in g["solvers"]:
             launches = "" if r["launches_per_step"] is None else f"{r['launches_per_step']:g}"
-            lines.append(f"| {g['grid']} | {g['nodes']} | {r['solver']} | {1e3 * r['seconds_per_step']:.3f} | {launches} | "
-                         f"{1e3 * g['cpu_seconds_per_step']:.2f} | {r['speedup']:.1f} |")
+            lines.append(
+                f"| {g['grid']} | {g['nodes']} | {r['solver']} | {1e3 * r['seconds_per_step']:.3f} | {launches} | "
+                f"{1e3 * g['cpu_seconds_per_step']:.2f} | {r['speedup']:.1f} |"
+            )
     with open(base + ".md", "w") as fh:
         fh.write("\n".join(lines) + "\n")
 
@@ -100,8 +125,12 @@ def main(argv=None) -> int:
     args = parse(sys.argv[1:] if argv is None else argv)
     grids = [parse_grid(g, "--grids") for g in args.grids.split(",")]
     solvers = check_line_solvers("--solvers", args.solvers.split(","))
-    for name, low, high in (("steps", 1, MAX_STEPS), ("warmup", 0, MAX_STEPS), ("cpu_steps", 1, MAX_STEPS),
-                            ("psi_sweeps", 1, MAX_PSI_SWEEPS)):
+    for name, low, high in (
+        ("steps", 1, MAX_STEPS),
+        ("warmup", 0, MAX_STEPS),
+        ("cpu_steps", 1, MAX_STEPS),
+        ("psi_sweeps", 1, MAX_PSI_SWEEPS),
+    ):
         check_range("--" + name.replace("_", "-"), getattr(args, name), low, high, integer=True)
     check_range("--re", args.re, *RE_RANGE)
     if args.body not in BODY:
@@ -111,30 +140,54 @@ def main(argv=None) -> int:
     backend, cpu = get_backend(args.device), get_backend("cpu")
     ny, nx = max(grids, key=lambda g: g[0] * g[1])
     for b in (backend, cpu) if backend.is_gpu else (cpu,):  # the CPU baseline runs every grid too
-        check_fits(b, (ny + 1) * (nx + 1), field_arrays(dtype, args.body), dtype, HOST_ARRAYS,
-                   f"--grids {ny}x{nx} ({args.dtype})", largest_grid)
+        check_fits(
+            b,
+            (ny + 1) * (nx + 1),
+            field_arrays(dtype, args.body),
+            dtype,
+            HOST_ARRAYS,
+            f"--grids {ny}x{nx} ({args.dtype})",
+            largest_grid,
+        )
     ensure_writable_dir(args.out_dir, "--out-dir")
-    summary = {"device": backend.describe(), "cpu": cpu.describe(), "re": args.re, "dtype": args.dtype, "body": args.body,
-               "psi_sweeps": args.psi_sweeps, "steps": args.steps, "cpu_steps": args.cpu_steps, "grids": [],
-               "command": " ".join(["python scripts/bench_cylinder.py", *(argv or sys.argv[1:])])}
+    summary = {
+        "device": backend.describe(),
+        "cpu": cpu.describe(),
+        "re": args.re,
+        "dtype": args.dtype,
+        "body": args.body,
+        "psi_sweeps": args.psi_sweeps,
+        "steps": args.steps,
+        "cpu_steps": args.cpu_steps,
+        "grids": [],
+        "command": " ".join(["python scripts/bench_cylinder.py", *(argv or sys.argv[1:])]),
+    }
     for ny, nx in grids:
         channel = Channel.create(ny, nx)
         field = None  # ψ₁ of the first device run, reused (its solve is a one-off set-up, slow on the CPU)
         rows = []
         for solver, name, layout in solvers:
-            seconds, flow, launches = time_steps(backend, channel, args, name, args.steps, args.warmup, dtype, field, layout)
+            seconds, flow, launches = time_steps(
+                backend, channel, args, name, args.steps, args.warmup, dtype, field, layout
+            )
             field = flow.body.psi1 if flow.body is not None else None
             rows.append({"solver": solver, "seconds_per_step": seconds, "launches_per_step": launches})
             print(f"{ny}x{nx} {solver}: {1e3 * seconds:.3f} ms/step on {backend.kind}", flush=True)
         cpu_step = time_steps(cpu, channel, args, "thomas", args.cpu_steps, 1, dtype, field)[0]
-        entry = {"grid": f"{ny}x{nx}", "nodes": channel.grid.nx * channel.grid.ny, "cpu_seconds_per_step": cpu_step,
-                 "solvers": []}
+        entry = {
+            "grid": f"{ny}x{nx}",
+            "nodes": channel.grid.nx * channel.grid.ny,
+            "cpu_seconds_per_step": cpu_step,
+            "solvers": [],
+        }
         print(f"{ny}x{nx}: CPU NumPy thomas {1e3 * cpu_step:.2f} ms/step", flush=True)
         for row in rows:
             row["speedup"] = cpu_step / row["seconds_per_step"]
             entry["solvers"].append(row)
-            print(f"  {row['solver']:12s} {1e3 * row['seconds_per_step']:9.3f} ms/step  speed-up {row['speedup']:6.1f}",
-                  flush=True)
+            print(
+                f"  {row['solver']:12s} {1e3 * row['seconds_per_step']:9.3f} ms/step  speed-up {row['speedup']:6.1f}",
+                flush=True,
+            )
         summary["grids"].append(entry)
         write_results(args, summary)
     return 0

@@ -17,6 +17,7 @@ relative errors against REFERENCES. A run that fails (an exit code other than 0 
 past ``--timeout``) is a row with its last error line. Saves
 benchmarks/results/meshes_<tag>.{json,md} after every run, each row with its run's summary.json.
 """
+
 from __future__ import annotations
 
 import json
@@ -59,16 +60,31 @@ def row_of(case: str, refine: int, command: str, wall: float, memory: dict, s: d
     mg = s["per_rank"][0].get("multigrid") or {}
     values = quantities(s["quantities"])
     refs = REFERENCES.get(os.path.basename(case), {})
-    return {"case": case, "refine": refine, "command": command, "device": s["device"], "converged": s["converged"],
-            "elements": s["mesh"]["elements"], "unknowns": s["dofs"], "solver": s["options"]["linear"]["solver"],
-            "levels": [lv["elements"] for lv in mg.get("levels", [])],
-            "smoother": " / ".join(dict.fromkeys(lv["smoother"] for lv in mg["levels"][:-1])) if mg.get("levels") else None,
-            "coarse_solve": f"{mg['coarse_solve']['method']} ({mg['coarse_solve']['unknowns']:,})" if mg else None, "steps": len(steps), "newton_steps": sum(st["kind"] == "newton" for st in steps),
-            "linear_iterations": s["linear_iterations"], "iterations_per_step": s["linear_iterations"] / max(1, len(steps)),
-            "wall_s": wall, "run_s": s["t_run_s"], "max_rss_bytes": memory["max_rss_bytes"],
-            "device_pool_bytes": memory["device_pool_bytes"], "quantities": values,
-            "references": {k: v for k, v in refs.items() if k in values},
-            "relative_errors": {k: (values[k] - v) / abs(v) for k, v in refs.items() if k in values}, "summary": s}
+    return {
+        "case": case,
+        "refine": refine,
+        "command": command,
+        "device": s["device"],
+        "converged": s["converged"],
+        "elements": s["mesh"]["elements"],
+        "unknowns": s["dofs"],
+        "solver": s["options"]["linear"]["solver"],
+        "levels": [lv["elements"] for lv in mg.get("levels", [])],
+        "smoother": " / ".join(dict.fromkeys(lv["smoother"] for lv in mg["levels"][:-1])) if mg.get("levels") else None,
+        "coarse_solve": f"{mg['coarse_solve']['method']} ({mg['coarse_solve']['unknowns']:,})" if mg else None,
+        "steps": len(steps),
+        "newton_steps": sum(st["kind"] == "newton" for st in steps),
+        "linear_iterations": s["linear_iterations"],
+        "iterations_per_step": s["linear_iterations"] / max(1, len(steps)),
+        "wall_s": wall,
+        "run_s": s["t_run_s"],
+        "max_rss_bytes": memory["max_rss_bytes"],
+        "device_pool_bytes": memory["device_pool_bytes"],
+        "quantities": values,
+        "references": {k: v for k, v in refs.items() if k in values},
+        "relative_errors": {k: (values[k] - v) / abs(v) for k, v in refs.items() if k in values},
+        "summary": s,
+    }
 
 
 def run(args, case: str, refine: int, out: str) -> dict:
@@ -80,10 +96,19 @@ def run(args, case: str, refine: int, out: str) -> dict:
     os.makedirs(out, exist_ok=True)
     t0 = time.perf_counter()
     try:
-        proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", *argv], capture_output=True, text=True,
-                              timeout=args.timeout)
+        proc = subprocess.run(
+            [sys.executable, os.path.abspath(__file__), "--child", *argv],
+            capture_output=True,
+            text=True,
+            timeout=args.timeout,
+        )
     except subprocess.TimeoutExpired:
-        return {"case": case, "refine": refine, "command": command, "error": f"stopped after {args.timeout:g} s (--timeout)"}
+        return {
+            "case": case,
+            "refine": refine,
+            "command": command,
+            "error": f"stopped after {args.timeout:g} s (--timeout)",
+        }
     wall = time.perf_counter() - t0
     if proc.returncode not in (0, 3):
         lines = proc.stderr.strip().splitlines() or ["no error output"]
@@ -101,33 +126,42 @@ def _na(value, fmt: str = "{}") -> str:
 
 
 def table(rows: list) -> str:
-    lines = ["| case | refine | elements | unknowns | solver | multigrid levels (elements) | smoother | coarse solve "
-             "| steps (Newton) | FGMRES its/step | wall s | peak RSS GB | device pool GB | quantities (error) | converged |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| case | refine | elements | unknowns | solver | multigrid levels (elements) | smoother | coarse solve "
+        "| steps (Newton) | FGMRES its/step | wall s | peak RSS GB | device pool GB | quantities (error) | converged |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         name = os.path.basename(r["case"])
         if "error" in r:
             lines.append(f"| {name} | {r['refine']} | failed: {r['error']} |" + " |" * 12)
             continue
-        found = ", ".join(f"{k} {v:.6g}" + (f" ({100 * r['relative_errors'][k]:+.2f} %)" if k in r["relative_errors"] else "")
-                          for k, v in r["quantities"].items())
+        found = ", ".join(
+            f"{k} {v:.6g}" + (f" ({100 * r['relative_errors'][k]:+.2f} %)" if k in r["relative_errors"] else "")
+            for k, v in r["quantities"].items()
+        )
         pool = None if r["device_pool_bytes"] is None else r["device_pool_bytes"] / 1e9
-        lines.append(f"| {name} | {r['refine']} | {r['elements']:,} | {r['unknowns']:,} | {r['solver']} "
-                     f"| {' / '.join(map(str, r['levels'])) or 'n/a'} | {_na(r['smoother'])} | {_na(r['coarse_solve'])} "
-                     f"| {r['steps']} ({r['newton_steps']}) | {r['iterations_per_step']:.1f} | {r['wall_s']:.1f} "
-                     f"| {r['max_rss_bytes'] / 1e9:.2f} | {_na(pool, '{:.2f}')} | {found} | {'yes' if r['converged'] else 'no'} |")
+        lines.append(
+            f"| {name} | {r['refine']} | {r['elements']:,} | {r['unknowns']:,} | {r['solver']} "
+            f"| {' / '.join(map(str, r['levels'])) or 'n/a'} | {_na(r['smoother'])} | {_na(r['coarse_solve'])} "
+            f"| {r['steps']} ({r['newton_steps']}) | {r['iterations_per_step']:.1f} | {r['wall_s']:.1f} "
+            f"| {r['max_rss_bytes'] / 1e9:.2f} | {_na(pool, '{:.2f}')} | {found} | {'yes' if r['converged'] else 'no'} |"
+        )
     return "\n".join(lines)
 
 
 def save(base: str, rows: list, command: str, warmup: str | None) -> None:
     """Write ``rows`` as base.json and base.md, each atomically."""
     device = next((r["device"] for r in rows if "device" in r), "n/a")
-    write_record(base, {"command": command, "warmup": warmup, "rows": rows},
-                 f"# Time to solution on the sample meshes ({device})\n\n`{command}`\n\n"
-                 + (f"After {warmup}; " if warmup else "No warm-up run; ")
-                 + "wall s: the process's, as a user runs it; peak RSS: its largest resident size; device pool: CuPy's "
-                 "pool after the run; quantities: c_D, c_L (force coefficients in x and y) and pressure differences, "
-                 "with their relative errors against the references of scripts/bench_meshes.py.\n\n" + table(rows) + "\n")
+    write_record(
+        base,
+        {"command": command, "warmup": warmup, "rows": rows},
+        f"# Time to solution on the sample meshes ({device})\n\n`{command}`\n\n"
+        + (f"After {warmup}; " if warmup else "No warm-up run; ")
+        + "wall s: the process's, as a user runs it; peak RSS: its largest resident size; device pool: CuPy's "
+        "pool after the run; quantities: c_D, c_L (force coefficients in x and y) and pressure differences, "
+        "with their relative errors against the references of scripts/bench_meshes.py.\n\n" + table(rows) + "\n",
+    )
 
 
 def main(argv=None) -> int:
@@ -138,10 +172,16 @@ def main(argv=None) -> int:
         return record_memory(fem3d_run.main, argv[1:])
     ap = ArgumentParser(prog="scripts/bench_meshes.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--cases", nargs="+", required=True, help="case files (TOML; fem3d.problems.case)")
-    ap.add_argument("--refine", type=int, nargs="+", default=[0], help="refinement counts of each case's mesh (default 0)")
+    ap.add_argument(
+        "--refine", type=int, nargs="+", default=[0], help="refinement counts of each case's mesh (default 0)"
+    )
     ap.add_argument("--device", default="auto")
-    ap.add_argument("--max-steps", type=int, default=None, help="nonlinear steps of each run (default: the case file's)")
-    ap.add_argument("--timeout", type=float, default=None, help="seconds a run may take before it is stopped and recorded as failed")
+    ap.add_argument(
+        "--max-steps", type=int, default=None, help="nonlinear steps of each run (default: the case file's)"
+    )
+    ap.add_argument(
+        "--timeout", type=float, default=None, help="seconds a run may take before it is stopped and recorded as failed"
+    )
     ap.add_argument("--no-warmup", action="store_true", help="skip the untimed first run")
     ap.add_argument("--runs", default="bench-meshes", help="folder for the runs' outputs")
     ap.add_argument("--results", default=os.path.join(ROOT, "benchmarks", "results"))
@@ -166,8 +206,15 @@ def main(argv=None) -> int:
         for refine in args.refine:
             stem = os.path.splitext(os.path.basename(case))[0]
             rows.append(run(args, case, refine, os.path.join(args.runs, f"{stem}_r{refine}")))
-            print("  " + (rows[-1].get("error") or f"{rows[-1]['wall_s']:.1f} s, {rows[-1]['steps']} steps, "
-                                                    f"{rows[-1]['iterations_per_step']:.1f} its/step"), flush=True)
+            print(
+                "  "
+                + (
+                    rows[-1].get("error")
+                    or f"{rows[-1]['wall_s']:.1f} s, {rows[-1]['steps']} steps, "
+                    f"{rows[-1]['iterations_per_step']:.1f} its/step"
+                ),
+                flush=True,
+            )
             save(base, rows, command, warmup)
     print(table(rows))
     return 0

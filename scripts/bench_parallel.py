@@ -21,6 +21,7 @@ iterations, rank 0's seconds per phase (fem3d.cavity's summary.json), each rank'
 communicating, its traffic (fem3d.parallel.comm) and the partition, with the run's
 summary.json. Saves benchmarks/results/parallel_<tag>.{json,md} after every run.
 """
+
 from __future__ import annotations
 
 import json
@@ -48,8 +49,22 @@ ASSEMBLIES = ("element", "partial")  # the untimed runs on a GPU compile both: a
 
 def cavity_args(args, grid) -> list:
     nx, ny, nz = grid
-    return ["-m", "fem3d.cavity", "--re", f"{args.re:g}", "--nx", str(nx), "--ny", str(ny), "--nz", str(nz),
-            "--grading", f"{args.grading:g}", "--device", args.device]
+    return [
+        "-m",
+        "fem3d.cavity",
+        "--re",
+        f"{args.re:g}",
+        "--nx",
+        str(nx),
+        "--ny",
+        str(ny),
+        "--nz",
+        str(nz),
+        "--grading",
+        f"{args.grading:g}",
+        "--device",
+        args.device,
+    ]
 
 
 def dfg_args(args, refine: int) -> list:
@@ -69,15 +84,29 @@ def row_of(study: str, case: str, ranks: int, command: list, wall: float, s: dic
     per_rank = s["per_rank"]
     steps = [st for stage in s["continuation"] for st in stage["steps"]]
     comm = [r["communication_s"] for r in per_rank]
-    return {"study": study, "case": case, "ranks": ranks, "command": "python " + " ".join(os.path.relpath(a, ROOT) if a == DFG_CASE else a
-                                                                                       for a in command),
-            "device": s["device"], "communicator": s["communicator"], "converged": s["converged"],
-            "elements": s["mesh"]["elements"], "unknowns": s["dofs"], "wall_s": wall, "run_s": s["t_run_s"],
-            "newton_steps": s["nonlinear_steps"], "linear_iterations": s["linear_iterations"],
-            "iterations_per_step": s["linear_iterations"] / max(1, len(steps)), "times_s": s["times_s"],
-            "communication_s": comm, "communication_share": max(comm) / s["t_run_s"],
-            "traffic": [r.get("traffic") for r in per_rank], "partition": s.get("partition"),
-            "sequence": [q["elements"] for q in s.get("sequence", [])], "summary": s}
+    return {
+        "study": study,
+        "case": case,
+        "ranks": ranks,
+        "command": "python " + " ".join(os.path.relpath(a, ROOT) if a == DFG_CASE else a for a in command),
+        "device": s["device"],
+        "communicator": s["communicator"],
+        "converged": s["converged"],
+        "elements": s["mesh"]["elements"],
+        "unknowns": s["dofs"],
+        "wall_s": wall,
+        "run_s": s["t_run_s"],
+        "newton_steps": s["nonlinear_steps"],
+        "linear_iterations": s["linear_iterations"],
+        "iterations_per_step": s["linear_iterations"] / max(1, len(steps)),
+        "times_s": s["times_s"],
+        "communication_s": comm,
+        "communication_share": max(comm) / s["t_run_s"],
+        "traffic": [r.get("traffic") for r in per_rank],
+        "partition": s.get("partition"),
+        "sequence": [q["elements"] for q in s.get("sequence", [])],
+        "summary": s,
+    }
 
 
 def one(args, study: str, case: str, ranks: int, command: list, runs: str, rows: list, save) -> None:
@@ -92,15 +121,25 @@ def one(args, study: str, case: str, ranks: int, command: list, runs: str, rows:
         with open(path) as fh:
             rows.append(row_of(study, case, ranks, command, wall, json.load(fh)))
         r = rows[-1]
-        print(f"  {wall:.1f} s, {r['newton_steps']} steps, {r['iterations_per_step']:.1f} its/step, "
-              f"communication {100 * r['communication_share']:.0f} %", flush=True)
+        print(
+            f"  {wall:.1f} s, {r['newton_steps']} steps, {r['iterations_per_step']:.1f} its/step, "
+            f"communication {100 * r['communication_share']:.0f} %",
+            flush=True,
+        )
     save(rows)
 
 
 def ratios(rows: list) -> list:
     """Speed-up and efficiency of each row against the one-rank row of its study and case."""
     for r in rows:
-        base = next((b for b in rows if b["study"] == r["study"] and b["case"] == r["case"] and b["ranks"] == 1 and "error" not in b), None)
+        base = next(
+            (
+                b
+                for b in rows
+                if b["study"] == r["study"] and b["case"] == r["case"] and b["ranks"] == 1 and "error" not in b
+            ),
+            None,
+        )
         if "error" in r or base is None:
             continue
         speed = base["wall_s"] / r["wall_s"]
@@ -111,10 +150,12 @@ def ratios(rows: list) -> list:
 
 
 def table(rows: list) -> str:
-    lines = ["| study | case | ranks | elements | unknowns | Newton steps | Krylov its/step | wall s | speed-up | efficiency "
-             "| data prep s | element matrices s | linear set-up s | solve s | communication share | messages (max rank) "
-             "| MB sent (max rank) | imbalance | converged |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| study | case | ranks | elements | unknowns | Newton steps | Krylov its/step | wall s | speed-up | efficiency "
+        "| data prep s | element matrices s | linear set-up s | solve s | communication share | messages (max rank) "
+        "| MB sent (max rank) | imbalance | converged |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         if "error" in r:
             lines.append(f"| {r['study']} | {r['case']} | {r['ranks']} | failed: {r['error'][:80]} |" + " |" * 15)
@@ -126,29 +167,41 @@ def table(rows: list) -> str:
         imbalance = "" if not r["partition"] else f"{r['partition']['imbalance']:.2f}"
         speed = "" if "speed_up" not in r else f"{r['speed_up']:.2f}"
         eff = "" if "efficiency" not in r else f"{100 * r['efficiency']:.0f} %"
-        lines.append(f"| {r['study']} | {r['case']} | {r['ranks']} | {r['elements']:,} | {r['unknowns']:,} | {r['newton_steps']} "
-                     f"| {r['iterations_per_step']:.1f} | {r['wall_s']:.1f} | {speed} | {eff} | "
-                     + " | ".join(f"{t.get(p, 0.0):.1f}" for p in PHASES)
-                     + f" | {100 * r['communication_share']:.0f} % | {msgs:,} | {mb:.0f} | {imbalance} | {'yes' if r['converged'] else 'no'} |")
+        lines.append(
+            f"| {r['study']} | {r['case']} | {r['ranks']} | {r['elements']:,} | {r['unknowns']:,} | {r['newton_steps']} "
+            f"| {r['iterations_per_step']:.1f} | {r['wall_s']:.1f} | {speed} | {eff} | "
+            + " | ".join(f"{t.get(p, 0.0):.1f}" for p in PHASES)
+            + f" | {100 * r['communication_share']:.0f} % | {msgs:,} | {mb:.0f} | {imbalance} | {'yes' if r['converged'] else 'no'} |"
+        )
     return "\n".join(lines)
 
 
 def markdown(meta: dict, rows: list) -> str:
-    return (f"# Time to solution on several ranks ({meta['device']})\n\n`{meta['command']}`\n\n"
-            f"Process wall time of `{meta['launcher']} -n P python ...` (one rank too), each after untimed 8^3 runs on P ranks (on a GPU with stored and with sum-factorised element matrices: kernels compiled); "
-            f"phases are rank 0's; communication share: the most any rank spent communicating over the run time.\n\n{table(rows)}\n")
+    return (
+        f"# Time to solution on several ranks ({meta['device']})\n\n`{meta['command']}`\n\n"
+        f"Process wall time of `{meta['launcher']} -n P python ...` (one rank too), each after untimed 8^3 runs on P ranks (on a GPU with stored and with sum-factorised element matrices: kernels compiled); "
+        f"phases are rank 0's; communication share: the most any rank spent communicating over the run time.\n\n{table(rows)}\n"
+    )
 
 
 def main(argv=None) -> int:
     ap = ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--ranks", type=int, nargs="+", default=[1, 2, 4], help="rank counts (default 1 2 4)")
-    ap.add_argument("--strong", type=int, nargs="*", default=[64], help="cube sides of the strong-scaling runs (default 64)")
-    ap.add_argument("--weak", type=int, nargs="*", default=[], help="elements per side per rank of the weak-scaling cubes")
+    ap.add_argument(
+        "--strong", type=int, nargs="*", default=[64], help="cube sides of the strong-scaling runs (default 64)"
+    )
+    ap.add_argument(
+        "--weak", type=int, nargs="*", default=[], help="elements per side per rank of the weak-scaling cubes"
+    )
     ap.add_argument("--dfg", type=int, nargs="*", default=[], help="refinements of the DFG 3D-1Z case to run")
     ap.add_argument("--re", type=float, default=1000.0, help="Reynolds number of the cavity runs (default 1000)")
     ap.add_argument("--grading", type=float, default=1.0, help="grading of the cavity meshes (default 1)")
     ap.add_argument("--device", default="gpu", help="auto, cpu or gpu (default gpu)")
-    ap.add_argument("--launcher", default=os.environ.get("MPIEXEC", "mpiexec"), help="MPI launcher and its options (default mpiexec)")
+    ap.add_argument(
+        "--launcher",
+        default=os.environ.get("MPIEXEC", "mpiexec"),
+        help="MPI launcher and its options (default mpiexec)",
+    )
     ap.add_argument("--results", default=os.path.join(ROOT, "benchmarks", "results"))
     ap.add_argument("--tag", default="gpu", help="suffix of the result files")
     args = ap.parse_args(argv)
@@ -162,7 +215,12 @@ def main(argv=None) -> int:
         raise InputError("nothing to run: give --strong, --weak or --dfg sizes")
     check_tag(args.tag)
     stem = os.path.join(args.results, f"parallel_{args.tag}")
-    meta = {"command": "python " + shlex.join(sys.argv), "launcher": args.launcher, "re": args.re, "grading": args.grading}
+    meta = {
+        "command": "python " + shlex.join(sys.argv),
+        "launcher": args.launcher,
+        "re": args.re,
+        "grading": args.grading,
+    }
     os.makedirs(args.results, exist_ok=True)
 
     def save(rows):
@@ -181,8 +239,10 @@ def main(argv=None) -> int:
             for assembly in ASSEMBLIES if args.device != "cpu" else ASSEMBLIES[:1]:  # NumPy compiles nothing
                 wall, code, err = launch(args, p, cavity_args(args, grid) + ["--assembly", assembly], warm, WARMUP_ENV)
                 if code != 0:
-                    raise InputError(f"the untimed run on {p} ranks failed (exit {code}): "
-                                     f"{err.strip().splitlines()[-1] if err.strip() else ''}")
+                    raise InputError(
+                        f"the untimed run on {p} ranks failed (exit {code}): "
+                        f"{err.strip().splitlines()[-1] if err.strip() else ''}"
+                    )
         for n in args.strong:
             for p in args.ranks:
                 one(args, "strong", f"{n}^3", p, cavity_args(args, (n, n, n)), runs, rows, save)

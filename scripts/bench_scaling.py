@@ -13,6 +13,7 @@ communicating. One A and one A^T product are timed alone too.
 The driver starts one run per rank count (P = 1 without a launcher), collects what
 rank 0 of each wrote and saves benchmarks/results/scaling_<tag>.json and .md.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -66,19 +67,40 @@ def worker(args) -> None:
     info = NormalEquationsCG(1e-300, args.iterations, args.iterations).solve(op, b, xp.zeros_like(x), jacobi)
     backend.synchronize()
     t_cg = time.perf_counter() - t0
-    mine = {"rank": comm.rank, "elements": part.mesh.n_elements, "unknowns": part.dist.n,
-            "interface_unknowns": int(len(part.dist.interface)), "cg_seconds": t_cg,
-            "communication_seconds": comm.seconds - comm_before, "matvec_ms": t_a * 1e3, "rmatvec_ms": t_at * 1e3}
+    mine = {
+        "rank": comm.rank,
+        "elements": part.mesh.n_elements,
+        "unknowns": part.dist.n,
+        "interface_unknowns": int(len(part.dist.interface)),
+        "cg_seconds": t_cg,
+        "communication_seconds": comm.seconds - comm_before,
+        "matvec_ms": t_a * 1e3,
+        "rmatvec_ms": t_at * 1e3,
+    }
     ranks = comm.gather(mine)
     if comm.rank != 0:
         return
-    its = info.iterations + 4  # A^T A products of the call: one per iteration, one more at the last check, 2 outside the loop
-    row = {"ranks": comm.size, "communicator": comm.name, "device": backend.describe(), "grid": [args.nx, args.ny, args.nz],
-           "elements": mesh.n_elements, "unknowns": mesh.n_dofs, "re": args.re, "iterations": info.iterations,
-           "cg_ms_per_iteration": max(r["cg_seconds"] for r in ranks) / its * 1e3,
-           "communication_ms_per_iteration": [r["communication_seconds"] / its * 1e3 for r in ranks],
-           "matvec_ms": max(r["matvec_ms"] for r in ranks), "rmatvec_ms": max(r["rmatvec_ms"] for r in ranks),
-           "setup_s": t_setup, "assemble_s": t_assemble, "preconditioner_s": t_diag, "per_rank": ranks}
+    its = (
+        info.iterations + 4
+    )  # A^T A products of the call: one per iteration, one more at the last check, 2 outside the loop
+    row = {
+        "ranks": comm.size,
+        "communicator": comm.name,
+        "device": backend.describe(),
+        "grid": [args.nx, args.ny, args.nz],
+        "elements": mesh.n_elements,
+        "unknowns": mesh.n_dofs,
+        "re": args.re,
+        "iterations": info.iterations,
+        "cg_ms_per_iteration": max(r["cg_seconds"] for r in ranks) / its * 1e3,
+        "communication_ms_per_iteration": [r["communication_seconds"] / its * 1e3 for r in ranks],
+        "matvec_ms": max(r["matvec_ms"] for r in ranks),
+        "rmatvec_ms": max(r["rmatvec_ms"] for r in ranks),
+        "setup_s": t_setup,
+        "assemble_s": t_assemble,
+        "preconditioner_s": t_diag,
+        "per_rank": ranks,
+    }
     with open(args.json, "w") as fh:
         json.dump(row, fh, indent=1)
 
@@ -87,9 +109,27 @@ def run(args, ranks: int, grid, label: str) -> dict:
     """One run on ``ranks`` ranks (no launcher for one); rank 0's results."""
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "row.json")
-        cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--nx", str(grid[0]), "--ny", str(grid[1]),
-               "--nz", str(grid[2]), "--re", str(args.re), "--iterations", str(args.iterations), "--device", args.device,
-               "--comm", args.comm, "--json", out]
+        cmd = [
+            sys.executable,
+            os.path.abspath(__file__),
+            "--worker",
+            "--nx",
+            str(grid[0]),
+            "--ny",
+            str(grid[1]),
+            "--nz",
+            str(grid[2]),
+            "--re",
+            str(args.re),
+            "--iterations",
+            str(args.iterations),
+            "--device",
+            args.device,
+            "--comm",
+            args.comm,
+            "--json",
+            out,
+        ]
         if ranks > 1:
             cmd = shlex.split(args.launcher) + ["-n", str(ranks)] + cmd
         print(f"{label}: {' '.join(cmd)}", flush=True)
@@ -100,18 +140,26 @@ def run(args, ranks: int, grid, label: str) -> dict:
         with open(out) as fh:
             row = json.load(fh)
     row["study"] = label
-    print(f"  {row['ranks']} ranks {row['grid']}: {row['cg_ms_per_iteration']:.3f} ms/iteration, A {row['matvec_ms']:.3f} ms, "
-          f"A^T {row['rmatvec_ms']:.3f} ms, communication {max(row['communication_ms_per_iteration']):.3f} ms/iteration",
-          flush=True)
+    print(
+        f"  {row['ranks']} ranks {row['grid']}: {row['cg_ms_per_iteration']:.3f} ms/iteration, A {row['matvec_ms']:.3f} ms, "
+        f"A^T {row['rmatvec_ms']:.3f} ms, communication {max(row['communication_ms_per_iteration']):.3f} ms/iteration",
+        flush=True,
+    )
     return row
 
 
 def markdown(meta, rows) -> str:
-    lines = [f"# Scaling of the distributed CG ({meta['device']})", "", f"`{meta['command']}`", "",
-             "CG time per iteration (A x and A^T y with interface sums, one fused reduction; slowest rank), "
-             f"Re {meta['re']}, {meta['iterations']} iterations timed. {PAPER_STRONG}.", "",
-             "| study | ranks | grid | unknowns | ms / iteration | speed-up | efficiency | comm ms / it (max rank) | A ms | A^T ms |",
-             "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        f"# Scaling of the distributed CG ({meta['device']})",
+        "",
+        f"`{meta['command']}`",
+        "",
+        "CG time per iteration (A x and A^T y with interface sums, one fused reduction; slowest rank), "
+        f"Re {meta['re']}, {meta['iterations']} iterations timed. {PAPER_STRONG}.",
+        "",
+        "| study | ranks | grid | unknowns | ms / iteration | speed-up | efficiency | comm ms / it (max rank) | A ms | A^T ms |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for study in ("strong", "weak"):
         sel = [r for r in rows if r.get("study") == study and "error" not in r]
         base = next((r for r in sel if r["ranks"] == 1), None)
@@ -119,9 +167,11 @@ def markdown(meta, rows) -> str:
             t1 = base["cg_ms_per_iteration"] if base else float("nan")
             speed = t1 / r["cg_ms_per_iteration"]
             eff = speed / r["ranks"] if study == "strong" else speed
-            lines.append(f"| {study} | {r['ranks']} | {'x'.join(map(str, r['grid']))} | {r['unknowns']:,} | "
-                         f"{r['cg_ms_per_iteration']:.3f} | {speed:.2f} | {eff:.0%} | {max(r['communication_ms_per_iteration']):.3f} | "
-                         f"{r['matvec_ms']:.3f} | {r['rmatvec_ms']:.3f} |")
+            lines.append(
+                f"| {study} | {r['ranks']} | {'x'.join(map(str, r['grid']))} | {r['unknowns']:,} | "
+                f"{r['cg_ms_per_iteration']:.3f} | {speed:.2f} | {eff:.0%} | {max(r['communication_ms_per_iteration']):.3f} | "
+                f"{r['matvec_ms']:.3f} | {r['rmatvec_ms']:.3f} |"
+            )
             r["speed_up"], r["efficiency"] = speed, eff
     return "\n".join(lines) + "\n"
 
@@ -155,8 +205,12 @@ def main(argv=None) -> int:
         if args.weak:
             rows.append(run(args, p, (args.weak, args.weak, args.weak * p), "weak"))
     ok = [r for r in rows if "error" not in r]
-    meta = {"device": ok[0]["device"] if ok else "?", "command": "python " + " ".join(sys.argv), "re": args.re,
-            "iterations": args.iterations}
+    meta = {
+        "device": ok[0]["device"] if ok else "?",
+        "command": "python " + " ".join(sys.argv),
+        "re": args.re,
+        "iterations": args.iterations,
+    }
     table = markdown(meta, rows)
     print(table)
     os.makedirs(args.results, exist_ok=True)

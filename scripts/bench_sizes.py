@@ -19,6 +19,7 @@ of a lent machine, recorded in the same session. With ``--cold`` each N is first
 empty kernel cache (CUPY_CACHE_DIR a new folder: every kernel compiled, as on a fresh machine),
 its wall time and summary recorded beside the warm run's.
 """
+
 from __future__ import annotations
 
 import json
@@ -50,19 +51,23 @@ def rows_with_ratios(rows: list) -> list:
 
 
 def table(rows: list) -> str:
-    lines = ["| N | unknowns | solver | coarser meshes first: N (steps) | Newton steps | Krylov its/step | set-up share | wall s "
-             "| cold-cache wall s | s per M unknowns | s per element / median | device memory GB | kB per element "
-             "| max profile diff | converged |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| N | unknowns | solver | coarser meshes first: N (steps) | Newton steps | Krylov its/step | set-up share | wall s "
+        "| cold-cache wall s | s per M unknowns | s per element / median | device memory GB | kB per element "
+        "| max profile diff | converged |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         mem = "" if r["device_pool_bytes"] is None else f"{r['device_pool_bytes'] / 1e9:.1f}"
         per = "" if r["kb_per_element"] is None else f"{r['kb_per_element']:.0f}"
         cold = "" if r.get("cold_wall_s") is None else f"{r['cold_wall_s']:.1f}"
         dev = "" if r["largest_deviation"] is None else f"{r['largest_deviation']:.4f}"
         coarser = ", ".join(f"{round(q['elements'] ** (1 / 3))} ({q['steps']})" for q in r.get("sequence", []))
-        lines.append(f"| {r['n']} | {r['unknowns']:,} | {r['solver']} | {coarser} | {r['newton_steps']} | {r['iterations_per_step']:.1f} "
-                     f"| {100 * r['setup_share']:.0f} % | {r['wall_s']:.1f} | {cold} | {r['s_per_m_unknowns']:.1f} "
-                     f"| {r['per_element_vs_median']:.2f} | {mem} | {per} | {dev} | {'yes' if r['converged'] else 'no'} |")
+        lines.append(
+            f"| {r['n']} | {r['unknowns']:,} | {r['solver']} | {coarser} | {r['newton_steps']} | {r['iterations_per_step']:.1f} "
+            f"| {100 * r['setup_share']:.0f} % | {r['wall_s']:.1f} | {cold} | {r['s_per_m_unknowns']:.1f} "
+            f"| {r['per_element_vs_median']:.2f} | {mem} | {per} | {dev} | {'yes' if r['converged'] else 'no'} |"
+        )
     return "\n".join(lines)
 
 
@@ -99,13 +104,16 @@ def save(base: str, rows: list, commands: list, re: float, grading: float) -> No
     rows = rows_with_ratios(sorted(rows, key=lambda r: r["n"]))
     text = table(rows)
     device = rows[0]["device"]
-    write_record(base, {"commands": commands, "warmup": f"one untimed {WARMUP_N}^3 run first", "rows": rows},
-                 f"# Time to solution against N, lid-driven cube at Re {re:g} ({device})\n\n"
-                 + "".join(f"`{c}`\n\n" for c in commands) +
-                 f"`--solver auto`, grading {grading:g}; after one untimed {WARMUP_N}^3 run (kernels compiled and cached, Python bytecode written); "
-                 "wall s: the process's, as a user runs it; cold-cache wall s: the same run with an empty kernel cache "
-                 "(`--cold`: every kernel compiled first, as on a fresh machine); kB per element: the device memory "
-                 "over the elements.\n\n" + text + "\n")
+    write_record(
+        base,
+        {"commands": commands, "warmup": f"one untimed {WARMUP_N}^3 run first", "rows": rows},
+        f"# Time to solution against N, lid-driven cube at Re {re:g} ({device})\n\n"
+        + "".join(f"`{c}`\n\n" for c in commands)
+        + f"`--solver auto`, grading {grading:g}; after one untimed {WARMUP_N}^3 run (kernels compiled and cached, Python bytecode written); "
+        "wall s: the process's, as a user runs it; cold-cache wall s: the same run with an empty kernel cache "
+        "(`--cold`: every kernel compiled first, as on a fresh machine); kB per element: the device memory "
+        "over the elements.\n\n" + text + "\n",
+    )
     with atomic_path(base + ".png") as tmp:
         plot(rows, tmp, f"lid-driven cube, Re {re:g}: {device}")
 
@@ -143,17 +151,23 @@ def main(argv=None) -> int:
     saved = [r for r in saved if r["n"] not in args.n]  # a saved row of the same N is replaced
     commands.append("python scripts/bench_sizes.py " + " ".join(argv))
     os.makedirs(args.results, exist_ok=True)
-    run(WARMUP_N, args.re, "auto", args.device, os.path.join(args.runs, "warmup"), [], args.grading, WARMUP_ENV)  # untimed: compiles
+    run(
+        WARMUP_N, args.re, "auto", args.device, os.path.join(args.runs, "warmup"), [], args.grading, WARMUP_ENV
+    )  # untimed: compiles
     rows = []
     for n in args.n:  # the record is saved after every run: a sweep cut short keeps what it measured
         cold = None
         if args.cold:
             with tempfile.TemporaryDirectory(prefix="kernel-cache-") as cache:
-                cold = run(n, args.re, "auto", args.device, args.runs, [], args.grading, {"CUPY_CACHE_DIR": cache}, "_cold")
+                cold = run(
+                    n, args.re, "auto", args.device, args.runs, [], args.grading, {"CUPY_CACHE_DIR": cache}, "_cold"
+                )
         rows.append(run(n, args.re, "auto", args.device, args.runs, [], args.grading))
         rows[-1]["summary"] = summary_of(run_folder(args.runs, "auto", n, args.re))
         rows[-1]["cold_wall_s"] = None if cold is None else cold["wall_s"]
-        rows[-1]["cold_summary"] = None if cold is None else summary_of(run_folder(args.runs, "auto", n, args.re, "_cold"))
+        rows[-1]["cold_summary"] = (
+            None if cold is None else summary_of(run_folder(args.runs, "auto", n, args.re, "_cold"))
+        )
         save(base, saved + rows, commands, args.re, args.grading)
     print(table(rows_with_ratios(sorted(saved + rows, key=lambda r: r["n"]))))
     return 0

@@ -12,6 +12,7 @@ strictly diagonally dominant. Writes tridiag_bench<tag>.json and tridiag_bench<t
   python scripts/bench_tridiag.py --tag _h100                        # full run (GPU)
   python scripts/bench_tridiag.py --square 1024 --sweep-systems --cpu-max 0   # smaller
 """
+
 from __future__ import annotations
 
 import datetime
@@ -189,13 +190,24 @@ def bench_case(backend, m, n, dtype, variants, repeat, copy_gbs, cpu, peers):
         seconds, single, calls, graph = timing
         extra.update(ms_single=single * 1e3, calls=calls, ms_graph=None if graph is None else graph * 1e3)
         best = seconds if graph is None else graph
-        row = dict(systems=m, n=n, dtype=np.dtype(dtype).name, method=label, ms=seconds * 1e3,
-                   gbs=nbytes / best / 1e9, copy_fraction=nbytes / best / 1e9 / copy_gbs,
-                   residual=res, **extra)
+        row = dict(
+            systems=m,
+            n=n,
+            dtype=np.dtype(dtype).name,
+            method=label,
+            ms=seconds * 1e3,
+            gbs=nbytes / best / 1e9,
+            copy_fraction=nbytes / best / 1e9 / copy_gbs,
+            residual=res,
+            **extra,
+        )
         rows.append(row)
         shown = "" if graph is None else f" graph {graph * 1e3:8.4f}"
-        print(f"  {label:28s} {row['ms']:9.4f} ms{shown} (1 call {single * 1e3:8.4f}) {row['gbs']:7.0f} GB/s "
-              f"{row['copy_fraction']:6.1%}  res {res:.1e}" + (f"  {extra.get('chosen', '')}"), flush=True)
+        print(
+            f"  {label:28s} {row['ms']:9.4f} ms{shown} (1 call {single * 1e3:8.4f}) {row['gbs']:7.0f} GB/s "
+            f"{row['copy_fraction']:6.1%}  res {res:.1e}" + (f"  {extra.get('chosen', '')}"),
+            flush=True,
+        )
 
     data = {}
     for layout in ("contiguous", "interleaved"):
@@ -212,8 +224,9 @@ def bench_case(backend, m, n, dtype, variants, repeat, copy_gbs, cpu, peers):
             x = tridiag.solve(a, b, c, d, method=method, axis=axis, info=info, **opts)
             res = residual(xp, a, b, c, d, x, axis)
             del x
-            timing = time_solve(backend, lambda: tridiag.solve(a, b, c, d, method=method, axis=axis, check=False,
-                                                               **opts), repeat)
+            timing = time_solve(
+                backend, lambda: tridiag.solve(a, b, c, d, method=method, axis=axis, check=False, **opts), repeat
+            )
             extra = {}
             if method == "auto":
                 extra["chosen"] = f"{info['method']} {info['options']}"
@@ -250,8 +263,18 @@ def bench_case(backend, m, n, dtype, variants, repeat, copy_gbs, cpu, peers):
         x = tridiag.solve(*host, method="thomas")
         seconds = time.perf_counter() - t0
         res = residual(np, *host, x, -1)
-        rows.append(dict(systems=m, n=n, dtype=np.dtype(dtype).name, method="CPU thomas (NumPy)",
-                         ms=seconds * 1e3, gbs=nbytes / seconds / 1e9, copy_fraction=None, residual=res))
+        rows.append(
+            dict(
+                systems=m,
+                n=n,
+                dtype=np.dtype(dtype).name,
+                method="CPU thomas (NumPy)",
+                ms=seconds * 1e3,
+                gbs=nbytes / seconds / 1e9,
+                copy_fraction=None,
+                residual=res,
+            )
+        )
         print(f"  {'CPU thomas (NumPy)':28s} {seconds * 1e3:9.1f} ms  res {res:.1e}", flush=True)
     del data
     backend.xp.get_default_memory_pool().free_all_blocks()
@@ -259,25 +282,33 @@ def bench_case(backend, m, n, dtype, variants, repeat, copy_gbs, cpu, peers):
 
 
 def markdown(meta, rows):
-    lines = [f"# tridiag benchmark ({meta['device']})", "",
-             f"{meta['date']}; command `{meta['command']}`; copy bandwidth {meta['copy_gbs']:.0f} GB/s "
-             "(device-to-device, read + write). ms: time per solve, median of CUDA-event samples of back-to-back "
-             "solves from Python (check=False); graph ms: the same solves captured in a CUDA graph and replayed, "
-             "the device time without Python's launch overhead; 1 call: one isolated call, Python overhead "
-             "included. GB/s (over the minimal bytes 5 M N itemsize) and % copy from graph ms where there is one, "
-             "else ms; residual ||Ax - d|| / ||d||.", "",
-             "| M systems | N | dtype | method | ms | graph ms | 1 call ms | GB/s | % copy | residual | note |",
-             "|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---|"]
+    lines = [
+        f"# tridiag benchmark ({meta['device']})",
+        "",
+        f"{meta['date']}; command `{meta['command']}`; copy bandwidth {meta['copy_gbs']:.0f} GB/s "
+        "(device-to-device, read + write). ms: time per solve, median of CUDA-event samples of back-to-back "
+        "solves from Python (check=False); graph ms: the same solves captured in a CUDA graph and replayed, "
+        "the device time without Python's launch overhead; 1 call: one isolated call, Python overhead "
+        "included. GB/s (over the minimal bytes 5 M N itemsize) and % copy from graph ms where there is one, "
+        "else ms; residual ||Ax - d|| / ||d||.",
+        "",
+        "| M systems | N | dtype | method | ms | graph ms | 1 call ms | GB/s | % copy | residual | note |",
+        "|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---|",
+    ]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['systems']} | {r['n']} | {r['dtype']} | {r['method']} | error | | | | | | {r['error'][:80]} |")
+            lines.append(
+                f"| {r['systems']} | {r['n']} | {r['dtype']} | {r['method']} | error | | | | | | {r['error'][:80]} |"
+            )
             continue
         frac = f"{100 * r['copy_fraction']:.0f}" if r.get("copy_fraction") else ""
         note = r.get("chosen") or r.get("note") or (f"{r['iterations']} iterations" if "iterations" in r else "")
         single = f"{r['ms_single']:.4g}" if "ms_single" in r else ""
         graph = f"{r['ms_graph']:.4g}" if r.get("ms_graph") is not None else ""
-        lines.append(f"| {r['systems']} | {r['n']} | {r['dtype']} | {r['method']} | {r['ms']:.4g} | {graph} | {single} | "
-                     f"{r['gbs']:.0f} | {frac} | {r['residual']:.1e} | {note} |")
+        lines.append(
+            f"| {r['systems']} | {r['n']} | {r['dtype']} | {r['method']} | {r['ms']:.4g} | {graph} | {single} | "
+            f"{r['gbs']:.0f} | {frac} | {r['residual']:.1e} | {note} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -300,14 +331,23 @@ def main(argv=None):
     check_range("--cpu-max", args.cpu_max, 0, integer=True)
     check_tag(args.tag)
     if cupy_module() is None:
-        raise InputError("this benchmark needs a CUDA GPU (CuPy with a device): it times the CUDA kernels against "
-                         "cuSPARSE; python -m tridiag.cases.heat and tests/test_tridiag.py run the solvers on the CPU")
+        raise InputError(
+            "this benchmark needs a CUDA GPU (CuPy with a device): it times the CUDA kernels against "
+            "cuSPARSE; python -m tridiag.cases.heat and tests/test_tridiag.py run the solvers on the CPU"
+        )
     backend = get_backend("gpu")
     sizes = [s * s for s in args.square] + [m * n for m in args.sweep_systems for n in args.sweep_n]
     if sizes:
         widest = np.float64 if "float64" in args.dtypes else np.float32
-        check_fits(backend, max(sizes), CASE_ARRAYS, widest, 4 if args.cpu_max else 0, f"M x N = {max(sizes)}",
-                   lambda most: f"M = N = {math.isqrt(most)}")
+        check_fits(
+            backend,
+            max(sizes),
+            CASE_ARRAYS,
+            widest,
+            4 if args.cpu_max else 0,
+            f"M x N = {max(sizes)}",
+            lambda most: f"M = N = {math.isqrt(most)}",
+        )
     ensure_writable_dir(args.out)
     cp = backend.xp
     peers = {}
@@ -334,21 +374,30 @@ def main(argv=None):
         rows += case_rows
         if k < len(args.dtypes) * len(args.square):
             square_rows += case_rows
-    meta = dict(device=backend.describe(), date=datetime.datetime.now().isoformat(timespec="seconds"),
-                command="python " + " ".join(sys.argv), copy_gbs=copy_gbs, python=platform.python_version(),
-                peer="cuSPARSE" if "cusparse" in peers else ("JAX" if "jax" in peers else "none"))
+    meta = dict(
+        device=backend.describe(),
+        date=datetime.datetime.now().isoformat(timespec="seconds"),
+        command="python " + " ".join(sys.argv),
+        copy_gbs=copy_gbs,
+        python=platform.python_version(),
+        peer="cuSPARSE" if "cusparse" in peers else ("JAX" if "jax" in peers else "none"),
+    )
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / f"tridiag_bench{args.tag}.json").write_text(json.dumps(dict(meta=meta, results=rows), indent=1))
     (out / f"tridiag_bench{args.tag}.md").write_text(markdown(meta, rows))
-    print("\nsummary (device ms per solve: graph replay where captured) of the M = N cases: best hybrid, then the six fastest")
+    print(
+        "\nsummary (device ms per solve: graph replay where captured) of the M = N cases: best hybrid, then the six fastest"
+    )
     for dt in args.dtypes:
         for s in args.square:
             sel = [r for r in square_rows if r["systems"] == s and r["n"] == s and r["dtype"] == dt and "ms" in r]
             best = {r["method"]: r["ms_graph"] if r.get("ms_graph") is not None else r["ms"] for r in sel}
             hyb = min((v for k, v in best.items() if k.startswith("hybrid") and "interleaved" not in k), default=None)
-            print(f"{s:6d} {dt:8s} hybrid {hyb} | " + ", ".join(f"{k}={v:.3f}" for k, v in sorted(best.items(),
-                                                                                               key=lambda t: t[1])[:6]))
+            print(
+                f"{s:6d} {dt:8s} hybrid {hyb} | "
+                + ", ".join(f"{k}={v:.3f}" for k, v in sorted(best.items(), key=lambda t: t[1])[:6])
+            )
     return 0
 
 

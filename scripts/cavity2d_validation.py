@@ -9,6 +9,7 @@ order p = log2((ψ_n − ψ_2n) / (ψ_2n − ψ_4n)) of ψ_min and its Richardso
 ψ_4n + (ψ_4n − ψ_2n) / (2^p − 1), and the largest difference of the second-order Richardson
 profile (from 2n, 4n) from Ghia's points (what is Ghia's own error, not ours). Writes benchmarks/results/cavity2d_validation_<tag>.{json,md}.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,22 +33,54 @@ GOAL = 0.01  # issue 8: max |Δu|, |Δv| <= 0.01 at 256^2
 
 def validate_case(re, n, args, extra):
     out = os.path.join(args.runs, f"re{re:g}_n{n}")
-    s, seconds = run_case("tridiag.cases.cavity2d", ["--re", f"{re:g}", "--n", str(n), "--device", args.device,
-                                               "--solver", args.solver, "--check-every", "500", *extra], out)
+    s, seconds = run_case(
+        "tridiag.cases.cavity2d",
+        [
+            "--re",
+            f"{re:g}",
+            "--n",
+            str(n),
+            "--device",
+            args.device,
+            "--solver",
+            args.solver,
+            "--check-every",
+            "500",
+            *extra,
+        ],
+        out,
+    )
     g = s["ghia"] or {}
     profile = os.path.join(out, "profiles.csv")
-    ghia_points = ([r for r in csv.DictReader(open(profile)) if r["point"] == "ghia"]
-                   if os.path.exists(profile) else [])
-    row = {"re": re, "n": n, "converged": s["converged"], "iterations": s["iterations"], "residual": s["residual"],
-           "seconds": seconds, "seconds_per_iteration": s["seconds_per_iteration"],
-           "device": s["device"], "solver": s["solver"], "dt": s["dt"], "psi_min": s["psi_min"],
-           "max_abs_du": g.get("max_abs_du"), "at_y": g.get("at_y"), "max_abs_dv": g.get("max_abs_dv"),
-           "at_x": g.get("at_x"), "max_abs_du_without_suspect": g.get("max_abs_du_without_suspect"),
-           "max_abs_dv_without_suspect": g.get("max_abs_dv_without_suspect"), "ghia_psi_min": g.get("psi_min"),
-           "at_ghia_points": [[p["profile"], float(p["x"]), float(p["y"]), float(p["value"]), float(p["ghia"])]
-                              for p in ghia_points]}
-    print(f"  {row['iterations']} iterations, {row['seconds']:.0f} s, max|du| {row['max_abs_du']}, "
-          f"max|dv| {row['max_abs_dv']}, psi_min {s['psi_min']}", flush=True)
+    ghia_points = [r for r in csv.DictReader(open(profile)) if r["point"] == "ghia"] if os.path.exists(profile) else []
+    row = {
+        "re": re,
+        "n": n,
+        "converged": s["converged"],
+        "iterations": s["iterations"],
+        "residual": s["residual"],
+        "seconds": seconds,
+        "seconds_per_iteration": s["seconds_per_iteration"],
+        "device": s["device"],
+        "solver": s["solver"],
+        "dt": s["dt"],
+        "psi_min": s["psi_min"],
+        "max_abs_du": g.get("max_abs_du"),
+        "at_y": g.get("at_y"),
+        "max_abs_dv": g.get("max_abs_dv"),
+        "at_x": g.get("at_x"),
+        "max_abs_du_without_suspect": g.get("max_abs_du_without_suspect"),
+        "max_abs_dv_without_suspect": g.get("max_abs_dv_without_suspect"),
+        "ghia_psi_min": g.get("psi_min"),
+        "at_ghia_points": [
+            [p["profile"], float(p["x"]), float(p["y"]), float(p["value"]), float(p["ghia"])] for p in ghia_points
+        ],
+    }
+    print(
+        f"  {row['iterations']} iterations, {row['seconds']:.0f} s, max|du| {row['max_abs_du']}, "
+        f"max|dv| {row['max_abs_dv']}, psi_min {s['psi_min']}",
+        flush=True,
+    )
     return row
 
 
@@ -66,40 +99,65 @@ def convergence(rows):
                 profile = [p4[3] + (p4[3] - p2[3]) / 3 for p2, p4 in zip(fine[2 * n], fine[4 * n])]  # second order
                 diff = [abs(v - p[4]) for v, p in zip(profile, fine[4 * n])]
                 worst = fine[4 * n][diff.index(max(diff))] if diff else None
-                out.append({"re": re, "n": [n, 2 * n, 4 * n], "psi_min": [p1, p2, p4], "order": order,
-                            "richardson": extrap, "profile_richardson_vs_ghia": max(diff) if diff else math.nan,
-                            "profile_worst_point": worst[:3] if worst else None})
+                out.append(
+                    {
+                        "re": re,
+                        "n": [n, 2 * n, 4 * n],
+                        "psi_min": [p1, p2, p4],
+                        "order": order,
+                        "richardson": extrap,
+                        "profile_richardson_vs_ghia": max(diff) if diff else math.nan,
+                        "profile_worst_point": worst[:3] if worst else None,
+                    }
+                )
     return out
 
 
 def markdown(rows, orders, command):
-    lines = [f"# 2D lid-driven cavity validation ({rows[0]['device']}, solver {rows[0]['solver']})", "",
-             f"`{command}`", "",
-             "Differences from Ghia, Ghia & Shin 1982 (Tables I–II, 129² grid), our fields sampled bicubically at "
-             f"their 17 points per line; goal max |Δ| <= {GOAL}.", "",
-             "Last column: the same without Ghia's Re 400 v at x = 0.9063 (−0.23827, at odds with its neighbours; "
-             "see tridiag/cases/ghia1982.py SUSPECT).", "",
-             "| Re | n (cells) | converged | iterations | s | max \\|Δu\\| (at y) | max \\|Δv\\| (at x) | ψ_min | centre (x, y) | Ghia ψ_min | max \\|Δu\\|, \\|Δv\\| without suspect |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"# 2D lid-driven cavity validation ({rows[0]['device']}, solver {rows[0]['solver']})",
+        "",
+        f"`{command}`",
+        "",
+        "Differences from Ghia, Ghia & Shin 1982 (Tables I–II, 129² grid), our fields sampled bicubically at "
+        f"their 17 points per line; goal max |Δ| <= {GOAL}.",
+        "",
+        "Last column: the same without Ghia's Re 400 v at x = 0.9063 (−0.23827, at odds with its neighbours; "
+        "see tridiag/cases/ghia1982.py SUSPECT).",
+        "",
+        "| Re | n (cells) | converged | iterations | s | max \\|Δu\\| (at y) | max \\|Δv\\| (at x) | ψ_min | centre (x, y) | Ghia ψ_min | max \\|Δu\\|, \\|Δv\\| without suspect |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         pm = r["psi_min"] or {}
-        fmt = (lambda v, w: f"{v:.4f} ({w:.4f})" if v is not None else "–")
-        lines.append(f"| {r['re']:g} | {r['n']} | {r['converged']} | {r['iterations']} | {r['seconds']:.0f} | "
-                     f"{fmt(r['max_abs_du'], r['at_y'])} | {fmt(r['max_abs_dv'], r['at_x'])} | "
-                     f"{pm.get('value', math.nan):.6f} | ({pm.get('x', math.nan):.4f}, {pm.get('y', math.nan):.4f}) | "
-                     f"{r['ghia_psi_min'] if r['ghia_psi_min'] is not None else '–'} | "
-                     + (f"{r['max_abs_du_without_suspect']:.4f}, {r['max_abs_dv_without_suspect']:.4f} |"
-                        if r["max_abs_du_without_suspect"] is not None else "– |"))
+        fmt = lambda v, w: f"{v:.4f} ({w:.4f})" if v is not None else "–"
+        lines.append(
+            f"| {r['re']:g} | {r['n']} | {r['converged']} | {r['iterations']} | {r['seconds']:.0f} | "
+            f"{fmt(r['max_abs_du'], r['at_y'])} | {fmt(r['max_abs_dv'], r['at_x'])} | "
+            f"{pm.get('value', math.nan):.6f} | ({pm.get('x', math.nan):.4f}, {pm.get('y', math.nan):.4f}) | "
+            f"{r['ghia_psi_min'] if r['ghia_psi_min'] is not None else '–'} | "
+            + (
+                f"{r['max_abs_du_without_suspect']:.4f}, {r['max_abs_dv_without_suspect']:.4f} |"
+                if r["max_abs_du_without_suspect"] is not None
+                else "– |"
+            )
+        )
     if orders:
-        lines += ["", "Grid convergence of ψ_min, and the grid-converged profiles (Richardson, second order, from 2n "
-                  "and 4n) against Ghia at their points:", "",
-                  "| Re | n | ψ_min | observed order | Richardson ψ_min | max \\|Richardson − Ghia\\| (where) |",
-                  "|---|---|---|---|---|---|"]
+        lines += [
+            "",
+            "Grid convergence of ψ_min, and the grid-converged profiles (Richardson, second order, from 2n "
+            "and 4n) against Ghia at their points:",
+            "",
+            "| Re | n | ψ_min | observed order | Richardson ψ_min | max \\|Richardson − Ghia\\| (where) |",
+            "|---|---|---|---|---|---|",
+        ]
         for o in orders:
             where = o["profile_worst_point"]
             at = f" ({where[0]} at x = {where[1]:.4f}, y = {where[2]:.4f})" if where else ""
-            lines.append(f"| {o['re']:g} | {', '.join(map(str, o['n']))} | {', '.join(f'{v:.6f}' for v in o['psi_min'])} | "
-                         f"{o['order']:.2f} | {o['richardson']:.6f} | {o['profile_richardson_vs_ghia']:.4f}{at} |")
+            lines.append(
+                f"| {o['re']:g} | {', '.join(map(str, o['n']))} | {', '.join(f'{v:.6f}' for v in o['psi_min'])} | "
+                f"{o['order']:.2f} | {o['richardson']:.6f} | {o['profile_richardson_vs_ghia']:.4f}{at} |"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -131,7 +189,9 @@ def main(argv=None):
     tag = args.tag or ("gpu" if "gpu" in rows[0]["device"] else "cpu")
     os.makedirs(args.results, exist_ok=True)
     with open(os.path.join(args.results, f"cavity2d_validation_{tag}.json"), "w") as fh:
-        json.dump({"command": command, "goal_max_abs_diff": GOAL, "rows": rows, "psi_min_convergence": orders}, fh, indent=1)
+        json.dump(
+            {"command": command, "goal_max_abs_diff": GOAL, "rows": rows, "psi_min_convergence": orders}, fh, indent=1
+        )
     with open(os.path.join(args.results, f"cavity2d_validation_{tag}.md"), "w") as fh:
         fh.write(text)
 

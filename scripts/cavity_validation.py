@@ -7,6 +7,7 @@ given per Re), then prints and saves a table of max |u - u_ref| on the vertical 
 max |v - v_ref| on the horizontal centre line against every reference set in
 fem3d/reference_data/ for that Re, to benchmarks/results/cavity_validation_<tag>.{json,md}.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,17 +43,49 @@ def main(argv=None):
     rows = []
     for re, n in zip(args.re, sizes):
         out = os.path.join(args.runs, f"re{re:g}_n{n}")
-        summary, seconds = run_case("fem3d.cavity", ["--re", f"{re:g}", "--n", str(n), "--grading", f"{args.grading:g}",
-                                                     "--device", args.device, "--quiet", *extra], out)
-        rows.append({"re": re, "n": n, "grading": args.grading, "converged": summary["converged"], "reason": summary["reason"],
-                     "nonlinear_steps": summary["nonlinear_steps"], "linear_iterations": summary["linear_iterations"],
-                     "seconds": seconds, "t_unit_us": summary["t_unit_us"], "device": summary["device"],
-                     "validation": summary["validation"]})
-    lines = ["| Re | N | reference | profile | max abs diff | at | converged | steps | linear its | s |", "|---|---|---|---|---|---|---|---|---|---|"]
+        summary, seconds = run_case(
+            "fem3d.cavity",
+            [
+                "--re",
+                f"{re:g}",
+                "--n",
+                str(n),
+                "--grading",
+                f"{args.grading:g}",
+                "--device",
+                args.device,
+                "--quiet",
+                *extra,
+            ],
+            out,
+        )
+        rows.append(
+            {
+                "re": re,
+                "n": n,
+                "grading": args.grading,
+                "converged": summary["converged"],
+                "reason": summary["reason"],
+                "nonlinear_steps": summary["nonlinear_steps"],
+                "linear_iterations": summary["linear_iterations"],
+                "seconds": seconds,
+                "t_unit_us": summary["t_unit_us"],
+                "device": summary["device"],
+                "validation": summary["validation"],
+            }
+        )
+    lines = [
+        "| Re | N | reference | profile | max abs diff | at | converged | steps | linear its | s |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
-        for v in r["validation"] or [{"reference": "(none for this Re)", "profile": "", "max_abs_diff": float("nan"), "at": float("nan")}]:
-            lines.append(f"| {r['re']:g} | {r['n']} | {v['reference']} | {v['profile']} | {v['max_abs_diff']:.4f} | {v['at']:.4f} | "
-                         f"{r['converged']} | {r['nonlinear_steps']} | {r['linear_iterations']} | {r['seconds']:.0f} |")
+        for v in r["validation"] or [
+            {"reference": "(none for this Re)", "profile": "", "max_abs_diff": float("nan"), "at": float("nan")}
+        ]:
+            lines.append(
+                f"| {r['re']:g} | {r['n']} | {v['reference']} | {v['profile']} | {v['max_abs_diff']:.4f} | {v['at']:.4f} | "
+                f"{r['converged']} | {r['nonlinear_steps']} | {r['linear_iterations']} | {r['seconds']:.0f} |"
+            )
     table = "\n".join(lines)
     print(table)
     tag = args.tag or f"{'gpu' if 'gpu' in rows[0]['device'] else 'cpu'}_n{'-'.join(map(str, sizes))}_g{args.grading:g}"

@@ -2,6 +2,7 @@
 
 Shared by the validation scripts; imported from scripts/ (the folder of the running script).
 """
+
 from __future__ import annotations
 
 import json
@@ -16,7 +17,7 @@ def run_case(module: str, args: list, out: str, launcher: list = ()) -> tuple:
     exit with its code unless it is 0 or 3 (not converged, results written). Returns
     (summary dict from out/summary.json, seconds)."""
     cmd = [*launcher, sys.executable, "-m", module, *args, "--out", out]
-    print(" ".join([*launcher, *cmd[len(launcher) + 1:]]), flush=True)  # without the interpreter path
+    print(" ".join([*launcher, *cmd[len(launcher) + 1 :]]), flush=True)  # without the interpreter path
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode not in (0, 3):

@@ -10,6 +10,7 @@ wake and run --t-unsteady. St is measured on the second half of each run's probe
 
 Run from the repository root: python scripts/cylinder_validation.py --device gpu --tag h100
 """
+
 from __future__ import annotations
 
 import os
@@ -34,6 +35,7 @@ from tridiag.cases.memory import check_fits
 from tridiag.cases.vorticity import velocity
 from tridiag.cases.wake import recirculation_length, shedding
 
+
 def parse(argv):
     ap = ArgumentParser(prog="scripts/cylinder_validation.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--grid", default="160x800", help="ny x nx cells (default 160x800)")
@@ -42,9 +44,14 @@ def parse(argv):
     ap.add_argument("--solver", default="auto", help="line solver (default auto)")
     ap.add_argument("--psi-sweeps", type=int, default=2, help="psi ADI sweeps per step (default 2)")
     ap.add_argument("--body", default="pressure", help="the cylinder's psi: pressure or fixed (default pressure)")
-    ap.add_argument("--steady-re", default="10,20,30,40", help="steady Reynolds numbers (default 10,20,30,40; '' for none)")
-    ap.add_argument("--unsteady-re", default="100,75,150,200",
-                    help="unsteady Reynolds numbers, the first from rest (default 100,75,150,200; '' for none)")
+    ap.add_argument(
+        "--steady-re", default="10,20,30,40", help="steady Reynolds numbers (default 10,20,30,40; '' for none)"
+    )
+    ap.add_argument(
+        "--unsteady-re",
+        default="100,75,150,200",
+        help="unsteady Reynolds numbers, the first from rest (default 100,75,150,200; '' for none)",
+    )
     ap.add_argument("--tol", type=float, default=1e-5, help="steady residual (default 1e-5)")
     ap.add_argument("--t-steady", type=float, default=300.0, help="pseudo-time cap of each steady case (default 300)")
     ap.add_argument("--t-first", type=float, default=150.0, help="time of the first unsteady case (default 150)")
@@ -64,8 +71,9 @@ def _numbers(text: str, name: str) -> list:
 
 def steady_case(backend, channel, re, args, start) -> tuple:
     """(row, flow) of one steady case started from ``start`` (a CylinderFlow or None)."""
-    flow = CylinderFlow(backend, channel, re, default_dt(channel, CFL["steady"], re), args.solver, args.psi_sweeps,
-                        body=args.body)
+    flow = CylinderFlow(
+        backend, channel, re, default_dt(channel, CFL["steady"], re), args.solver, args.psi_sweeps, body=args.body
+    )
     if start is not None:
         flow.load(start)
     backend.synchronize()
@@ -76,16 +84,26 @@ def steady_case(backend, channel, re, args, start) -> tuple:
     u, _ = velocity(flow.psi, channel.grid, flow.boundary)
     lr = recirculation_length(*centre_line(channel, backend.to_numpy(u).astype(np.float64)), channel.faces[3])
     ref = breuer2000.recirculation_length(re)
-    return {"re": re, "mode": "steady", "dt": flow.dt, "steps": flow.steps, "seconds": seconds,
-            "converged": result["converged"], "residual": result["residual"], "lr": lr, "lr_breuer": ref,
-            "lr_relative_difference": breuer2000.relative_difference(lr, ref),
-            "pressure_mismatch": flow.pressure_loop()}, flow
+    return {
+        "re": re,
+        "mode": "steady",
+        "dt": flow.dt,
+        "steps": flow.steps,
+        "seconds": seconds,
+        "converged": result["converged"],
+        "residual": result["residual"],
+        "lr": lr,
+        "lr_breuer": ref,
+        "lr_relative_difference": breuer2000.relative_difference(lr, ref),
+        "pressure_mismatch": flow.pressure_loop(),
+    }, flow
 
 
 def unsteady_case(backend, channel, re, t_end, args, start) -> tuple:
     """(row, flow) of one unsteady case: from rest with the start-up blob, or from ``start``."""
-    flow = CylinderFlow(backend, channel, re, default_dt(channel, CFL["unsteady"], re), args.solver, args.psi_sweeps,
-                        body=args.body)
+    flow = CylinderFlow(
+        backend, channel, re, default_dt(channel, CFL["unsteady"], re), args.solver, args.psi_sweeps, body=args.body
+    )
     if start is None:
         flow.kick(0.5)
     else:
@@ -93,21 +111,32 @@ def unsteady_case(backend, channel, re, t_end, args, start) -> tuple:
     mismatch = []
     backend.synchronize()
     t0 = time.perf_counter()
-    flow.run(round(t_end / flow.dt), check_every=100,
-             progress=lambda f, res, stable: mismatch.append(f.pressure_loop()))
+    flow.run(
+        round(t_end / flow.dt), check_every=100, progress=lambda f, res, stable: mismatch.append(f.pressure_loop())
+    )
     backend.synchronize()
     seconds = time.perf_counter() - t0
     st = shedding(np.asarray(flow.times), np.asarray(flow.signal))
     ref = breuer2000.strouhal(re)
-    late = np.abs(mismatch[len(mismatch) // 2:])
-    body = np.asarray(flow.body_psi[len(flow.body_psi) // 2:])
-    return {"re": re, "mode": "unsteady", "dt": flow.dt, "steps": flow.steps, "seconds": seconds,
-            "from": "rest" if start is None else f"Re {start.core.re:g}", "t_end": flow.t,
-            "st": st.frequency if st else None, "periods": st.periods if st else 0,
-            "spread": st.spread if st else None, "amplitude": st.amplitude if st else None,
-            "st_breuer": ref, "st_relative_difference": breuer2000.relative_difference(st.frequency if st else None, ref),
-            "pressure_mismatch_max": float(late.max()) if late.size else None,
-            "body_flux_amplitude": float(0.5 * (body.max() - body.min()) / FLUX) if body.size else None}, flow
+    late = np.abs(mismatch[len(mismatch) // 2 :])
+    body = np.asarray(flow.body_psi[len(flow.body_psi) // 2 :])
+    return {
+        "re": re,
+        "mode": "unsteady",
+        "dt": flow.dt,
+        "steps": flow.steps,
+        "seconds": seconds,
+        "from": "rest" if start is None else f"Re {start.core.re:g}",
+        "t_end": flow.t,
+        "st": st.frequency if st else None,
+        "periods": st.periods if st else 0,
+        "spread": st.spread if st else None,
+        "amplitude": st.amplitude if st else None,
+        "st_breuer": ref,
+        "st_relative_difference": breuer2000.relative_difference(st.frequency if st else None, ref),
+        "pressure_mismatch_max": float(late.max()) if late.size else None,
+        "body_flux_amplitude": float(0.5 * (body.max() - body.min()) / FLUX) if body.size else None,
+    }, flow
 
 
 def write_results(args, summary: dict) -> None:
@@ -118,31 +147,64 @@ def write_results(args, summary: dict) -> None:
     done = [r for r in summary["cases"] if "error" not in r]
     steady = [r for r in done if r["mode"] == "steady"]
     unsteady = sorted((r for r in done if r["mode"] == "unsteady"), key=lambda r: r["re"])
-    write_csv(os.path.join(args.out_dir, f"cylinder_st{tag}.csv"), ["re", "st", "periods", "spread", "st_breuer", "grid"],
-              [[r["re"], r["st"] if r["st"] is not None else "", r["periods"], r["spread"] if r["spread"] is not None else "",
-                r["st_breuer"] if r["st_breuer"] is not None else "", summary["grid"]] for r in unsteady])
-    fmt = (lambda v, f: "–" if v is None else format(v, f))
-    pct = (lambda v: "–" if v is None else f"{100 * v:+.2f} %")
-    lines = [f"# Square cylinder in a channel: validation ({summary['grid']} cells, {summary['device']})", "",
-             f"Solver {summary['solver']}, {summary['psi_sweeps']} ψ sweeps per step, cylinder ψ {summary['body']}; reference: {breuer2000.CITATION}.", "",
-             "## Steady: recirculation length behind the rear face", "",
-             "| Re | L_r/D | Breuer fit | difference | residual | steps | seconds |", "|---|---|---|---|---|---|---|"]
-    lines += [f"| {r['re']:g} | {fmt(r['lr'], '.4f')} | {fmt(r['lr_breuer'], '.4f')} | "
-              f"{pct(r['lr_relative_difference'])} | "
-              f"{r['residual']:.1e} | {r['steps']} | {r['seconds']:.1f} |" for r in steady]
-    lines += ["", "## Unsteady: Strouhal number St = f D / U_max (cross-stream velocity 2D behind the cylinder)", "",
-              "| Re | St | periods | period spread (%) | Breuer | difference | from | steps | seconds |",
-              "|---|---|---|---|---|---|---|---|---|"]
-    lines += [f"| {r['re']:g} | {fmt(r['st'], '.4f')} | {r['periods']} | "
-              f"{fmt(None if r['spread'] is None else 100 * r['spread'], '.2f')} | {fmt(r['st_breuer'], '.4f')} | "
-              f"{pct(r['st_relative_difference'])} | "
-              f"{r['from']} | {r['steps']} | {r['seconds']:.1f} |" for r in unsteady]
+    write_csv(
+        os.path.join(args.out_dir, f"cylinder_st{tag}.csv"),
+        ["re", "st", "periods", "spread", "st_breuer", "grid"],
+        [
+            [
+                r["re"],
+                r["st"] if r["st"] is not None else "",
+                r["periods"],
+                r["spread"] if r["spread"] is not None else "",
+                r["st_breuer"] if r["st_breuer"] is not None else "",
+                summary["grid"],
+            ]
+            for r in unsteady
+        ],
+    )
+    fmt = lambda v, f: "–" if v is None else format(v, f)
+    pct = lambda v: "–" if v is None else f"{100 * v:+.2f} %"
+    lines = [
+        f"# Square cylinder in a channel: validation ({summary['grid']} cells, {summary['device']})",
+        "",
+        f"Solver {summary['solver']}, {summary['psi_sweeps']} ψ sweeps per step, cylinder ψ {summary['body']}; reference: {breuer2000.CITATION}.",
+        "",
+        "## Steady: recirculation length behind the rear face",
+        "",
+        "| Re | L_r/D | Breuer fit | difference | residual | steps | seconds |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {r['re']:g} | {fmt(r['lr'], '.4f')} | {fmt(r['lr_breuer'], '.4f')} | "
+        f"{pct(r['lr_relative_difference'])} | "
+        f"{r['residual']:.1e} | {r['steps']} | {r['seconds']:.1f} |"
+        for r in steady
+    ]
+    lines += [
+        "",
+        "## Unsteady: Strouhal number St = f D / U_max (cross-stream velocity 2D behind the cylinder)",
+        "",
+        "| Re | St | periods | period spread (%) | Breuer | difference | from | steps | seconds |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {r['re']:g} | {fmt(r['st'], '.4f')} | {r['periods']} | "
+        f"{fmt(None if r['spread'] is None else 100 * r['spread'], '.2f')} | {fmt(r['st_breuer'], '.4f')} | "
+        f"{pct(r['st_relative_difference'])} | "
+        f"{r['from']} | {r['steps']} | {r['seconds']:.1f} |"
+        for r in unsteady
+    ]
     lines += [f"- {r['mode']} Re {r['re']:g}: {r['error']}" for r in summary["cases"] if "error" in r]
     lines += ["", f"Total {summary['seconds']:.1f} s.", ""]
     with open(base + ".md", "w") as fh:
         fh.write("\n".join(lines))
-    validation_png(base + ".png", [(r["re"], r["lr"]) for r in steady], [(r["re"], r["st"]) for r in unsteady],
-                   breuer2000.recirculation_length, f"square cylinder, {summary['grid']} cells")
+    validation_png(
+        base + ".png",
+        [(r["re"], r["lr"]) for r in steady],
+        [(r["re"], r["st"]) for r in unsteady],
+        breuer2000.recirculation_length,
+        f"square cylinder, {summary['grid']} cells",
+    )
 
 
 def main(argv=None) -> int:
@@ -158,8 +220,15 @@ def main(argv=None) -> int:
     check_tag(args.tag)
     steady_re, unsteady_re = _numbers(args.steady_re, "--steady-re"), _numbers(args.unsteady_re, "--unsteady-re")
     backend = get_backend(args.device)
-    check_fits(backend, (ny + 1) * (nx + 1), 2 * ARRAYS, np.float64, HOST_ARRAYS, f"--grid {ny}x{nx}",  # two flows held
-               largest_grid)
+    check_fits(
+        backend,
+        (ny + 1) * (nx + 1),
+        2 * ARRAYS,
+        np.float64,
+        HOST_ARRAYS,
+        f"--grid {ny}x{nx}",  # two flows held
+        largest_grid,
+    )
     channel = Channel.create(ny, nx)
     for re in steady_re:
         step_count(args.t_steady, default_dt(channel, CFL["steady"], re), 1, "--t-steady")
@@ -167,10 +236,17 @@ def main(argv=None) -> int:
         for option in ("--t-first", "--t-unsteady"):
             step_count(getattr(args, option[2:].replace("-", "_")), default_dt(channel, CFL["unsteady"], re), 1, option)
     ensure_writable_dir(args.out_dir, "--out-dir")
-    summary = {"grid": args.grid, "device": backend.describe(), "solver": args.solver, "psi_sweeps": args.psi_sweeps,
-               "body": args.body,
-               "reference": breuer2000.CITATION, "cases": [], "seconds": 0.0,
-               "command": " ".join(["python scripts/cylinder_validation.py", *(argv or sys.argv[1:])])}
+    summary = {
+        "grid": args.grid,
+        "device": backend.describe(),
+        "solver": args.solver,
+        "psi_sweeps": args.psi_sweeps,
+        "body": args.body,
+        "reference": breuer2000.CITATION,
+        "cases": [],
+        "seconds": 0.0,
+        "command": " ".join(["python scripts/cylinder_validation.py", *(argv or sys.argv[1:])]),
+    }
     t_start = time.perf_counter()
     start = None
     cases = [("steady", re, None) for re in steady_re]
@@ -187,8 +263,15 @@ def main(argv=None) -> int:
             row = {"re": re, "mode": mode, "error": str(exc)}
         summary["cases"].append(row)
         summary["seconds"] = time.perf_counter() - t_start
-        print(f"{mode} Re {re:g}: " + ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
-                                               for k, v in row.items() if k not in ("re", "mode")), flush=True)
+        print(
+            f"{mode} Re {re:g}: "
+            + ", ".join(
+                f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
+                for k, v in row.items()
+                if k not in ("re", "mode")
+            ),
+            flush=True,
+        )
         write_results(args, summary)
     return 0
 

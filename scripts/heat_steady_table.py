@@ -12,6 +12,7 @@ difference over the field. dop study (like the paper's Fig. 6): converged checke
   python scripts/heat_steady_table.py --device gpu                                   # device
   python scripts/heat_steady_table.py --sizes 32 --dop-n 32 --dops 4 8 --device cpu --tag _cpu
 """
+
 from __future__ import annotations
 
 import datetime
@@ -38,15 +39,28 @@ CB_OPTIONS = {"maxiter": 1000000, "tol": 1e-4}  # per line solve (tridiag.cases.
 
 def run(backend, n, solver, params, stop, tol, maxiter, options):
     try:
-        return solve_steady(backend, n, np.float64, solver, "natural", params, stop, tol, maxiter, options=options,
-                            check_every=1)
+        return solve_steady(
+            backend, n, np.float64, solver, "natural", params, stop, tol, maxiter, options=options, check_every=1
+        )
     except ConvergenceError as exc:
         return exc.result
 
 
 def row_of(label, res):
-    keep = ("n", "solver", "parameters", "stop", "iterations", "inner_iterations", "seconds", "converged",
-            "t_centre", "centre_error", "error_bound", "options")
+    keep = (
+        "n",
+        "solver",
+        "parameters",
+        "stop",
+        "iterations",
+        "inner_iterations",
+        "seconds",
+        "converged",
+        "t_centre",
+        "centre_error",
+        "error_bound",
+        "options",
+    )
     return dict(setting=label, **{k: res[k] for k in keep})
 
 
@@ -73,14 +87,23 @@ def main(argv=None):
     check_tag(args.tag)
     backend = get_backend(args.device)
     largest = max([*args.sizes, args.dop_n if args.dops else 3])
-    check_fits(backend, largest**2, SOLVE_ARRAYS + 2 * len(parameters("cyclic", largest)), np.float64, 2,
-               f"a {largest}² grid", lambda nodes: f"a {math.isqrt(nodes)}² grid")
+    check_fits(
+        backend,
+        largest**2,
+        SOLVE_ARRAYS + 2 * len(parameters("cyclic", largest)),
+        np.float64,
+        2,
+        f"a {largest}² grid",
+        lambda nodes: f"a {math.isqrt(nodes)}² grid",
+    )
     ensure_writable_dir(args.out)
     thomas = "pta" if backend.is_gpu else "thomas"
     print(backend.describe(), flush=True)
     table = []
-    settings = (("paper (rho = 2, eq. 5)", "paper", "paper", args.paper_maxiter),
-                ("converged", "auto", "residual", args.maxiter))
+    settings = (
+        ("paper (rho = 2, eq. 5)", "paper", "paper", args.paper_maxiter),
+        ("converged", "auto", "residual", args.maxiter),
+    )
     for n in args.sizes:
         for label, params, stop, cap in settings:
             fields = []
@@ -90,38 +113,72 @@ def main(argv=None):
                 fields.append(res["field"])
                 table.append(row_of(label, res))
                 r = table[-1]
-                print(f"{n:5d} {label:24s} {solver:12s} T_c {r['t_centre']:.10f} err {r['centre_error']:.2e} "
-                      f"its {r['iterations']} ({r['inner_iterations']}) {r['seconds']:.2f} s", flush=True)
+                print(
+                    f"{n:5d} {label:24s} {solver:12s} T_c {r['t_centre']:.10f} err {r['centre_error']:.2e} "
+                    f"its {r['iterations']} ({r['inner_iterations']}) {r['seconds']:.2f} s",
+                    flush=True,
+                )
             table[-1]["max_difference_from_thomas"] = float(np.abs(fields[1] - fields[0]).max())
     study = []
     for dop in args.dops:
         for memory in ("shared", "global"):
             if memory == "shared" and dop > 32:
                 continue
-            res = run(backend, args.dop_n, "checkerboard", "optimal", "residual", args.tol, args.maxiter,
-                      {"dop": dop, "memory": memory, **CB_OPTIONS})
+            res = run(
+                backend,
+                args.dop_n,
+                "checkerboard",
+                "optimal",
+                "residual",
+                args.tol,
+                args.maxiter,
+                {"dop": dop, "memory": memory, **CB_OPTIONS},
+            )
             study.append(row_of(f"dop {dop} {memory}", res))
-            print(f"dop {dop:3d} {memory:7s} its {res['iterations']} ({res['inner_iterations']}) "
-                  f"{res['seconds']:.2f} s err {res['centre_error']:.2e}", flush=True)
-    meta = dict(device=backend.describe(), date=datetime.datetime.now().isoformat(timespec="seconds"),
-                command="python " + " ".join(sys.argv), tol=args.tol, dop_n=args.dop_n)
-    lines = [f"# Steady heat conduction, ADI iteration ({meta['device']})", "", f"{meta['date']}; `{meta['command']}`. "
-             "Grid n × n nodes; T_centre exact 25 (also for the discrete solution, so the error is the iteration's). "
-             "its: ADI iterations (checkerboard iterations summed over the solves, largest line per solve). "
-             "Paper (Table 1): 24.34, 24.64, 24.78, 24.80 for 128²–1024².", "",
-             "| n² | setting | solver | parameters | T_centre | error | ADI its | checkerboard its | s "
-             "| max \\|CB − Thomas\\| |", "|---:|---|---|---|---:|---:|---:|---:|---:|---:|"]
+            print(
+                f"dop {dop:3d} {memory:7s} its {res['iterations']} ({res['inner_iterations']}) "
+                f"{res['seconds']:.2f} s err {res['centre_error']:.2e}",
+                flush=True,
+            )
+    meta = dict(
+        device=backend.describe(),
+        date=datetime.datetime.now().isoformat(timespec="seconds"),
+        command="python " + " ".join(sys.argv),
+        tol=args.tol,
+        dop_n=args.dop_n,
+    )
+    lines = [
+        f"# Steady heat conduction, ADI iteration ({meta['device']})",
+        "",
+        f"{meta['date']}; `{meta['command']}`. "
+        "Grid n × n nodes; T_centre exact 25 (also for the discrete solution, so the error is the iteration's). "
+        "its: ADI iterations (checkerboard iterations summed over the solves, largest line per solve). "
+        "Paper (Table 1): 24.34, 24.64, 24.78, 24.80 for 128²–1024².",
+        "",
+        "| n² | setting | solver | parameters | T_centre | error | ADI its | checkerboard its | s "
+        "| max \\|CB − Thomas\\| |",
+        "|---:|---|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in table:
         cap = "" if r["converged"] else " (cap)"
         diff = r.get("max_difference_from_thomas")
-        lines.append(f"| {r['n']} | {r['setting']} | {r['solver']} | {r['parameters']} | {r['t_centre']:.8f} "
-                     f"| {r['centre_error']:.2e} | {r['iterations']}{cap} | {r['inner_iterations'] or ''} "
-                     f"| {r['seconds']:.3g} | {'' if diff is None else format(diff, '.1e')} |")
-    lines += ["", f"dop study: checkerboard, optimal ρ, residual rule tol {args.tol:g}, {args.dop_n}² nodes", "",
-              "| dop | memory | ADI its | checkerboard its | s | error |", "|---:|---|---:|---:|---:|---:|"]
+        lines.append(
+            f"| {r['n']} | {r['setting']} | {r['solver']} | {r['parameters']} | {r['t_centre']:.8f} "
+            f"| {r['centre_error']:.2e} | {r['iterations']}{cap} | {r['inner_iterations'] or ''} "
+            f"| {r['seconds']:.3g} | {'' if diff is None else format(diff, '.1e')} |"
+        )
+    lines += [
+        "",
+        f"dop study: checkerboard, optimal ρ, residual rule tol {args.tol:g}, {args.dop_n}² nodes",
+        "",
+        "| dop | memory | ADI its | checkerboard its | s | error |",
+        "|---:|---|---:|---:|---:|---:|",
+    ]
     for r in study:
-        lines.append(f"| {r['options']['dop']} | {r['options']['memory']} | {r['iterations']} "
-                     f"| {r['inner_iterations']} | {r['seconds']:.3g} | {r['centre_error']:.2e} |")
+        lines.append(
+            f"| {r['options']['dop']} | {r['options']['memory']} | {r['iterations']} "
+            f"| {r['inner_iterations']} | {r['seconds']:.3g} | {r['centre_error']:.2e} |"
+        )
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     result = dict(meta=meta, table=table, dop_study=study)

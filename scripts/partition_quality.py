@@ -24,6 +24,7 @@ peer that also holds it), and the most neighbouring ranks of any rank. Saves
 benchmarks/results/partition_quality_<tag>.{json,md}. Needs pymetis (``pip install -e
 .[mpi]``); exit code 2 without it.
 """
+
 from __future__ import annotations
 
 import os
@@ -89,51 +90,71 @@ def quality(mesh, part: np.ndarray, parts: int) -> dict:
     interface = np.array([len(d.interface) for d in dists])
     sent = [sum(len(i) for i in d.shared.values()) for d in dists]  # values sent per interface sum
     total = len(distinct(np.concatenate([d.gdofs[d.interface] for d in dists])))
-    return {"elements_min": int(counts.min()), "elements_max": int(counts.max()),
-            "imbalance": float(counts.max() / counts.mean()), "empty_ranks": int(np.count_nonzero(counts == 0)),
-            "interface_total": total, "interface_max": int(interface.max()), "interface_mean": float(interface.mean()),
-            "sent_max": int(max(sent)), "neighbours_max": max(len(d.shared) for d in dists),
-            "local_unknowns_max": max(d.n for d in dists), "interface_per_rank": interface.tolist()}
+    return {
+        "elements_min": int(counts.min()),
+        "elements_max": int(counts.max()),
+        "imbalance": float(counts.max() / counts.mean()),
+        "empty_ranks": int(np.count_nonzero(counts == 0)),
+        "interface_total": total,
+        "interface_max": int(interface.max()),
+        "interface_mean": float(interface.mean()),
+        "sent_max": int(max(sent)),
+        "neighbours_max": max(len(d.shared) for d in dists),
+        "local_unknowns_max": max(d.n for d in dists),
+        "interface_per_rank": interface.tolist(),
+    }
 
 
 def table(rows: list) -> str:
-    lines = [("| refine | elements | unknowns | P | partitioner | elements per rank min–max | imbalance "
-              "| shared unknowns in all | most shared unknowns of a rank | over fem3d's | most sent by a rank "
-              "| most neighbours | partition s |"),
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        (
+            "| refine | elements | unknowns | P | partitioner | elements per rank min–max | imbalance "
+            "| shared unknowns in all | most shared unknowns of a rank | over fem3d's | most sent by a rank "
+            "| most neighbours | partition s |"
+        ),
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
-        lines.append(f"| {r['refine']} | {r['elements']:,} | {r['unknowns']:,} | {r['parts']} | {r['partitioner']} "
-                     f"| {r['elements_min']:,}–{r['elements_max']:,} | {r['imbalance']:.3f} | {r['interface_total']:,} "
-                     f"| {r['interface_max']:,} | {r['interface_max_vs_fem3d']:.2f} | {r['sent_max']:,} "
-                     f"| {r['neighbours_max']} | {r['partition_s']:.3f} |")
+        lines.append(
+            f"| {r['refine']} | {r['elements']:,} | {r['unknowns']:,} | {r['parts']} | {r['partitioner']} "
+            f"| {r['elements_min']:,}–{r['elements_max']:,} | {r['imbalance']:.3f} | {r['interface_total']:,} "
+            f"| {r['interface_max']:,} | {r['interface_max_vs_fem3d']:.2f} | {r['sent_max']:,} "
+            f"| {r['neighbours_max']} | {r['partition_s']:.3f} |"
+        )
     return "\n".join(lines)
 
 
 def save(base: str, command: str, version: str, rows: list) -> None:
     text = table(rows)
-    write_record(base, {"command": command, "case": os.path.relpath(CASE, ROOT), "pymetis": version, "rows": rows},
-                 "# Partition quality on the DFG 3D-1Z channel: fem3d's METIS partition against coordinate bisection (CPU)\n\n"
-                 f"`{command}`\n\n"
-                 "fem3d: fem3d.parallel.partition.partition_elements (METIS on the coarse mesh's face graph, seed 0, "
-                 "children on their parent's rank; what fem3d.run uses); rcb: recursive coordinate bisection of the "
-                 "coarse mesh's element centres, children on their parent's rank (fem3d's partitioner of general "
-                 "meshes before METIS); metis-fine: METIS on the refined mesh's own face graph, children free "
-                 f"(reference). pymetis {version}: recursive bisection for P ≤ 8, k-way for P > 8. Imbalance: most "
-                 "elements of a rank over the mean. Shared unknowns: velocity (3 per Q2 node) and pressure (Q1 node) "
-                 "unknowns touched by elements of more than one rank, as fem3d.parallel.partition.distribute_owned "
-                 "counts them; a rank's: those it holds; over fem3d's: the most shared unknowns of a rank over the "
-                 "fem3d row's of the same refine and P; most sent: values a rank sends per interface sum (each shared "
-                 "unknown once per peer holding it); neighbours: ranks sharing an unknown with it.\n\n" + text + "\n")
+    write_record(
+        base,
+        {"command": command, "case": os.path.relpath(CASE, ROOT), "pymetis": version, "rows": rows},
+        "# Partition quality on the DFG 3D-1Z channel: fem3d's METIS partition against coordinate bisection (CPU)\n\n"
+        f"`{command}`\n\n"
+        "fem3d: fem3d.parallel.partition.partition_elements (METIS on the coarse mesh's face graph, seed 0, "
+        "children on their parent's rank; what fem3d.run uses); rcb: recursive coordinate bisection of the "
+        "coarse mesh's element centres, children on their parent's rank (fem3d's partitioner of general "
+        "meshes before METIS); metis-fine: METIS on the refined mesh's own face graph, children free "
+        f"(reference). pymetis {version}: recursive bisection for P ≤ 8, k-way for P > 8. Imbalance: most "
+        "elements of a rank over the mean. Shared unknowns: velocity (3 per Q2 node) and pressure (Q1 node) "
+        "unknowns touched by elements of more than one rank, as fem3d.parallel.partition.distribute_owned "
+        "counts them; a rank's: those it holds; over fem3d's: the most shared unknowns of a rank over the "
+        "fem3d row's of the same refine and P; most sent: values a rank sends per interface sum (each shared "
+        "unknown once per peer holding it); neighbours: ranks sharing an unknown with it.\n\n" + text + "\n",
+    )
 
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     ap = ArgumentParser(prog="python scripts/partition_quality.py", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--refine", type=int, nargs="+", default=[0, 1, 2], help="refinements of the coarse mesh (default 0 1 2)")
+    ap.add_argument(
+        "--refine", type=int, nargs="+", default=[0, 1, 2], help="refinements of the coarse mesh (default 0 1 2)"
+    )
     ap.add_argument("--parts", type=int, nargs="+", default=[2, 4, 8, 16], help="numbers of ranks (default 2 4 8 16)")
     ap.add_argument("--results", default=os.path.join(ROOT, "benchmarks", "results"))
-    ap.add_argument("--tag", default="cpu", help="results name: benchmarks/results/partition_quality_<tag>.{json,md} "
-                                                 "(default cpu)")
+    ap.add_argument(
+        "--tag", default="cpu", help="results name: benchmarks/results/partition_quality_<tag>.{json,md} (default cpu)"
+    )
     args = ap.parse_args(argv)
     levels = sorted(set(check_each("--refine", args.refine, low=0, high=3, integer=True)))
     counts = sorted(set(check_each("--parts", args.parts, low=2, high=4096, integer=True)))
@@ -166,13 +187,25 @@ def main(argv=None) -> int:
                     part = follow_parents(mesh, coordinate_bisection(meshes[0], p))
                 else:
                     part = graph_parts(mesh, p)
-                found[name] = {"refine": k, "elements": mesh.n_elements, "unknowns": mesh.n_dofs, "parts": p,
-                               "partitioner": name, "partition_s": time.perf_counter() - t0, **quality(mesh, part, p)}
+                found[name] = {
+                    "refine": k,
+                    "elements": mesh.n_elements,
+                    "unknowns": mesh.n_dofs,
+                    "parts": p,
+                    "partitioner": name,
+                    "partition_s": time.perf_counter() - t0,
+                    **quality(mesh, part, p),
+                }
             for r in found.values():
                 r["interface_max_vs_fem3d"] = r["interface_max"] / found["fem3d"]["interface_max"]
             rows += found.values()
-            print(f"refine {k}, {p} ranks: " + ", ".join(f"{n} {r['interface_max']:,} shared (imbalance {r['imbalance']:.3f})"
-                                                        for n, r in found.items()), flush=True)
+            print(
+                f"refine {k}, {p} ranks: "
+                + ", ".join(
+                    f"{n} {r['interface_max']:,} shared (imbalance {r['imbalance']:.3f})" for n, r in found.items()
+                ),
+                flush=True,
+            )
     print(table(rows))
     os.makedirs(args.results, exist_ok=True)
     base = os.path.join(args.results, f"partition_quality_{tag}")

@@ -21,6 +21,7 @@ reductions of one smoothing (the inputs of scripts/level_model.py), and the reco
 of GPUs its ranks ran on (fewer than the ranks with --allow-shared-gpu). Saves
 benchmarks/results/profile_multigrid_<tag>.{json,md}.
 """
+
 from __future__ import annotations
 
 import os
@@ -64,7 +65,7 @@ def profile(n: int, re: float, device: str, picard: int, repeats: int, allow_sha
 
     backend, comm = setup(device, allow_shared_gpu=allow_shared_gpu)
     xp = backend.xp
-    check_fits(backend, "float64", "mg", n ** 3, comm.size, lambda e: f"--n {2 * int(e ** (1 / 3) / 2)} fits at most")
+    check_fits(backend, "float64", "mg", n**3, comm.size, lambda e: f"--n {2 * int(e ** (1 / 3) / 2)} fits at most")
     mesh = box_mesh(n, grading=1.0)
     levels = coarse_levels(mesh)
     if levels == 0:
@@ -88,22 +89,37 @@ def profile(n: int, re: float, device: str, picard: int, repeats: int, allow_sha
         dist = level.op.dist
         before = (dist.sums, dist.values_sent, comm.traffic["reductions"])
         gmres_steps(level.op, v, None, level.smoother, SMOOTHING_STEPS)
-        sums, sent, reductions = (a - b for a, b in zip((dist.sums, dist.values_sent, comm.traffic["reductions"]), before))
-        rows.append({"level": k, "elements": int(level.op.dofs.shape[0]), "unknowns": level.op.n,
-                     "partitioned": not dist.is_serial, "sums_per_smoothing": sums, "values_per_smoothing": sent,
-                     "reductions_per_smoothing": reductions,
-                     "product_ms": best_ms(backend, lambda: level.op.matvec(v, w), repeats),
-                     "smoother_ms": best_ms(backend, lambda: level.smoother.apply(v, w), repeats),
-                     "smoothing_ms": best_ms(backend, lambda: gmres_steps(level.op, v, None, level.smoother, SMOOTHING_STEPS), repeats),
-                     "vanka_setup_ms": best_ms(backend, level.smoother.setup, repeats)})
+        sums, sent, reductions = (
+            a - b for a, b in zip((dist.sums, dist.values_sent, comm.traffic["reductions"]), before)
+        )
+        rows.append(
+            {
+                "level": k,
+                "elements": int(level.op.dofs.shape[0]),
+                "unknowns": level.op.n,
+                "partitioned": not dist.is_serial,
+                "sums_per_smoothing": sums,
+                "values_per_smoothing": sent,
+                "reductions_per_smoothing": reductions,
+                "product_ms": best_ms(backend, lambda: level.op.matvec(v, w), repeats),
+                "smoother_ms": best_ms(backend, lambda: level.smoother.apply(v, w), repeats),
+                "smoothing_ms": best_ms(
+                    backend, lambda: gmres_steps(level.op, v, None, level.smoother, SMOOTHING_STEPS), repeats
+                ),
+                "vanka_setup_ms": best_ms(backend, level.smoother.setup, repeats),
+            }
+        )
     r = backend.asarray(rng.standard_normal(system.n))
     out = xp.empty_like(r)
-    cycle = {"galerkin_ms": best_ms(backend, lambda: [f.galerkin(c) for f, c in zip(mg.levels, mg.levels[1:])], repeats),
-             "coarse_inverse_ms": best_ms(backend, lambda: (mg.direct.setup(), mg.direct.wait()), repeats)
-             if mg.direct is not None else None,
-             "setup_ms": best_ms(backend, mg.setup, repeats),
-             "v_cycle_ms": best_ms(backend, lambda: mg.apply(r, out), repeats),
-             "system_product_ms": best_ms(backend, lambda: system.op.matvec(r, out), repeats)}
+    cycle = {
+        "galerkin_ms": best_ms(backend, lambda: [f.galerkin(c) for f, c in zip(mg.levels, mg.levels[1:])], repeats),
+        "coarse_inverse_ms": best_ms(backend, lambda: (mg.direct.setup(), mg.direct.wait()), repeats)
+        if mg.direct is not None
+        else None,
+        "setup_ms": best_ms(backend, mg.setup, repeats),
+        "v_cycle_ms": best_ms(backend, lambda: mg.apply(r, out), repeats),
+        "system_product_ms": best_ms(backend, lambda: system.op.matvec(r, out), repeats),
+    }
     devices = comm.allgather((socket.gethostname(), backend.device_id))
     everyone = comm.gather((rows, cycle))
     if everyone is None:
@@ -114,26 +130,44 @@ def profile(n: int, re: float, device: str, picard: int, repeats: int, allow_sha
             if key not in ("level", "partitioned"):
                 row[key] = busiest([theirs[k][key] for theirs, _ in everyone])
     cycle = {key: busiest([c[key] for _, c in everyone]) for key in cycle}
-    return {"n": n, "re": re, "device": backend.describe(), "ranks": comm.size, "communicator": comm.name,
-            "gpus": len(set(devices)) if backend.is_gpu else None,
-            "smoothing_steps": SMOOTHING_STEPS, "levels": rows, "cycle": cycle}
+    return {
+        "n": n,
+        "re": re,
+        "device": backend.describe(),
+        "ranks": comm.size,
+        "communicator": comm.name,
+        "gpus": len(set(devices)) if backend.is_gpu else None,
+        "smoothing_steps": SMOOTHING_STEPS,
+        "levels": rows,
+        "cycle": cycle,
+    }
 
 
 def table(result: dict) -> str:
     s = result["smoothing_steps"]
-    lines = [f"| level | elements | unknowns | product ms | smoother ms | smoothing ({s} GMRES steps) ms | of which not products | "
-             "Vanka set-up ms | interface sums, entries sent per smoothing |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"| level | elements | unknowns | product ms | smoother ms | smoothing ({s} GMRES steps) ms | of which not products | "
+        "Vanka set-up ms | interface sums, entries sent per smoothing |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in result["levels"]:
         work = s * (r["product_ms"] + r["smoother_ms"])
-        sent = f"{r['sums_per_smoothing']}, {r['values_per_smoothing']:,}" if r["partitioned"] else \
-            ("whole on every rank" if result["ranks"] > 1 else "-")
-        lines.append(f"| {r['level']} | {r['elements']:,} | {r['unknowns']:,} | {r['product_ms']:.3f} | {r['smoother_ms']:.3f} | "
-                     f"{r['smoothing_ms']:.2f} | {max(0.0, 1 - work / r['smoothing_ms']):.0%} | {r['vanka_setup_ms']:.2f} | {sent} |")
+        sent = (
+            f"{r['sums_per_smoothing']}, {r['values_per_smoothing']:,}"
+            if r["partitioned"]
+            else ("whole on every rank" if result["ranks"] > 1 else "-")
+        )
+        lines.append(
+            f"| {r['level']} | {r['elements']:,} | {r['unknowns']:,} | {r['product_ms']:.3f} | {r['smoother_ms']:.3f} | "
+            f"{r['smoothing_ms']:.2f} | {max(0.0, 1 - work / r['smoothing_ms']):.0%} | {r['vanka_setup_ms']:.2f} | {sent} |"
+        )
     c = result["cycle"]
     coarse = "" if c["coarse_inverse_ms"] is None else f", coarse inverse {c['coarse_inverse_ms']:.2f} ms"
-    lines += ["", f"V-cycle {c['v_cycle_ms']:.2f} ms; product with the float64 system matrix {c['system_product_ms']:.3f} ms; "
-                  f"set-up {c['setup_ms']:.2f} ms (Galerkin products {c['galerkin_ms']:.2f} ms{coarse})."]
+    lines += [
+        "",
+        f"V-cycle {c['v_cycle_ms']:.2f} ms; product with the float64 system matrix {c['system_product_ms']:.3f} ms; "
+        f"set-up {c['setup_ms']:.2f} ms (Galerkin products {c['galerkin_ms']:.2f} ms{coarse}).",
+    ]
     return "\n".join(lines)
 
 
@@ -145,8 +179,11 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="auto")
     ap.add_argument("--picard", type=int, default=1, help="Picard steps from rest before the Jacobian (default 1)")
     ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--allow-shared-gpu", action="store_true", help="let several ranks share a GPU (they take turns on it; the "
-                    "record's gpus counts the devices used)")
+    ap.add_argument(
+        "--allow-shared-gpu",
+        action="store_true",
+        help="let several ranks share a GPU (they take turns on it; the record's gpus counts the devices used)",
+    )
     ap.add_argument("--results", default=os.path.join(ROOT, "benchmarks", "results"))
     ap.add_argument("--tag", default=None, help="suffix of the result files (default: device and N)")
     args = ap.parse_args(argv)
@@ -164,12 +201,23 @@ def main(argv=None) -> int:
     text = table(result)
     print(text)
     tag = tag or f"{'gpu' if 'gpu' in result['device'] else 'cpu'}_n{args.n}" + (f"_p{ranks}" if ranks > 1 else "")
-    gpus = f" on {result['gpus']} GPU{'s' if result['gpus'] > 1 else ''}" if result["gpus"] and result["gpus"] < ranks else ""
-    where = f" on {ranks} ranks{gpus} ({result['communicator']}; the most of any rank, elements of the busiest)" if ranks > 1 else ""
-    write_record(os.path.join(args.results, f"profile_multigrid_{tag}"), result,
-                 f"# One V-cycle of mg, level by level ({result['device']}{where})\n\n`{result['command']}`\n\n"
-                 f"{args.n}³ graded lid-driven cube, Re {args.re:g}, Newton Jacobian after {args.picard} Picard "
-                 f"step(s); best of {args.repeats}.\n\n{text}\n")
+    gpus = (
+        f" on {result['gpus']} GPU{'s' if result['gpus'] > 1 else ''}"
+        if result["gpus"] and result["gpus"] < ranks
+        else ""
+    )
+    where = (
+        f" on {ranks} ranks{gpus} ({result['communicator']}; the most of any rank, elements of the busiest)"
+        if ranks > 1
+        else ""
+    )
+    write_record(
+        os.path.join(args.results, f"profile_multigrid_{tag}"),
+        result,
+        f"# One V-cycle of mg, level by level ({result['device']}{where})\n\n`{result['command']}`\n\n"
+        f"{args.n}³ graded lid-driven cube, Re {args.re:g}, Newton Jacobian after {args.picard} Picard "
+        f"step(s); best of {args.repeats}.\n\n{text}\n",
+    )
     return 0
 
 

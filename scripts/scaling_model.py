@@ -23,6 +23,7 @@ and predicted for --ranks; a box cut in slabs takes at most as many ranks as it 
 layers along its longest side (the row says so beyond). Saves
 benchmarks/results/scaling_model_<tag>.{json,md}.
 """
+
 from __future__ import annotations
 
 import json
@@ -52,8 +53,16 @@ def fit(one: dict, two: dict) -> dict:
     f1, f2 = fine_seconds(one["summary"]), fine_seconds(two["summary"])
     alike = max(0.0, 2 * f2 - f1)
     traffic = busiest(two)
-    return {"fine_1": f1, "fine_2": f2, "fine_alike": alike, "fine_split": f1 - alike, "rest_1": one["wall_s"] - f1,
-            "rest_2": two["wall_s"] - f2, "exchanges": traffic["exchanges"], "reductions": traffic["reductions"]}
+    return {
+        "fine_1": f1,
+        "fine_2": f2,
+        "fine_alike": alike,
+        "fine_split": f1 - alike,
+        "rest_1": one["wall_s"] - f1,
+        "rest_2": two["wall_s"] - f2,
+        "exchanges": traffic["exchanges"],
+        "reductions": traffic["reductions"],
+    }
 
 
 def predict(terms: dict, ranks: int, latency: float, latency_2: float) -> float:
@@ -82,34 +91,68 @@ def model(record: dict, ranks: list, latency: float, latency_2: float) -> list:
         terms = fit(rows[1], rows[2])
         t1 = rows[1]["wall_s"]
         modelled = {p: predict(terms, p, latency, latency_2) for p in [*rows, *ranks]}
-        checks = [{"ranks": p, "measured_s": r["wall_s"], "model_s": modelled[p], "error": modelled[p] / r["wall_s"] - 1}
-                  for p, r in sorted(rows.items()) if p > 2]
+        checks = [
+            {"ranks": p, "measured_s": r["wall_s"], "model_s": modelled[p], "error": modelled[p] / r["wall_s"] - 1}
+            for p, r in sorted(rows.items())
+            if p > 2
+        ]
         limit = slab_limit(rows[1])
-        predictions = [{"ranks": p, "model_s": modelled[p], "speed_up": t1 / modelled[p], "fits_slabs": limit is None or p <= limit}
-                       for p in ranks]
-        out.append({"study": study, "case": case, "elements": rows[1]["elements"], "wall_1_s": t1, "terms": terms,
-                    "checks": checks, "predictions": predictions,
-                    "speed_up_limit": t1 / (terms["fine_alike"] + terms["rest_2"])})
+        predictions = [
+            {
+                "ranks": p,
+                "model_s": modelled[p],
+                "speed_up": t1 / modelled[p],
+                "fits_slabs": limit is None or p <= limit,
+            }
+            for p in ranks
+        ]
+        out.append(
+            {
+                "study": study,
+                "case": case,
+                "elements": rows[1]["elements"],
+                "wall_1_s": t1,
+                "terms": terms,
+                "checks": checks,
+                "predictions": predictions,
+                "speed_up_limit": t1 / (terms["fine_alike"] + terms["rest_2"]),
+            }
+        )
     return out
 
 
 def markdown(meta: dict, cases: list) -> str:
-    lines = [f"# Scaling model of the default solver ({meta['device']})", "", f"`{meta['command']}`", "",
-             f"Fitted on the 1- and 2-rank runs of `{meta['record']}`; latency {meta['latency_us']:g} µs per message "
-             f"and reduction step beyond the 2-rank runs' {meta['latency_2_us']:g} µs. F: the finest mesh's Newton steps, "
-             "R: the rest (start, data preparation, coarser meshes, output).", "",
-             "| case | elements | 1 rank s | F alike s | F split s | R (P ≥ 2) s | exchanges, reductions | measured / model |"
-             " most speed-up |" + "".join(f" {p} ranks s (speed-up) |" for p in meta["ranks"]),
-             "|---|---|---|---|---|---|---|---|---|" + "---|" * len(meta["ranks"])]
+    lines = [
+        f"# Scaling model of the default solver ({meta['device']})",
+        "",
+        f"`{meta['command']}`",
+        "",
+        f"Fitted on the 1- and 2-rank runs of `{meta['record']}`; latency {meta['latency_us']:g} µs per message "
+        f"and reduction step beyond the 2-rank runs' {meta['latency_2_us']:g} µs. F: the finest mesh's Newton steps, "
+        "R: the rest (start, data preparation, coarser meshes, output).",
+        "",
+        "| case | elements | 1 rank s | F alike s | F split s | R (P ≥ 2) s | exchanges, reductions | measured / model |"
+        " most speed-up |" + "".join(f" {p} ranks s (speed-up) |" for p in meta["ranks"]),
+        "|---|---|---|---|---|---|---|---|---|" + "---|" * len(meta["ranks"]),
+    ]
     for c in cases:
         t = c["terms"]
-        checks = ", ".join(f"{k['ranks']}: {k['measured_s']:.1f} / {k['model_s']:.1f} s ({100 * k['error']:+.0f} %)"
-                           for k in c["checks"]) or "–"
-        preds = "".join(f" {p['model_s']:.1f} ({p['speed_up']:.2f}×) |" if p["fits_slabs"] else " more ranks than slabs |"
-                        for p in c["predictions"])
-        lines.append(f"| {c['study']} {c['case']} | {c['elements']:,} | {c['wall_1_s']:.1f} | {t['fine_alike']:.2f} | "
-                     f"{t['fine_split']:.2f} | {t['rest_2']:.1f} | {t['exchanges']:,}, {t['reductions']:,} | {checks} | "
-                     f"{c['speed_up_limit']:.2f}× |{preds}")
+        checks = (
+            ", ".join(
+                f"{k['ranks']}: {k['measured_s']:.1f} / {k['model_s']:.1f} s ({100 * k['error']:+.0f} %)"
+                for k in c["checks"]
+            )
+            or "–"
+        )
+        preds = "".join(
+            f" {p['model_s']:.1f} ({p['speed_up']:.2f}×) |" if p["fits_slabs"] else " more ranks than slabs |"
+            for p in c["predictions"]
+        )
+        lines.append(
+            f"| {c['study']} {c['case']} | {c['elements']:,} | {c['wall_1_s']:.1f} | {t['fine_alike']:.2f} | "
+            f"{t['fine_split']:.2f} | {t['rest_2']:.1f} | {t['exchanges']:,}, {t['reductions']:,} | {checks} | "
+            f"{c['speed_up_limit']:.2f}× |{preds}"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -117,10 +160,18 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     ap = ArgumentParser(prog="python scripts/scaling_model.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--record", required=True, help="a bench_parallel record (benchmarks/results/parallel_<tag>.json)")
-    ap.add_argument("--ranks", type=int, nargs="+", default=[8, 64, 512], help="rank counts to predict (default 8 64 512)")
-    ap.add_argument("--latency-us", type=float, default=10.0,
-                    help="latency per message and reduction step on the predicted machines, µs (default 10: InfiniBand between nodes)")
-    ap.add_argument("--latency-2-us", type=float, default=3.0, help="the same on the 2-rank runs' link, µs (default 3: NVLink)")
+    ap.add_argument(
+        "--ranks", type=int, nargs="+", default=[8, 64, 512], help="rank counts to predict (default 8 64 512)"
+    )
+    ap.add_argument(
+        "--latency-us",
+        type=float,
+        default=10.0,
+        help="latency per message and reduction step on the predicted machines, µs (default 10: InfiniBand between nodes)",
+    )
+    ap.add_argument(
+        "--latency-2-us", type=float, default=3.0, help="the same on the 2-rank runs' link, µs (default 3: NVLink)"
+    )
     ap.add_argument("--results", default=os.path.join(ROOT, "benchmarks", "results"))
     ap.add_argument("--tag", default="gpu", help="suffix of the result files")
     args = ap.parse_args(argv)
@@ -136,8 +187,14 @@ def main(argv=None) -> int:
     cases = model(record, ranks, args.latency_us * 1e-6, args.latency_2_us * 1e-6)
     if not cases:
         raise InputError(f"--record {args.record} has no case run on 1 and 2 ranks")
-    meta = {"command": "python scripts/scaling_model.py " + " ".join(argv), "record": os.path.relpath(args.record, ROOT),
-            "device": record["meta"].get("device"), "ranks": ranks, "latency_us": args.latency_us, "latency_2_us": args.latency_2_us}
+    meta = {
+        "command": "python scripts/scaling_model.py " + " ".join(argv),
+        "record": os.path.relpath(args.record, ROOT),
+        "device": record["meta"].get("device"),
+        "ranks": ranks,
+        "latency_us": args.latency_us,
+        "latency_2_us": args.latency_2_us,
+    }
     text = markdown(meta, cases)
     write_record(os.path.join(args.results, f"scaling_model_{args.tag}"), {"meta": meta, "cases": cases}, text)
     print(text)

@@ -3,6 +3,7 @@
 Imported from scripts/ (the folder of the running script); errors are gpucfd.errors.InputError,
 printed as one line with exit code 2 by gpucfd.errors.run_cli.
 """
+
 from __future__ import annotations
 
 import re

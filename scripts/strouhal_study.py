@@ -13,6 +13,7 @@ strouhal_study[_TAG].json and .md to --out-dir, rewritten after every run.
   python scripts/strouhal_study.py --device gpu --tag h100
   python scripts/strouhal_study.py --grids 16x80,32x160,64x320 --t-first 20 --t-later 10 --device cpu   # smoke run
 """
+
 from __future__ import annotations
 
 import math
@@ -39,7 +40,9 @@ def parse(argv):
     ap = ArgumentParser(prog="scripts/strouhal_study.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--grids", default="80x400,160x800,320x1600", help="ny x nx cells, each twice the one before")
     ap.add_argument("--cfl", default="0.5,0.25", help="CFL numbers of the two time steps (default 0.5,0.25)")
-    ap.add_argument("--re", default="100,150,200", help=f"Reynolds numbers (default 100,150,200; {FIRST_RE:g} runs first)")
+    ap.add_argument(
+        "--re", default="100,150,200", help=f"Reynolds numbers (default 100,150,200; {FIRST_RE:g} runs first)"
+    )
     ap.add_argument("--t-first", type=float, default=150.0, help="time of the Re 100 run from rest (default 150)")
     ap.add_argument("--t-later", type=float, default=100.0, help="time of the runs from its wake (default 100)")
     ap.add_argument("--device", default="auto", help="auto, cpu or gpu (default auto)")
@@ -71,8 +74,15 @@ def check(args) -> tuple:
 
 def run_case(backend, channel, re, cfl, t_end, start):
     """(row, flow): one run from rest (start None) or from ``start``'s fields."""
-    flow = CylinderFlow(backend, channel, re, default_dt(channel, cfl, re), "auto", 2,
-                        body_field=None if start is None else start.body.psi1)
+    flow = CylinderFlow(
+        backend,
+        channel,
+        re,
+        default_dt(channel, cfl, re),
+        "auto",
+        2,
+        body_field=None if start is None else start.body.psi1,
+    )
     if start is None:
         flow.kick(0.5)
     else:
@@ -81,9 +91,16 @@ def run_case(backend, channel, re, cfl, t_end, start):
     flow.run(round(t_end / flow.dt), check_every=500)
     seconds = time.perf_counter() - t0
     st = shedding(np.asarray(flow.times), np.asarray(flow.signal))
-    return {"re": re, "cfl": cfl, "dt": flow.dt, "steps": flow.steps, "seconds": seconds,
-            "st": st.frequency if st else None, "periods": st.periods if st else 0,
-            "spread": st.spread if st else None}, flow
+    return {
+        "re": re,
+        "cfl": cfl,
+        "dt": flow.dt,
+        "steps": flow.steps,
+        "seconds": seconds,
+        "st": st.frequency if st else None,
+        "periods": st.periods if st else 0,
+        "spread": st.spread if st else None,
+    }, flow
 
 
 def richardson(values: list) -> dict:
@@ -103,8 +120,12 @@ def summarise(rows, grids, cfls, res) -> list:
     for re in res:
         entry = {"re": re, "grids": {}, "richardson": {}}
         for cfl in cfls:
-            sts = [next((r["st"] for r in rows if r["re"] == re and r["cfl"] == cfl and r["grid"] == f"{g[0]}x{g[1]}"), None)
-                   for g in grids]
+            sts = [
+                next(
+                    (r["st"] for r in rows if r["re"] == re and r["cfl"] == cfl and r["grid"] == f"{g[0]}x{g[1]}"), None
+                )
+                for g in grids
+            ]
             entry["grids"][cfl] = sts
             if all(s is not None for s in sts[-3:]):
                 entry["richardson"][cfl] = richardson(sts[-3:])
@@ -121,28 +142,55 @@ def write(args, rows, grids, cfls, res, device) -> None:
     tag = f"_{args.tag}" if args.tag else ""
     base = os.path.join(args.out_dir, f"strouhal_study{tag}")
     table = summarise(rows, grids, cfls, res)
-    write_json(base + ".json", {"device": device, "command": " ".join(["python scripts/strouhal_study.py", *sys.argv[1:]]),
-                                "runs": rows, "summary": table})
+    write_json(
+        base + ".json",
+        {
+            "device": device,
+            "command": " ".join(["python scripts/strouhal_study.py", *sys.argv[1:]]),
+            "runs": rows,
+            "summary": table,
+        },
+    )
     names = [f"{g[0]}x{g[1]}" for g in grids]
-    fmt = (lambda v: "–" if v is None else f"{v:.4f}")
-    lines = ["# Strouhal number of the square cylinder in the channel (blockage 1/8): grids, time steps, Richardson", "",
-             f"`python scripts/strouhal_study.py {' '.join(sys.argv[1:])}` on {device}. Re {FIRST_RE:g} from rest to "
-             f"t = {args.t_first:g}, the others from its wake to t = {args.t_later:g}; St from the second half of the probe "
-             "signal (v, 2D behind the rear face). Δt = CFL min(hx, hy).", "",
-             "| Re | CFL | " + " | ".join(names) + " | observed order | St (Richardson) |", "|---|---|" + "---|" * (len(names) + 2)]
+    fmt = lambda v: "–" if v is None else f"{v:.4f}"
+    lines = [
+        "# Strouhal number of the square cylinder in the channel (blockage 1/8): grids, time steps, Richardson",
+        "",
+        f"`python scripts/strouhal_study.py {' '.join(sys.argv[1:])}` on {device}. Re {FIRST_RE:g} from rest to "
+        f"t = {args.t_first:g}, the others from its wake to t = {args.t_later:g}; St from the second half of the probe "
+        "signal (v, 2D behind the rear face). Δt = CFL min(hx, hy).",
+        "",
+        "| Re | CFL | " + " | ".join(names) + " | observed order | St (Richardson) |",
+        "|---|---|" + "---|" * (len(names) + 2),
+    ]
     for e in table:
         for cfl in cfls:
             r = e["richardson"].get(cfl)
             order = "–" if not r or r["order"] is None else f"{r['order']:.2f}"
-            lines.append(f"| {e['re']:g} | {cfl:g} | " + " | ".join(fmt(s) for s in e["grids"][cfl])
-                         + f" | {order} | {fmt(r['st']) if r else '–'} ± {fmt(r['band']) if r else '–'} |")
-    lines += ["", "| Re | St (finest CFL, extrapolated) | error band (Richardson + time step) | time-step effect on the finest grid |",
-              "|---|---|---|---|"]
+            lines.append(
+                f"| {e['re']:g} | {cfl:g} | "
+                + " | ".join(fmt(s) for s in e["grids"][cfl])
+                + f" | {order} | {fmt(r['st']) if r else '–'} ± {fmt(r['band']) if r else '–'} |"
+            )
+    lines += [
+        "",
+        "| Re | St (finest CFL, extrapolated) | error band (Richardson + time step) | time-step effect on the finest grid |",
+        "|---|---|---|---|",
+    ]
     lines += [f"| {e['re']:g} | {fmt(e.get('st'))} | {fmt(e.get('band'))} | {fmt(e.get('dt_effect'))} |" for e in table]
-    lines += ["", "Runs:", "", "| grid | Re | CFL | Δt | steps | St | periods | period spread | seconds |", "|---|---|---|---|---|---|---|---|---|"]
-    lines += [f"| {r['grid']} | {r['re']:g} | {r['cfl']:g} | {r['dt']:.5f} | {r['steps']} | {fmt(r['st'])} | {r['periods']} | "
-              f"{'–' if r['spread'] is None else format(r['spread'], '.4f')} | {r['seconds']:.1f} |"
-              + (f" {r['error'].split(':')[0]}" if "error" in r else "") for r in rows]
+    lines += [
+        "",
+        "Runs:",
+        "",
+        "| grid | Re | CFL | Δt | steps | St | periods | period spread | seconds |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {r['grid']} | {r['re']:g} | {r['cfl']:g} | {r['dt']:.5f} | {r['steps']} | {fmt(r['st'])} | {r['periods']} | "
+        f"{'–' if r['spread'] is None else format(r['spread'], '.4f')} | {r['seconds']:.1f} |"
+        + (f" {r['error'].split(':')[0]}" if "error" in r else "")
+        for r in rows
+    ]
     with open(base + ".md", "w") as fh:
         fh.write("\n".join(lines) + "\n")
 
@@ -159,18 +207,34 @@ def main(argv=None) -> int:
             first = None
             for re in res:
                 try:
-                    row, flow = run_case(backend, channel, re, cfl, args.t_first if first is None else args.t_later, first)
+                    row, flow = run_case(
+                        backend, channel, re, cfl, args.t_first if first is None else args.t_later, first
+                    )
                 except ConvergenceError as exc:  # recorded; the runs that would start from it are skipped
-                    rows.append({"grid": f"{ny}x{nx}", "re": re, "cfl": cfl, "dt": default_dt(channel, cfl, re), "steps": 0,
-                                 "seconds": 0.0, "st": None, "periods": 0, "spread": None, "error": str(exc)})
+                    rows.append(
+                        {
+                            "grid": f"{ny}x{nx}",
+                            "re": re,
+                            "cfl": cfl,
+                            "dt": default_dt(channel, cfl, re),
+                            "steps": 0,
+                            "seconds": 0.0,
+                            "st": None,
+                            "periods": 0,
+                            "spread": None,
+                            "error": str(exc),
+                        }
+                    )
                     print(f"{ny}x{nx} CFL {cfl:g} Re {re:g}: {exc}", flush=True)
                     write(args, rows, grids, cfls, res, backend.describe())
                     break
                 first = first or flow
                 row["grid"] = f"{ny}x{nx}"
                 rows.append(row)
-                print(f"{ny}x{nx} CFL {cfl:g} Re {re:g}: St {row['st']} ({row['periods']} periods, {row['seconds']:.1f} s)",
-                      flush=True)
+                print(
+                    f"{ny}x{nx} CFL {cfl:g} Re {re:g}: St {row['st']} ({row['periods']} periods, {row['seconds']:.1f} s)",
+                    flush=True,
+                )
                 write(args, rows, grids, cfls, res, backend.describe())
     return 0
 

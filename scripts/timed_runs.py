@@ -2,6 +2,7 @@
 
 Imported from scripts/ (the folder of the running script) by the benchmarks that time whole runs.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,7 +25,10 @@ def record_memory(main, argv) -> int:
         cp = cupy_module()
         pool = cp.get_default_memory_pool().total_bytes() if cp is not None and "cpu" not in argv else None
         with open(os.path.join(argv[argv.index("--out") + 1], "memory.json"), "w") as fh:
-            json.dump({"device_pool_bytes": pool, "max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}, fh)
+            json.dump(
+                {"device_pool_bytes": pool, "max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024},
+                fh,
+            )
 
 
 def child_environment(env: dict | None) -> dict | None:
@@ -38,8 +42,12 @@ def timed_child(script: str, args: list, out: str, env: dict | None = None) -> t
     its memory.json) from ``out``; exit with the child's code and its stderr unless it
     solved (0) or reported no convergence (3)."""
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, os.path.abspath(script), "--child", *args], capture_output=True, text=True,
-                          env=child_environment(env))
+    proc = subprocess.run(
+        [sys.executable, os.path.abspath(script), "--child", *args],
+        capture_output=True,
+        text=True,
+        env=child_environment(env),
+    )
     wall = time.perf_counter() - t0
     if proc.returncode not in (0, 3):
         sys.stderr.write(proc.stderr)

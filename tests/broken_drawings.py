@@ -1,5 +1,6 @@
 """Drawing functions that fail the way a plotting library can, for fem3d.commands.picture_process
 to run in its child (which imports this module: fixture child_imports_tests)."""
+
 import ctypes
 import os
 import time

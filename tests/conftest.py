@@ -2,6 +2,7 @@
 
 Select the GPU variants alone with ``pytest -m gpu``.
 """
+
 import os
 
 import pytest

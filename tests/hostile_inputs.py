@@ -5,6 +5,7 @@ Run in-process by tests/test_bad_input.py on one rank, and as a script under
 through gpucfd.errors.run_cli with stderr captured, and rank 0 prints one JSON line with
 each case's exit codes and the stderr of every rank.
 """
+
 import contextlib
 import io
 import json
@@ -23,15 +24,31 @@ from tridiag.cases import cavity2d, cylinder, heat
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SAMPLE = os.path.join(HERE, "..", "meshes", "distorted_cube_hex8.msh")
-PROGRAMS = {"fem3d.cavity": cavity.main, "fem3d.verify": verify.main, "tridiag.cases.cavity2d": cavity2d.main,
-            "tridiag.cases.cylinder": cylinder.main, "tridiag.cases.heat": heat.main}
+PROGRAMS = {
+    "fem3d.cavity": cavity.main,
+    "fem3d.verify": verify.main,
+    "tridiag.cases.cavity2d": cavity2d.main,
+    "tridiag.cases.cylinder": cylinder.main,
+    "tridiag.cases.heat": heat.main,
+}
 
 
 def make_files(folder: str) -> dict:
     """Broken input files in ``folder``: meshes and restart files; returns their paths by name."""
     os.makedirs(folder, exist_ok=True)
-    paths = {name: os.path.join(folder, name) for name in
-             ("empty.msh", "garbage.msh", "tets.vtu", "inverted.vtu", "nan.vtu", "restart.txt", "short.npy", "curved27.vtu")}
+    paths = {
+        name: os.path.join(folder, name)
+        for name in (
+            "empty.msh",
+            "garbage.msh",
+            "tets.vtu",
+            "inverted.vtu",
+            "nan.vtu",
+            "restart.txt",
+            "short.npy",
+            "curved27.vtu",
+        )
+    }
     open(paths["empty.msh"], "w").close()
     with open(paths["garbage.msh"], "wb") as fh:
         fh.write(bytes(range(256)) * 8)
@@ -77,7 +94,10 @@ def cases(folder: str, ranks: int, f: dict) -> list:
         (["--mesh", SAMPLE, "--lid", "lid", "--refine", "11"], "--refine must be >= 0 and <= 10 (got 11)"),
         (["--mesh", SAMPLE, "--lid", "lid", "--refine", "-1"], "--refine must be >= 0 and <= 10 (got -1)"),
         (["--mesh", SAMPLE, "--lid", "lid", "--refine", "9"], "fits at most"),
-        (["--mesh", f["curved27.vtu"], "--refine", "1"], "--refine 1: refinement 1 (its element 8 k + c is child c of element k before it): element 0 is inverted"),
+        (
+            ["--mesh", f["curved27.vtu"], "--refine", "1"],
+            "--refine 1: refinement 1 (its element 8 k + c is child c of element k before it): element 0 is inverted",
+        ),
         (["--n", "4", "--refine", "1"], "--refine needs --mesh"),
         (["--mesh", SAMPLE, "--lid", "z=7"], "--lid z=7: no boundary face of the mesh is on the lid"),
         (["--n", "2", "--initial", f["restart.txt"]], "--initial"),
@@ -89,7 +109,10 @@ def cases(folder: str, ranks: int, f: dict) -> list:
         (["--forcing", "1"], "--forcing must be > 0 and < 1"),
         (["--max-steps", "0"], "--max-steps must be >= 1"),
         (["--keep-factor", "0.5"], "--keep-factor must be >= 1 (got 0.5)"),
-        (["--continuation", ",".join(str(100 + k) for k in range(20)), "--re", "1000"], "--continuation lists 20 Reynolds numbers; at most 12"),
+        (
+            ["--continuation", ",".join(str(100 + k) for k in range(20)), "--re", "1000"],
+            "--continuation lists 20 Reynolds numbers; at most 12",
+        ),
         (["--continuation", "soon"], "--continuation must be auto, none or"),
         (["--solver", "lu"], "--solver must be one of"),
         (["--matrix-dtype", "float16"], "--matrix-dtype must be one of float64, float32"),
@@ -99,15 +122,24 @@ def cases(folder: str, ranks: int, f: dict) -> list:
         cav.append((["--device", "gpu"], "--device gpu requested but no CUDA GPU is usable"))
     out_cases = [("fem3d.cavity", argv + (out if "--out" not in argv else []), message) for argv, message in cav]
     vout = ["--out", os.path.join(folder, "v.json")]
-    out_cases += [("fem3d.verify", argv + vout, message) for argv, message in [
-        (["--n", "0"], "--n must be >= 1 and <= 10000 (got 0)"),
-        (["--re", "-1"], "--re must be > 0"),
-        (["--n", "2000"], "fits at most"),
-        (["--n", "2", "--forcing", "0"], "--forcing must be > 0 and < 1"),
-    ]]
+    out_cases += [
+        ("fem3d.verify", argv + vout, message)
+        for argv, message in [
+            (["--n", "0"], "--n must be >= 1 and <= 10000 (got 0)"),
+            (["--re", "-1"], "--re must be > 0"),
+            (["--n", "2000"], "fits at most"),
+            (["--n", "2", "--forcing", "0"], "--forcing must be > 0 and < 1"),
+        ]
+    ]
     out_cases.append(("fem3d.verify", ["--n", "2", "--out", "/proc/cannot-write-here/v.json"], "is not writable"))
     if ranks > 1:
-        out_cases.append(("fem3d.verify", ["--n", "1", "--solver", "paper", *vout], f"{ranks} ranks but the mesh has only 1 element layers"))
+        out_cases.append(
+            (
+                "fem3d.verify",
+                ["--n", "1", "--solver", "paper", *vout],
+                f"{ranks} ranks but the mesh has only 1 element layers",
+            )
+        )
     flow_out = ["--out", os.path.join(folder, "flow")]
     out_cases += [
         ("tridiag.cases.cavity2d", ["--re", "inf", *flow_out], "--re must be"),
@@ -116,7 +148,10 @@ def cases(folder: str, ranks: int, f: dict) -> list:
         ("tridiag.cases.heat", ["unsteady", "--dx", "1e-300", *flow_out], "--dx must be"),
         ("tridiag.cases.heat", ["unsteady", "--n", "1000000", *flow_out], "fits at most"),
     ]
-    return [(prog, [*argv, *(["--device", "cpu"] if "--device" not in argv else [])], message) for prog, argv, message in out_cases]
+    return [
+        (prog, [*argv, *(["--device", "cpu"] if "--device" not in argv else [])], message)
+        for prog, argv, message in out_cases
+    ]
 
 
 def run(prog: str, argv: list) -> tuple:

@@ -1,4 +1,5 @@
 """Helpers shared by the tests: small meshes and assembled operators."""
+
 import itertools
 import os
 
@@ -16,7 +17,9 @@ def sample_mesh(name: str):
     """'box' (3x2x2 graded box), 'distorted' (hex8 file), 'annulus' (hex27 file)."""
     if name == "box":
         return box_mesh(3, 2, 2, lengths=(1.0, 0.7, 1.3), grading=0.8)
-    return read_mesh(os.path.join(MESHES, {"distorted": "distorted_cube_hex8.msh", "annulus": "annulus_hex27.msh"}[name]))
+    return read_mesh(
+        os.path.join(MESHES, {"distorted": "distorted_cube_hex8.msh", "annulus": "annulus_hex27.msh"}[name])
+    )
 
 
 def twisted_mesh(n: int = 2, seed: int = 0, jitter: float = 0.15, grid=None, lengths=(1.0, 1.0, 1.0), grading=0.0):

@@ -21,11 +21,14 @@ def poly_pressure(x):
 def poly_force(xp, x):
     X, Y, Z = x[..., 0], x[..., 1], x[..., 2]
     nu = 1.0 / NU_RE
-    return xp.stack([
-        2 * Y * Z * Z - 2 * nu + 1 - 0.3 * Y * Z,
-        2 * X * X * Z - 2 * nu + Z - 0.3 * X * Z,
-        2 * X * Y * Y - 2 * nu + Y - 0.3 * X * Y,
-    ], axis=-1)
+    return xp.stack(
+        [
+            2 * Y * Z * Z - 2 * nu + 1 - 0.3 * Y * Z,
+            2 * X * X * Z - 2 * nu + Z - 0.3 * X * Z,
+            2 * X * Y * Y - 2 * nu + Y - 0.3 * X * Y,
+        ],
+        axis=-1,
+    )
 
 
 @pytest.mark.parametrize("grading, kind", [(0.0, "picard"), (1.2, "picard"), (1.2, "newton")])
@@ -93,13 +96,24 @@ def test_jacobian_is_the_derivative_of_the_stabilised_residual(backend, re):
     assert float(xp.abs(jd - fd).max()) < 1e-8 * float(xp.abs(fd).max())
     picard, _, _, sq = element_matrices_chunk(xp, X, u, re, tables, poly_force)
     assert float(xp.abs((picard[:, :, :89] @ dx[..., None])[..., 0] - fd).max()) > 1e-3 * float(xp.abs(fd).max())
-    assert float(xp.abs(sq - (picard * picard).sum(axis=2)).max()) < 1e-14 * float(sq.max())  # row norms of the Picard matrix either way
-    assert float(xp.abs(element_matrices_chunk(xp, X, u, re, tables, poly_force, p, jacobian=True)[3] - sq).max()) == 0.0
+    assert float(xp.abs(sq - (picard * picard).sum(axis=2)).max()) < 1e-14 * float(
+        sq.max()
+    )  # row norms of the Picard matrix either way
+    assert (
+        float(xp.abs(element_matrices_chunk(xp, X, u, re, tables, poly_force, p, jacobian=True)[3] - sq).max()) == 0.0
+    )
 
 
 def test_upwind_derivatives_match_differences():
     from fem3d.discretisation.element import Q2
-    from fem3d.discretisation.upwind import delta_end, delta_end_derivative, delta_mid, delta_mid_derivative, tau, tau_and_derivative
+    from fem3d.discretisation.upwind import (
+        delta_end,
+        delta_end_derivative,
+        delta_mid,
+        delta_mid_derivative,
+        tau,
+        tau_and_derivative,
+    )
 
     pe = np.array([1e-3, 0.05, 0.149, 0.2, 0.5, 2.0, 10.0, 50.0, 700.0])
     h = 1e-6 * pe
@@ -131,8 +145,8 @@ def test_stokes_blocks_are_symmetric_and_divergence_is_minus_gradient_transpose(
     assert np.all(np.linalg.eigvalsh(K)[:, 0] > -1e-13)  # viscous block: positive semidefinite
     assert np.allclose(K.sum(axis=2), 0, atol=1e-13)  # constants are in its kernel
     for d in range(3):
-        G = m[:, 27 * d:27 * d + 27, 81:]
-        D = m[:, 81:, 27 * d:27 * d + 27]
+        G = m[:, 27 * d : 27 * d + 27, 81:]
+        D = m[:, 81:, 27 * d : 27 * d + 27]
         assert np.allclose(D, -G.transpose(0, 2, 1), atol=1e-14)
     assert np.all(m[:, 81:, 81:] == 0) and np.all(m[:, :27, 27:81] == 0)
 

@@ -72,8 +72,10 @@ def test_phase_timer_records_disjoint_intervals_only(backend):
 def test_process_seconds_count_from_the_process_start():
     """A child process's wall time so far: at least the time since it began to import
     gpucfd, at most its life measured from outside."""
-    code = ("import time; t = time.perf_counter(); from gpucfd.backend import process_seconds; wall, since = "
-            "process_seconds(); print(wall, time.perf_counter() - t, since)")
+    code = (
+        "import time; t = time.perf_counter(); from gpucfd.backend import process_seconds; wall, since = "
+        "process_seconds(); print(wall, time.perf_counter() - t, since)"
+    )
     t0 = time.perf_counter()
     child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     outside = time.perf_counter() - t0
@@ -111,7 +113,10 @@ def test_ranks_of_an_mpi_launch_share_the_cores_among_their_blas_pools():
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     env = {"MPI_LOCALNRANKS": "2", "OMP_NUM_THREADS": "7"}
     share_cores_among_ranks(env)
-    assert env["OPENBLAS_NUM_THREADS"] == env["MKL_NUM_THREADS"] == str(max(1, cores // 2)) and env["OMP_NUM_THREADS"] == "7"
+    assert (
+        env["OPENBLAS_NUM_THREADS"] == env["MKL_NUM_THREADS"] == str(max(1, cores // 2))
+        and env["OMP_NUM_THREADS"] == "7"
+    )
     env = {"OMPI_COMM_WORLD_LOCAL_SIZE": str(4 * cores)}
     share_cores_among_ranks(env)
     assert all(env[v] == "1" for v in POOLS)
@@ -127,7 +132,11 @@ def test_a_rank_bound_to_one_core_gets_its_share_of_the_machine():
     from gpucfd.threads import POOLS, rank_cpus, share_cores_among_ranks
 
     blocks = [rank_cpus(r, 3, range(8)) for r in range(3)]
-    assert blocks == [[0, 1], [2, 3, 4], [5, 6, 7]] and rank_cpus(3, 4, range(3)) == [2] and rank_cpus(0, 4, range(3)) == []
+    assert (
+        blocks == [[0, 1], [2, 3, 4], [5, 6, 7]]
+        and rank_cpus(3, 4, range(3)) == [2]
+        and rank_cpus(0, 4, range(3)) == []
+    )
     machine = set(range(32))
 
     def launch(mine, rank=1, refuse=False):
@@ -156,7 +165,9 @@ def test_importing_fem3d_sizes_the_pools_before_numpy_loads():
 
     code = "import sys, os, fem3d; print(os.environ.get('OPENBLAS_NUM_THREADS'), 'numpy' in sys.modules)"
     env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "OMPI_COMM_WORLD_LOCAL_SIZE")}
-    out = subprocess.run([sys.executable, "-c", code], env={**env, "MPI_LOCALNRANKS": "64"}, capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], env={**env, "MPI_LOCALNRANKS": "64"}, capture_output=True, text=True
+    )
     assert out.stdout.split() == ["1", "False"], out.stderr
 
 
@@ -185,8 +196,13 @@ def test_distinct_equals_numpys_unique_on_integer_arrays(backend):
     from gpucfd.sets import distinct
 
     rng = np.random.default_rng(3)
-    for a in (rng.integers(-50, 50, (40, 27)), rng.integers(0, 2**40, 1000).repeat(3), np.zeros(0, np.int32),
-              np.array([7], np.uint8), rng.integers(0, 5, 9).astype(np.int32)):
+    for a in (
+        rng.integers(-50, 50, (40, 27)),
+        rng.integers(0, 2**40, 1000).repeat(3),
+        np.zeros(0, np.int32),
+        np.array([7], np.uint8),
+        rng.integers(0, 5, 9).astype(np.int32),
+    ):
         got = distinct(backend.asarray(a), backend.xp)
         assert isinstance(got, type(backend.xp.zeros(1)))
         assert got.dtype == a.dtype and np.array_equal(backend.to_numpy(got), np.unique(a))
@@ -198,7 +214,11 @@ def test_members_of_a_range_equal_numpys_unique(backend):
     from gpucfd.sets import members
 
     rng = np.random.default_rng(4)
-    for a, n in ((rng.integers(0, 50, (40, 27)), 50), (rng.integers(0, 1000, 30).repeat(3), 1000), (np.zeros(0, np.int64), 3),
-                 (np.array([[2, 0], [2, 2]], np.int32), 3)):
+    for a, n in (
+        (rng.integers(0, 50, (40, 27)), 50),
+        (rng.integers(0, 1000, 30).repeat(3), 1000),
+        (np.zeros(0, np.int64), 3),
+        (np.array([[2, 0], [2, 2]], np.int32), 3),
+    ):
         got = members(backend.asarray(a), n, backend.xp)
         assert np.array_equal(backend.to_numpy(got), np.unique(a))

@@ -1,5 +1,6 @@
 """scripts/bench_sizes.py on the CPU at toy sizes: a row per N with what the run measured,
 the ratios computed from them, and the saved table and plot."""
+
 import json
 import os
 import subprocess
@@ -11,8 +12,25 @@ SCRIPTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def test_rows_ratios_table_and_plot(tmp_path):
-    cmd = [sys.executable, os.path.join(SCRIPTS, "bench_sizes.py"), "--device", "cpu", "--n", "3", "4", "--re", "100",
-           "--grading", "0", "--runs", str(tmp_path / "runs"), "--results", str(tmp_path), "--tag", "t"]
+    cmd = [
+        sys.executable,
+        os.path.join(SCRIPTS, "bench_sizes.py"),
+        "--device",
+        "cpu",
+        "--n",
+        "3",
+        "4",
+        "--re",
+        "100",
+        "--grading",
+        "0",
+        "--runs",
+        str(tmp_path / "runs"),
+        "--results",
+        str(tmp_path),
+        "--tag",
+        "t",
+    ]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
     rows = json.loads((tmp_path / "bench_sizes_t.json").read_text())["rows"]
@@ -25,7 +43,9 @@ def test_rows_ratios_table_and_plot(tmp_path):
     ratios = sorted(r["per_element_vs_median"] for r in rows)  # the median of two is their mean
     assert ratios[0] < 1 < ratios[1] and ratios[0] + ratios[1] == pytest.approx(2.0)
     md = (tmp_path / "bench_sizes_t.md").read_text()
-    assert all(r["sequence"] == [] for r in rows)  # no coarser mesh of SEQUENCE_MIN elements: the coarser-meshes column empty
+    assert all(
+        r["sequence"] == [] for r in rows
+    )  # no coarser mesh of SEQUENCE_MIN elements: the coarser-meshes column empty
     assert f"| 4 | {rows[1]['unknowns']:,} | mg |  | {rows[1]['newton_steps']} |" in md
     assert (tmp_path / "bench_sizes_t.png").stat().st_size > 5000
     assert os.path.isdir(tmp_path / "runs" / "warmup")
@@ -41,12 +61,26 @@ def test_rows_ratios_table_and_plot(tmp_path):
     assert sorted(r["per_element_vs_median"] for r in record["rows"])[1] == pytest.approx(1.0)
     assert record["rows"][0]["cold_wall_s"] > 0 and record["rows"][0]["cold_summary"]["command"].endswith("_cold")
     two = record["rows"][0]
-    assert f"| {two['wall_s']:.1f} | {two['cold_wall_s']:.1f} | {two['s_per_m_unknowns']:.1f} |" in (tmp_path / "bench_sizes_t.md").read_text()
+    assert (
+        f"| {two['wall_s']:.1f} | {two['cold_wall_s']:.1f} | {two['s_per_m_unknowns']:.1f} |"
+        in (tmp_path / "bench_sizes_t.md").read_text()
+    )
 
 
 def test_add_without_a_record(tmp_path):
-    cmd = [sys.executable, os.path.join(SCRIPTS, "bench_sizes.py"), "--device", "cpu", "--n", "3", "--results", str(tmp_path),
-           "--tag", "none", "--add"]
+    cmd = [
+        sys.executable,
+        os.path.join(SCRIPTS, "bench_sizes.py"),
+        "--device",
+        "cpu",
+        "--n",
+        "3",
+        "--results",
+        str(tmp_path),
+        "--tag",
+        "none",
+        "--add",
+    ]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and p.stderr.count("\n") == 1 and "--add: no saved record" in p.stderr
     assert not os.listdir(tmp_path)

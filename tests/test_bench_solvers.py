@@ -1,6 +1,7 @@
 """scripts/bench_solvers.py on the CPU at toy size: both solvers reach the same flow, and
 the saved table holds what the runs measured; scripts/profile_multigrid.py on one process
 and on two ranks."""
+
 import json
 import os
 import subprocess
@@ -12,8 +13,22 @@ SCRIPTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def test_paper_and_mg_rows_on_a_small_box(tmp_path):
-    cmd = [sys.executable, os.path.join(SCRIPTS, "bench_solvers.py"), "--device", "cpu", "--n", "4", "--re", "100",
-           "--runs", str(tmp_path / "runs"), "--results", str(tmp_path), "--tag", "t"]
+    cmd = [
+        sys.executable,
+        os.path.join(SCRIPTS, "bench_solvers.py"),
+        "--device",
+        "cpu",
+        "--n",
+        "4",
+        "--re",
+        "100",
+        "--runs",
+        str(tmp_path / "runs"),
+        "--results",
+        str(tmp_path),
+        "--tag",
+        "t",
+    ]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
     data = json.loads((tmp_path / "bench_solvers_t.json").read_text())
@@ -30,14 +45,30 @@ def test_paper_and_mg_rows_on_a_small_box(tmp_path):
 
 
 def test_profile_multigrid_times_every_smoothed_level(tmp_path):
-    cmd = [sys.executable, os.path.join(SCRIPTS, "profile_multigrid.py"), "--device", "cpu", "--n", "6", "--re", "100",
-           "--repeats", "3", "--results", str(tmp_path), "--tag", "t"]
+    cmd = [
+        sys.executable,
+        os.path.join(SCRIPTS, "profile_multigrid.py"),
+        "--device",
+        "cpu",
+        "--n",
+        "6",
+        "--re",
+        "100",
+        "--repeats",
+        "3",
+        "--results",
+        str(tmp_path),
+        "--tag",
+        "t",
+    ]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
     data = json.loads((tmp_path / "profile_multigrid_t.json").read_text())
     (level,) = data["levels"]  # 6^3 -> 3^3, solved directly: one smoothed level
     assert (level["elements"], level["unknowns"]) == (216, 6934)
-    assert 0 < level["product_ms"] < level["smoothing_ms"] < data["cycle"]["v_cycle_ms"]  # a smoothing holds 10 products
+    assert (
+        0 < level["product_ms"] < level["smoothing_ms"] < data["cycle"]["v_cycle_ms"]
+    )  # a smoothing holds 10 products
     assert data["cycle"]["coarse_inverse_ms"] > 0
     assert "| 0 | 216 | 6,934 |" in (tmp_path / "profile_multigrid_t.md").read_text()
     assert (level["partitioned"], level["sums_per_smoothing"], level["values_per_smoothing"]) == (False, 0, 0)
@@ -56,8 +87,25 @@ def test_profile_multigrid_under_mpi_counts_each_partitioned_levels_sums(tmp_pat
     sending the 17 x 17 x 3 + 9 x 9 entries of the slabs' shared face."""
     from fem3d.solvers.multigrid import SMOOTHING_STEPS
 
-    cmd = [MPIEXEC, "-n", "2", sys.executable, os.path.join(SCRIPTS, "profile_multigrid.py"), "--device", "cpu", "--n", "8",
-           "--re", "100", "--repeats", "1", "--results", str(tmp_path), "--tag", "t"]
+    cmd = [
+        MPIEXEC,
+        "-n",
+        "2",
+        sys.executable,
+        os.path.join(SCRIPTS, "profile_multigrid.py"),
+        "--device",
+        "cpu",
+        "--n",
+        "8",
+        "--re",
+        "100",
+        "--repeats",
+        "1",
+        "--results",
+        str(tmp_path),
+        "--tag",
+        "t",
+    ]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
     data = json.loads((tmp_path / "profile_multigrid_t.json").read_text())

@@ -2,6 +2,7 @@
 and forces and point values (fem3d.problems.quantities), against flows that lie in the discrete
 spaces: plane Poiseuille flow between walls, with slip side planes, parabolic inflow and
 do-nothing outflow."""
+
 import math
 
 import numpy as np
@@ -27,10 +28,17 @@ def channel(grid, grading=0.0):
 def poiseuille(mesh, driven_by="pressure"):
     """u = 4 y (1 - y): by a pressure drop p = 8 nu (L - x) with the do-nothing outflow
     at x = L, or by the body force (8 nu, 0, 0) with p = 0."""
-    force = (lambda xp, x: xp.stack([xp.full(x.shape[:-1], 8.0 / RE), 0 * x[..., 0], 0 * x[..., 0]], axis=-1)) \
-        if driven_by == "force" else None
-    return FlowProblem.with_conditions(mesh, RE, {"x0": Velocity("4*y*(1-y)", 0, 0), "x1": Outflow(), "y0": Wall(),
-                                                  "y1": "wall", "z0": Slip(), "z1": "slip"}, force=force)
+    force = (
+        (lambda xp, x: xp.stack([xp.full(x.shape[:-1], 8.0 / RE), 0 * x[..., 0], 0 * x[..., 0]], axis=-1))
+        if driven_by == "force"
+        else None
+    )
+    return FlowProblem.with_conditions(
+        mesh,
+        RE,
+        {"x0": Velocity("4*y*(1-y)", 0, 0), "x1": Outflow(), "y0": Wall(), "y1": "wall", "z0": Slip(), "z1": "slip"},
+        force=force,
+    )
 
 
 def solve(problem, backend, solver):
@@ -46,7 +54,7 @@ def test_poiseuille_flow_is_reproduced_to_the_solver_tolerance(backend, solver, 
     mesh = channel(grid, grading=0.4)
     system, result = solve(poiseuille(mesh), backend, solver)
     n, y = mesh.n_nodes, mesh.points[:, 1]
-    u, v, w, p = result.x[:n], result.x[n:2 * n], result.x[2 * n:3 * n], result.x[3 * n:]
+    u, v, w, p = result.x[:n], result.x[n : 2 * n], result.x[2 * n : 3 * n], result.x[3 * n :]
     assert np.abs(u - 4 * y * (1 - y)).max() < 1e-8
     assert max(np.abs(v).max(), np.abs(w).max()) < 1e-8
     xp_ = mesh.points[mesh.pressure_nodes, 0]
@@ -77,8 +85,9 @@ def test_point_values_are_the_exact_pressure_and_velocity(backend):
 
 def test_the_lid_driven_cavity_by_tag_is_the_cavity_problem_bit_for_bit():
     mesh = box_mesh(4)
-    by_tag = FlowProblem.with_conditions(mesh, 100.0, {"y1": Velocity(1, 0, 0), **{t: Wall() for t in
-                                                                                    ("x0", "x1", "y0", "z0", "z1")}})
+    by_tag = FlowProblem.with_conditions(
+        mesh, 100.0, {"y1": Velocity(1, 0, 0), **{t: Wall() for t in ("x0", "x1", "y0", "z0", "z1")}}
+    )
     cavity = lid_driven_problem(mesh, 100.0, "y1")
     assert np.array_equal(by_tag.bc_nodes, cavity.bc_nodes) and np.array_equal(by_tag.bc_values, cavity.bc_values)
     assert by_tag.bc_mask.all() and by_tag.enclosed
@@ -88,8 +97,10 @@ def test_conditions_meet_strongest_first():
     """Wall beats velocity beats slip where faces meet; a node on two slip planes keeps both
     normal components; outflow prescribes nothing."""
     mesh = box_mesh(2, 2, 2)
-    c = constraints_by_tag(mesh, {"x0": Velocity(1, 2, 3), "x1": Outflow(), "y0": Wall(), "y1": Slip(),
-                                  "z0": Slip(), "z1": Velocity("x", 0, 0)})
+    c = constraints_by_tag(
+        mesh,
+        {"x0": Velocity(1, 2, 3), "x1": Outflow(), "y0": Wall(), "y1": Slip(), "z0": Slip(), "z1": Velocity("x", 0, 0)},
+    )
     pts = mesh.points[c.nodes]
     at = {tuple(p): (m, v) for p, m, v in zip(pts.round(12).tolist(), c.mask, c.values)}
     assert at[(0.0, 0.0, 0.5)][0].all() and not at[(0.0, 0.0, 0.5)][1].any()  # inflow meets wall
@@ -101,14 +112,23 @@ def test_conditions_meet_strongest_first():
     assert not c.enclosed
 
 
-@pytest.mark.parametrize("conditions, message", [
-    ({"x0": Wall()}, "have no condition"),
-    ({"lid": Wall()}, "'lid' not in the mesh"),
-    ({t: Wall() for t in ("x0", "x1", "y0", "y1", "z0")} | {"z1": "symmetry"}, 'boundary "z1": the condition must be'),
-    ({t: Wall() for t in ("x0", "x1", "y0", "y1", "z0")} | {"z1": {"velocity": [1, 0]}}, "list of 3"),
-    ({t: Wall() for t in ("x0", "x1", "y0", "y1", "z0")} | {"z1": {"velocity": ["sqrt(x-2)", 0, 0]}}, "not finite at"),
-    ({}, "no boundary conditions"),
-])
+@pytest.mark.parametrize(
+    "conditions, message",
+    [
+        ({"x0": Wall()}, "have no condition"),
+        ({"lid": Wall()}, "'lid' not in the mesh"),
+        (
+            {t: Wall() for t in ("x0", "x1", "y0", "y1", "z0")} | {"z1": "symmetry"},
+            'boundary "z1": the condition must be',
+        ),
+        ({t: Wall() for t in ("x0", "x1", "y0", "y1", "z0")} | {"z1": {"velocity": [1, 0]}}, "list of 3"),
+        (
+            {t: Wall() for t in ("x0", "x1", "y0", "y1", "z0")} | {"z1": {"velocity": ["sqrt(x-2)", 0, 0]}},
+            "not finite at",
+        ),
+        ({}, "no boundary conditions"),
+    ],
+)
 def test_bad_conditions_are_one_line_input_errors(conditions, message):
     with pytest.raises(InputError, match=message) as err:
         constraints_by_tag(box_mesh(2), conditions)
@@ -130,7 +150,7 @@ def test_expressions_evaluate_like_numpy():
     pts = np.array([[0.1, 0.2, 0.3], [0.7, -0.4, 2.0]])
     x, y, z = pts.T
     cases = {
-        "16*0.45*y*z*(0.41-y)*(0.41-z)/0.41**4": 16 * 0.45 * y * z * (0.41 - y) * (0.41 - z) / 0.41 ** 4,
+        "16*0.45*y*z*(0.41-y)*(0.41-z)/0.41**4": 16 * 0.45 * y * z * (0.41 - y) * (0.41 - z) / 0.41**4,
         "-x + +y - 2**-1 * z": -x + y - 0.5 * z,
         "sqrt(exp(x)) * sin(pi*y) / cos(z)": np.sqrt(np.exp(x)) * np.sin(np.pi * y) / np.cos(z),
         "3": np.full(2, 3.0),
@@ -142,12 +162,46 @@ def test_expressions_evaluate_like_numpy():
     assert Expression("x*0").constant is None
 
 
-@pytest.mark.parametrize("text", [
-    "__import__('os').system('true')", "x.real", "[x]", "x[0]", "lambda: 1", "open('f')", "a", "e", "1 if x else 2",
-    "x < 1", "x == y", "'1'", "True", "1j", "x // 2", "x % 2", "abs(x)", "sqrt(x, y)", "sqrt(x=1)", "sin", "x; y",
-    "(" * 500 + "x" + ")" * 500, "+" * 200 + "x", "1e999", "x" * 1001, "x @ y", "not x", "f'{x}'", "sqrt(*[x])", "",
-    "import os", "x = 1", None, [1], True,
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "__import__('os').system('true')",
+        "x.real",
+        "[x]",
+        "x[0]",
+        "lambda: 1",
+        "open('f')",
+        "a",
+        "e",
+        "1 if x else 2",
+        "x < 1",
+        "x == y",
+        "'1'",
+        "True",
+        "1j",
+        "x // 2",
+        "x % 2",
+        "abs(x)",
+        "sqrt(x, y)",
+        "sqrt(x=1)",
+        "sin",
+        "x; y",
+        "(" * 500 + "x" + ")" * 500,
+        "+" * 200 + "x",
+        "1e999",
+        "x" * 1001,
+        "x @ y",
+        "not x",
+        "f'{x}'",
+        "sqrt(*[x])",
+        "",
+        "import os",
+        "x = 1",
+        None,
+        [1],
+        True,
+    ],
+)
 def test_the_grammar_rejects_everything_outside_it(text):
     with pytest.raises(InputError) as err:
         Expression(text, where="velocity u")

@@ -47,7 +47,9 @@ def test_readme_command_writes_every_promised_file(readme_run):
     assert summary["nonlinear_steps"] == len(summary["continuation"][0]["steps"]) > 2
     assert summary["t_unit_us"] > 0 and summary["linear_iterations"] > 0 and summary["residual"] <= 1e-6
     assert {"data_preparation", "element_matrices", "linear_setup", "solve", "output"} <= set(summary["times_s"])
-    assert summary["files"] == RESULTS + PICTURES and sorted(os.listdir(out)) == sorted(RESULTS + PICTURES)  # no temporaries
+    assert summary["files"] == RESULTS + PICTURES and sorted(os.listdir(out)) == sorted(
+        RESULTS + PICTURES
+    )  # no temporaries
     for f in summary["files"]:
         assert (out / f).stat().st_size > 1000
     assert np.load(out / "solution.npy").shape == (summary["dofs"],)
@@ -60,7 +62,9 @@ def test_readme_command_draws_the_mid_plane_with_streamlines(readme_run):
     img = np.asarray(Image.open(out / "slice.png").convert("RGB"), dtype=float)
     assert img.shape[0] > 600 and img.shape[1] > 700 and img.std() > 20  # a real picture, not a blank canvas
     h, w, _ = img.shape
-    inner = img[int(0.3 * h):int(0.7 * h), int(0.25 * w):int(0.6 * w)]  # inside the axes: the flow, away from the walls
+    inner = img[
+        int(0.3 * h) : int(0.7 * h), int(0.25 * w) : int(0.6 * w)
+    ]  # inside the axes: the flow, away from the walls
     white = (inner > 200).all(axis=2).mean()
     coloured = (np.ptp(inner, axis=2) > 30).mean()  # viridis speed: not grey
     assert 0.01 < white < 0.3 and coloured > 0.5, (white, coloured)
@@ -75,7 +79,13 @@ def test_vtu_holds_the_solution_on_hexahedron27_cells(readme_run):
     vel, p, speed, vort = (m.point_data[k] for k in ("velocity", "pressure", "speed", "vorticity"))
     assert vel.shape == (17**3, 3) and vort.shape == (17**3, 3)
     assert np.allclose(speed, np.linalg.norm(vel, axis=1))
-    lid = np.isclose(m.points[:, 1], 1) & (m.points[:, 0] > 0) & (m.points[:, 0] < 1) & (m.points[:, 2] > 0) & (m.points[:, 2] < 1)
+    lid = (
+        np.isclose(m.points[:, 1], 1)
+        & (m.points[:, 0] > 0)
+        & (m.points[:, 0] < 1)
+        & (m.points[:, 2] > 0)
+        & (m.points[:, 2] < 1)
+    )
     assert np.allclose(vel[lid], [1, 0, 0], atol=1e-8)
     edge = np.isclose(m.points[:, 1], 1) & np.isclose(m.points[:, 0], 0)
     assert np.allclose(vel[edge], 0, atol=1e-8)  # walls win where they meet the lid
@@ -132,7 +142,10 @@ def test_lid_nodes_and_continuation_steps():
     assert len(moving) == 3 * 3 and np.all(mesh.points[moving, 1] == 1.0)
     assert len(problem.bc_nodes) == mesh.n_nodes - 3**3
     assert cavity.continuation_steps("auto", 1000.0) == [400.0]
-    assert cavity.continuation_steps("auto", 2500.0) == [400.0, 1000.0] and len(cavity.continuation_steps("auto", 3000.0)) == 3
+    assert (
+        cavity.continuation_steps("auto", 2500.0) == [400.0, 1000.0]
+        and len(cavity.continuation_steps("auto", 3000.0)) == 3
+    )
     assert cavity.continuation_steps("auto", 400.0) == [] and cavity.continuation_steps("none", 1e4) == []
     assert cavity.continuation_steps("auto", 3000.0) == [400.0, 783.0, 1530.0]
     assert cavity.continuation_steps("400,100", 1000.0) == [100.0, 400.0]
@@ -143,18 +156,45 @@ def test_lid_nodes_and_continuation_steps():
 
 
 def test_mesh_file_with_tagged_lid(tmp_path):
-    p = run("--mesh", os.path.join(MESHES, "distorted_cube_hex8.msh"), "--lid", "lid", "--device", "cpu", "--out", str(tmp_path),
-            "--no-plots", "--quiet")
+    p = run(
+        "--mesh",
+        os.path.join(MESHES, "distorted_cube_hex8.msh"),
+        "--lid",
+        "lid",
+        "--device",
+        "cpu",
+        "--out",
+        str(tmp_path),
+        "--no-plots",
+        "--quiet",
+    )
     assert p.returncode == 0, p.stderr
     summary = json.loads((tmp_path / "summary.json").read_text())
-    assert summary["converged"] and summary["mesh"]["file"].endswith("distorted_cube_hex8.msh") and summary["mesh"]["elements"] == 216
+    assert (
+        summary["converged"]
+        and summary["mesh"]["file"].endswith("distorted_cube_hex8.msh")
+        and summary["mesh"]["elements"] == 216
+    )
 
 
 def test_refined_mesh_file_is_solved_by_multigrid(tmp_path):
     """--refine 1 of the distorted cube: auto takes mg (levels: the refined mesh and the file's),
     which converges at Re 100 in at most 4 FGMRES iterations per step."""
-    p = run("--mesh", os.path.join(MESHES, "distorted_cube_hex8.msh"), "--lid", "lid", "--refine", "1", "--device", "cpu",
-            "--out", str(tmp_path), "--no-plots", "--no-vtu", "--quiet")
+    p = run(
+        "--mesh",
+        os.path.join(MESHES, "distorted_cube_hex8.msh"),
+        "--lid",
+        "lid",
+        "--refine",
+        "1",
+        "--device",
+        "cpu",
+        "--out",
+        str(tmp_path),
+        "--no-plots",
+        "--no-vtu",
+        "--quiet",
+    )
     assert p.returncode == 0, p.stderr
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["converged"] and summary["mesh"]["elements"] == 8 * 216 and summary["mesh"]["refine"] == 1
@@ -167,8 +207,24 @@ def test_memory_estimate_names_the_largest_refinement_that_fits(tmp_path, capsys
     (fem3d.commands.memory) fit 8,423 elements: the 216 of the distorted cube refined once
     (1,728), not twice (13,824)."""
     monkeypatch.setattr("gpucfd.backend.host_free_bytes", lambda: 2**31)
-    code = run_cli(cavity.main, ["--mesh", os.path.join(MESHES, "distorted_cube_hex8.msh"), "--lid", "lid", "--refine", "2",
-                                 "--device", "cpu", "--assembly", "element", "--out", str(tmp_path / "out")], prog="fem3d.cavity")
+    code = run_cli(
+        cavity.main,
+        [
+            "--mesh",
+            os.path.join(MESHES, "distorted_cube_hex8.msh"),
+            "--lid",
+            "lid",
+            "--refine",
+            "2",
+            "--device",
+            "cpu",
+            "--assembly",
+            "element",
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        prog="fem3d.cavity",
+    )
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and err.rstrip().endswith("--refine 1 fits at most"), err
     assert "13,824 elements need about 3.25 GiB of host memory" in err and not (tmp_path / "out").exists()
@@ -181,8 +237,24 @@ def test_partial_assembly_fits_a_larger_mesh(tmp_path, monkeypatch, capsys):
     default auto's last resort)."""
     monkeypatch.setattr("gpucfd.backend.host_free_bytes", lambda: 1.5 * 2**30)
     for assembly in ("partial", "auto"):
-        code = run_cli(cavity.main, ["--mesh", os.path.join(MESHES, "distorted_cube_hex8.msh"), "--lid", "lid", "--refine", "2",
-                                     "--device", "cpu", "--assembly", assembly, "--out", str(tmp_path / "out")], prog="fem3d.cavity")
+        code = run_cli(
+            cavity.main,
+            [
+                "--mesh",
+                os.path.join(MESHES, "distorted_cube_hex8.msh"),
+                "--lid",
+                "lid",
+                "--refine",
+                "2",
+                "--device",
+                "cpu",
+                "--assembly",
+                assembly,
+                "--out",
+                str(tmp_path / "out"),
+            ],
+            prog="fem3d.cavity",
+        )
         err = capsys.readouterr().err
         assert code == 2 and err.count("\n") == 1 and "GiB of host memory (partial assembly)" in err, err
         assert "13,824 elements need about 1.82 GiB" in err and err.rstrip().endswith("--refine 1 fits at most")
@@ -194,13 +266,32 @@ def test_auto_assembly_takes_partial_assembly_where_stored_matrices_do_not_fit(t
     each and 0.05 GB) but 0.33 GB with partial assembly (134e3 and 0.1 GB): the default
     --assembly auto takes partial assembly and says so in one warning line."""
     monkeypatch.setattr("gpucfd.backend.host_free_bytes", lambda: 0.45e9)
-    code = run_cli(cavity.main, ["--n", "12", "--re", "100", "--max-steps", "2", "--device", "cpu", "--no-plots", "--no-vtu",
-                                 "--out", str(tmp_path)], prog="fem3d.cavity")
+    code = run_cli(
+        cavity.main,
+        [
+            "--n",
+            "12",
+            "--re",
+            "100",
+            "--max-steps",
+            "2",
+            "--device",
+            "cpu",
+            "--no-plots",
+            "--no-vtu",
+            "--out",
+            str(tmp_path),
+        ],
+        prog="fem3d.cavity",
+    )
     err = capsys.readouterr().err
     assert code == 3 and "1,728 elements do not fit with stored element matrices: --assembly partial" in err, err
     assert json.loads((tmp_path / "summary.json").read_text())["options"]["linear"]["assembly"] == "partial"
     monkeypatch.setattr("gpucfd.backend.host_free_bytes", lambda: 0.3e9)
-    assert run_cli(cavity.main, ["--n", "12", "--device", "cpu", "--out", str(tmp_path / "none")], prog="fem3d.cavity") == 2
+    assert (
+        run_cli(cavity.main, ["--n", "12", "--device", "cpu", "--out", str(tmp_path / "none")], prog="fem3d.cavity")
+        == 2
+    )
     assert "(partial assembly), 0.279 GiB is free: --n 11 fits at most" in capsys.readouterr().err
 
 
@@ -217,8 +308,20 @@ def test_a_flow_out_of_reach_stops_early_with_a_suggestion(tmp_path):
     """Re 1e5 on a 4^3 box without continuation (solved directly: no coarser level): Newton
     stagnates, so the run stops after 15 steps (it once spent 200 s in 5 steps of 750-1250
     FGMRES iterations) with exit 3, the reason and the advice."""
-    p = run("--re", "1e5", "--continuation", "none", "--n", "4", "--device", "cpu", "--out", str(tmp_path), "--no-plots",
-            "--no-vtu")
+    p = run(
+        "--re",
+        "1e5",
+        "--continuation",
+        "none",
+        "--n",
+        "4",
+        "--device",
+        "cpu",
+        "--out",
+        str(tmp_path),
+        "--no-plots",
+        "--no-vtu",
+    )
     assert p.returncode == 3 and "not converged (stagnated)" in p.stderr and "--continuation auto" in p.stderr
     assert p.stderr.count("\n") == 1
     summary = json.loads((tmp_path / "summary.json").read_text())
@@ -226,11 +329,29 @@ def test_a_flow_out_of_reach_stops_early_with_a_suggestion(tmp_path):
 
 
 def test_no_vtu_skips_the_solution_file_and_float32_storage_is_recorded(tmp_path):
-    p = run("--n", "2", "--device", "cpu", "--out", str(tmp_path), "--no-plots", "--no-vtu", "--matrix-dtype", "float32", "--quiet")
+    p = run(
+        "--n",
+        "2",
+        "--device",
+        "cpu",
+        "--out",
+        str(tmp_path),
+        "--no-plots",
+        "--no-vtu",
+        "--matrix-dtype",
+        "float32",
+        "--quiet",
+    )
     assert p.returncode == 0, p.stderr
     summary = json.loads((tmp_path / "summary.json").read_text())
-    assert summary["files"] == ["solution.npy", "profiles.csv", "summary.json"] and not (tmp_path / "cavity.vtu").exists()
-    assert summary["options"]["linear"]["matrix_dtype"] == "float32" and summary["converged"] and summary["residual"] <= 1e-6
+    assert (
+        summary["files"] == ["solution.npy", "profiles.csv", "summary.json"] and not (tmp_path / "cavity.vtu").exists()
+    )
+    assert (
+        summary["options"]["linear"]["matrix_dtype"] == "float32"
+        and summary["converged"]
+        and summary["residual"] <= 1e-6
+    )
 
 
 def test_restart_from_a_saved_solution(tmp_path):
@@ -239,8 +360,23 @@ def test_restart_from_a_saved_solution(tmp_path):
     assert p.returncode == 0, p.stderr
     x = np.load(first / "solution.npy")
     assert x.shape == (json.loads((first / "summary.json").read_text())["dofs"],)
-    p = run("--n", "2", "--re", "50", "--initial", str(first / "solution.npy"), "--continuation", "none", "--device", "cpu",
-            "--out", str(second), "--no-plots", "--no-vtu", "--quiet")
+    p = run(
+        "--n",
+        "2",
+        "--re",
+        "50",
+        "--initial",
+        str(first / "solution.npy"),
+        "--continuation",
+        "none",
+        "--device",
+        "cpu",
+        "--out",
+        str(second),
+        "--no-plots",
+        "--no-vtu",
+        "--quiet",
+    )
     assert p.returncode == 0, p.stderr
     summary = json.loads((second / "summary.json").read_text())
     assert summary["nonlinear_steps"] == 0 and summary["residual"] <= 1e-6  # already solved: no step
@@ -259,7 +395,11 @@ def test_nan_stops_at_once_and_writes_marked_results(tmp_path, monkeypatch, caps
     monkeypatch.setattr(asm, "upwind_tau", lambda xp, a, J, re, mid: xp.full(a.shape[:2] + (27,), np.nan))
     from gpucfd.errors import run_cli
 
-    code = run_cli(cavity.main, ["--n", "2", "--device", "cpu", "--out", str(tmp_path), "--no-plots", "--quiet"], prog="fem3d.cavity")
+    code = run_cli(
+        cavity.main,
+        ["--n", "2", "--device", "cpu", "--out", str(tmp_path), "--no-plots", "--quiet"],
+        prog="fem3d.cavity",
+    )
     assert code == 3 and "not converged (nan)" in capsys.readouterr().err
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["converged"] is False and summary["reason"] == "nan" and summary["nonlinear_steps"] == 0
@@ -273,7 +413,10 @@ BAD = [
     (["--grading", "-1"], "--grading must be >= 0"),
     (["--out", "/proc/cannot-write-here"], "--out /proc/cannot-write-here is not a writable directory"),
     (["--mesh", "MESHES/annulus_hex27.msh"], "--lid y=1: no boundary face of the mesh is on the lid"),
-    (["--mesh", "MESHES/annulus_hex27.msh", "--lid", "lid"], "boundary tag 'lid' not in the mesh (tags: ends, inner, outer)"),
+    (
+        ["--mesh", "MESHES/annulus_hex27.msh", "--lid", "lid"],
+        "boundary tag 'lid' not in the mesh (tags: ends, inner, outer)",
+    ),
     (["--lid", "q=1"], "--lid q=1: the plane must read"),
     (["--mesh", "MESHES/distorted_cube_hex8.msh", "--n", "4"], "--mesh cannot be combined"),
     (["--mesh", "missing.msh"], "--mesh file not found"),
@@ -302,6 +445,7 @@ def test_help_mentions_defaults():
 
 def test_results_are_on_disk_before_the_pictures_start(tmp_path, monkeypatch):
     """A run killed while drawing keeps its results, and summary.json lists only them."""
+
     def killed(run, warn, stop):
         assert sorted(os.listdir(tmp_path)) == sorted(RESULTS)
         raise KeyboardInterrupt
@@ -318,7 +462,9 @@ def test_a_crashing_picture_is_one_warning_and_the_results_stay(tmp_path, monkey
     """slice.png's drawing process dies of SIGSEGV (as VTK's streamline filter did): the
     run warns in one line, keeps its complete results and profiles.png, and exits 0."""
     monkeypatch.setattr(plots, "slice_png", broken_drawings.segfault)
-    monkeypatch.setattr("fem3d.commands.cavity_output.mid_plane", partial(mid_plane, samples=9))  # the real sampling, smaller
+    monkeypatch.setattr(
+        "fem3d.commands.cavity_output.mid_plane", partial(mid_plane, samples=9)
+    )  # the real sampling, smaller
     code = run_cli(cavity.main, ["--n", "2", "--device", "cpu", "--out", str(tmp_path), "--quiet"], prog="fem3d.cavity")
     warning = "slice.png not written (the drawing process died of SIGSEGV)"
     assert code == 0 and capsys.readouterr().err == f"fem3d.cavity: warning: {warning}\n"
@@ -336,8 +482,11 @@ def test_a_picture_whose_data_fails_is_a_warning(tmp_path, monkeypatch, capsys):
         raise MemoryError("mid-plane too large")
 
     monkeypatch.setattr("fem3d.commands.cavity_output.mid_plane", broken_plane)
-    code = run_cli(cavity.main, ["--n", "2", "--device", "cpu", "--out", str(tmp_path), "--quiet", "--max-steps", "1"],
-                   prog="fem3d.cavity")
+    code = run_cli(
+        cavity.main,
+        ["--n", "2", "--device", "cpu", "--out", str(tmp_path), "--quiet", "--max-steps", "1"],
+        prog="fem3d.cavity",
+    )
     err = capsys.readouterr().err.splitlines()
     assert code == 3 and err[0] == "fem3d.cavity: warning: slice.png not written (MemoryError: mid-plane too large)"
     assert len(err) == 2 and err[1].startswith("fem3d.cavity: not converged (max_steps)")
@@ -354,7 +503,9 @@ def test_cpu_and_gpu_profiles_agree(tmp_path):
     for device in ("cpu", "gpu"):
         p = run(*common, "--device", device, "--out", str(tmp_path / device))
         assert p.returncode == 0, p.stderr
-        profiles.append(np.genfromtxt(tmp_path / device / "profiles.csv", delimiter=",", skip_header=1, usecols=(5, 6, 7)))
+        profiles.append(
+            np.genfromtxt(tmp_path / device / "profiles.csv", delimiter=",", skip_header=1, usecols=(5, 6, 7))
+        )
     assert np.abs(profiles[0] - profiles[1]).max() < 1e-8
 
 
@@ -363,19 +514,28 @@ def test_automatic_mesh_resolves_where_the_device_affords_it():
 
     assert resolution.expected_deviation(100.0, 8) == pytest.approx(0.0068)  # a measured point
     assert resolution.expected_deviation(1000.0, 12) == pytest.approx(0.0377)
-    assert resolution.expected_deviation(400.0, 12) < resolution.expected_deviation(1000.0, 12) < resolution.expected_deviation(1000.0, 8)
+    assert (
+        resolution.expected_deviation(400.0, 12)
+        < resolution.expected_deviation(1000.0, 12)
+        < resolution.expected_deviation(1000.0, 8)
+    )
     assert resolution.expected_deviation(2000.0, 40) > resolution.expected_deviation(1000.0, 40)  # thinner wall layers
     for re in (100.0, 400.0, 1000.0):
         n = resolution.resolving_size(re)
         assert resolution.expected_deviation(re, n) <= resolution.TARGET * resolution.MARGIN
-        assert n == resolution.SIZES[0] or resolution.expected_deviation(re, resolution.SIZES[resolution.SIZES.index(n) - 1]) > \
-            resolution.TARGET * resolution.MARGIN
+        assert (
+            n == resolution.SIZES[0]
+            or resolution.expected_deviation(re, resolution.SIZES[resolution.SIZES.index(n) - 1])
+            > resolution.TARGET * resolution.MARGIN
+        )
     assert resolution.automatic_size(100.0, "cpu") == resolution.resolving_size(100.0) == 8  # the README's command
     cpu_1000 = resolution.automatic_size(1000.0, "cpu")
     assert cpu_1000 < resolution.resolving_size(1000.0) == resolution.automatic_size(1000.0, "gpu")
     assert resolution.estimated_seconds("cpu", 1000.0, cpu_1000) <= resolution.BUDGET_S["cpu"]
     assert resolution.automatic_size(1000.0, "gpu", ranks=4) == resolution.resolving_size(1000.0) == 24
-    assert resolution.estimated_seconds("cpu", 400.0, 12, ranks=4) == resolution.estimated_seconds("cpu", 400.0, 12)  # shared cores
+    assert resolution.estimated_seconds("cpu", 400.0, 12, ranks=4) == resolution.estimated_seconds(
+        "cpu", 400.0, 12
+    )  # shared cores
     assert resolution.estimated_seconds("gpu", 400.0, 12, ranks=4) == resolution.estimated_seconds("gpu", 400.0, 12) / 4
 
 
@@ -385,11 +545,34 @@ def test_more_cpu_ranks_than_cores_are_warned_of(tmp_path):
     cores = os.cpu_count()
     if MPIEXEC is None or cores > 3:
         pytest.skip("needs mpiexec and a machine of at most 3 cores")
-    p = subprocess.run([MPIEXEC, "-n", str(cores + 1), sys.executable, "-m", "fem3d.cavity", "--n", "4", "--device", "cpu",
-                        "--max-steps", "1", "--no-plots", "--no-vtu", "--quiet", "--out", str(tmp_path)],
-                       capture_output=True, text=True, timeout=300)
-    assert p.stderr.splitlines()[0] == (f"fem3d.cavity: warning: {cores + 1} ranks share this node's {cores} CPU cores: oversubscribed "
-                                        f"ranks wait on each other (4 ranks on 2 cores took 3x the time of one rank); start at most {cores}")
+    p = subprocess.run(
+        [
+            MPIEXEC,
+            "-n",
+            str(cores + 1),
+            sys.executable,
+            "-m",
+            "fem3d.cavity",
+            "--n",
+            "4",
+            "--device",
+            "cpu",
+            "--max-steps",
+            "1",
+            "--no-plots",
+            "--no-vtu",
+            "--quiet",
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert p.stderr.splitlines()[0] == (
+        f"fem3d.cavity: warning: {cores + 1} ranks share this node's {cores} CPU cores: oversubscribed "
+        f"ranks wait on each other (4 ranks on 2 cores took 3x the time of one rank); start at most {cores}"
+    )
 
 
 def test_flagship_command_on_cpu_ranks_warns_before_it_starts(tmp_path):
@@ -400,17 +583,58 @@ def test_flagship_command_on_cpu_ranks_warns_before_it_starts(tmp_path):
 
     if MPIEXEC is None:
         pytest.skip("no mpiexec")
-    p = subprocess.run([MPIEXEC, "-n", "2", sys.executable, "-m", "fem3d.cavity", "--re", "1000", "--device", "cpu", "--max-steps", "1",
-                        "--no-plots", "--out", str(tmp_path / "auto")], capture_output=True, text=True, timeout=300)
+    p = subprocess.run(
+        [
+            MPIEXEC,
+            "-n",
+            "2",
+            sys.executable,
+            "-m",
+            "fem3d.cavity",
+            "--re",
+            "1000",
+            "--device",
+            "cpu",
+            "--max-steps",
+            "1",
+            "--no-plots",
+            "--out",
+            str(tmp_path / "auto"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     warning = p.stderr.splitlines()[0]
     assert warning.startswith("fem3d.cavity: warning: Re 1000 on 2 CPU ranks: ") and "--device gpu" in warning
     assert p.stdout.index("cavity Re 1000") < p.stdout.index("residual")  # printed before the first step
-    p = subprocess.run([MPIEXEC, "-n", "2", sys.executable, "-m", "fem3d.cavity", "--re", "1000", "--n", "4", "--device", "cpu",
-                        "--out", str(tmp_path / "n4")], capture_output=True, text=True, timeout=600)
+    p = subprocess.run(
+        [
+            MPIEXEC,
+            "-n",
+            "2",
+            sys.executable,
+            "-m",
+            "fem3d.cavity",
+            "--re",
+            "1000",
+            "--n",
+            "4",
+            "--device",
+            "cpu",
+            "--out",
+            str(tmp_path / "n4"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert p.returncode == 0 and p.stderr == "", p.stderr
     summary = json.loads((tmp_path / "n4" / "summary.json").read_text())
     assert summary["converged"] and summary["ranks"] == 2 and summary["re"] == 1000.0 and summary["residual"] <= 1e-6
     assert [s["re"] for s in summary["continuation"]] == [400.0, 1000.0]
     assert summary["accuracy"]["resolved"] is False and summary["accuracy"]["largest_deviation"]["max_abs_diff"] > 0.05
     assert "largest deviation from the published profiles:" in p.stdout and "not resolved" in p.stdout
-    assert {"cavity.pvtu", "cavity_0.vtu", "cavity_1.vtu", "slice.png", "profiles.png"} <= set(os.listdir(tmp_path / "n4"))
+    assert {"cavity.pvtu", "cavity_0.vtu", "cavity_1.vtu", "slice.png", "profiles.png"} <= set(
+        os.listdir(tmp_path / "n4")
+    )

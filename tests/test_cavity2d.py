@@ -1,4 +1,5 @@
 """python -m tridiag.cases.cavity2d: a short Re 100 run against Ghia et al., its files, bad input, divergence."""
+
 import json
 import subprocess
 import sys
@@ -50,7 +51,9 @@ def test_files_hold_the_fields_and_profiles(re100_run):
     assert m.cells[0].type == "quad" and len(m.cells[0].data) == 32 * 32 and len(m.points) == 33 * 33
     assert set(m.point_data) == {"psi", "omega", "u", "v"}
     lid = np.isclose(m.points[:, 1], 1) & (m.points[:, 0] > 0) & (m.points[:, 0] < 1)
-    assert np.allclose(m.point_data["u"][lid], 1.0) and np.allclose(m.point_data["psi"][np.isclose(m.points[:, 0], 0)], 0)
+    assert np.allclose(m.point_data["u"][lid], 1.0) and np.allclose(
+        m.point_data["psi"][np.isclose(m.points[:, 0], 0)], 0
+    )
     rows = np.genfromtxt(out / "profiles.csv", delimiter=",", names=True, dtype=None, encoding=None)
     ghia = rows[(rows["profile"] == "u_vertical") & (rows["point"] == "ghia")]
     assert len(ghia) == 17 and np.allclose(ghia["value"] - ghia["ghia"], ghia["difference"], atol=1e-9)
@@ -60,7 +63,20 @@ def test_files_hold_the_fields_and_profiles(re100_run):
 
 
 def test_fixed_iteration_mode_runs_exactly_that_many(tmp_path):
-    p = run("--n", "16", "--iterations", "30", "--device", "cpu", "--solver", "pcr", "--out", str(tmp_path), "--no-plots", "--quiet")
+    p = run(
+        "--n",
+        "16",
+        "--iterations",
+        "30",
+        "--device",
+        "cpu",
+        "--solver",
+        "pcr",
+        "--out",
+        str(tmp_path),
+        "--no-plots",
+        "--quiet",
+    )
     assert p.returncode == 0 and p.stdout == "", p.stderr
     s = json.loads((tmp_path / "summary.json").read_text())
     assert s["iterations"] == 30 and s["mode"] == "fixed iterations" and s["methods"] == {"x": "pcr", "y": "pcr"}
@@ -86,20 +102,26 @@ def test_analysis_against_ghia_is_exact_for_ghia_data():
     assert a["ghia"]["max_abs_du"] < 1e-12  # Ghia's points are nodes of the 128-cell grid
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--n", "2"], "--n must be >= 4"),
-    (["--n", "4.5"], "argument --n: invalid int value"),
-    (["--re", "0"], "--re must be >= 0.001 and <= 100000 (got 0.0)"),
-    (["--re", "-100"], "--re must be >= 0.001"),
-    (["--solver", "fast"], "--solver must be one of auto, fused, thomas, pta, cr, cr_sorted, pcr, checkerboard, hybrid, tuned"),
-    (["--iterations", "-1"], "--iterations must be >= 0"),
-    (["--dt", "0"], "--dt must be > 0"),
-    (["--tol", "-1"], "--tol must be >= 2.22045e-16 and < 1 (got -1.0)"),
-    (["--psi-sweeps", "0"], "--psi-sweeps must be >= 1"),
-    (["--device", "quantum"], "--device must be one of auto, cpu, gpu"),
-    (["--dtype", "float16"], "--dtype must be one of float64, float32"),
-    (["--out", "/proc/cannot-write-here"], "--out /proc/cannot-write-here is not a writable directory"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--n", "2"], "--n must be >= 4"),
+        (["--n", "4.5"], "argument --n: invalid int value"),
+        (["--re", "0"], "--re must be >= 0.001 and <= 100000 (got 0.0)"),
+        (["--re", "-100"], "--re must be >= 0.001"),
+        (
+            ["--solver", "fast"],
+            "--solver must be one of auto, fused, thomas, pta, cr, cr_sorted, pcr, checkerboard, hybrid, tuned",
+        ),
+        (["--iterations", "-1"], "--iterations must be >= 0"),
+        (["--dt", "0"], "--dt must be > 0"),
+        (["--tol", "-1"], "--tol must be >= 2.22045e-16 and < 1 (got -1.0)"),
+        (["--psi-sweeps", "0"], "--psi-sweeps must be >= 1"),
+        (["--device", "quantum"], "--device must be one of auto, cpu, gpu"),
+        (["--dtype", "float16"], "--dtype must be one of float64, float32"),
+        (["--out", "/proc/cannot-write-here"], "--out /proc/cannot-write-here is not a writable directory"),
+    ],
+)
 def test_bad_input_one_line_exit_2(tmp_path, args, message):
     if "--out" not in args:
         args = args + ["--out", str(tmp_path / "out")]
@@ -118,7 +140,19 @@ def test_divergence_exits_3_naming_the_time_step(tmp_path):
 
 
 def test_iteration_cap_exits_3_and_marks_results(tmp_path):
-    p = run("--n", "16", "--max-iterations", "20", "--check-every", "10", "--device", "cpu", "--out", str(tmp_path), "--no-plots")
+    p = run(
+        "--n",
+        "16",
+        "--max-iterations",
+        "20",
+        "--check-every",
+        "10",
+        "--device",
+        "cpu",
+        "--out",
+        str(tmp_path),
+        "--no-plots",
+    )
     assert p.returncode == 3 and "not converged (iteration cap)" in p.stderr
     s = json.loads((tmp_path / "summary.json").read_text())
     assert s["converged"] is False and s["iterations"] == 20 and (tmp_path / "cavity2d.vtu").exists()
@@ -130,17 +164,32 @@ def test_help():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("solver, layout", [("thomas", "auto"), ("pta", "auto"), ("pta", "contiguous"), ("cr", "auto"),
-                                            ("pcr", "natural"), ("hybrid", "auto"), ("hybrid", "interleaved"),
-                                            ("auto", "auto")])
+@pytest.mark.parametrize(
+    "solver, layout",
+    [
+        ("thomas", "auto"),
+        ("pta", "auto"),
+        ("pta", "contiguous"),
+        ("cr", "auto"),
+        ("pcr", "natural"),
+        ("hybrid", "auto"),
+        ("hybrid", "interleaved"),
+        ("auto", "auto"),
+    ],
+)
 def test_gpu_matches_cpu(solver, layout):
     if cupy_module() is None:
         pytest.skip("no CUDA GPU")
     fields = []
     for device in ("cpu", "gpu"):
         backend = get_backend(device)
-        vs, psi, omega = cavity(backend, 48, 400.0, solver=solver if device == "gpu" else "thomas",
-                                layout=layout if device == "gpu" else "auto")
+        vs, psi, omega = cavity(
+            backend,
+            48,
+            400.0,
+            solver=solver if device == "gpu" else "thomas",
+            layout=layout if device == "gpu" else "auto",
+        )
         vs.march(psi, omega, 100, check_every=50)
         u, v = velocity(psi, vs.grid, vs.boundary)
         fields.append(np.concatenate([backend.to_numpy(f).ravel() for f in (psi, omega, u, v)]))

@@ -1,5 +1,6 @@
 """Coarsening of hexahedral meshes by pairing their sheets (fem3d.discretisation.coarsen): the
 multigrid levels below a file mesh, checked against the box coarsening and exact interpolation."""
+
 import os
 
 import numpy as np

@@ -1,5 +1,6 @@
 """Continuation in the Reynolds number (fem3d.solvers.nonlinear.solve_continuation): a stage
 out of Newton's reach from the last converged one is split, a bounded number of times."""
+
 from types import SimpleNamespace
 
 import pytest
@@ -28,11 +29,21 @@ class Reach:
 def test_a_stage_out_of_reach_is_split_and_solved_from_the_last_converged_one():
     solver, lines, saved = Reach(1.6), [], []
     stages = solve_continuation(solver, [400.0], 1000.0, log=lines.append, on_stage=lambda s: saved.append(s.re))
-    assert [(s.re, s.result.converged) for s in stages] == [(400.0, True), (1000.0, False), (632.0, True), (1000.0, True)]
+    assert [(s.re, s.result.converged) for s in stages] == [
+        (400.0, True),
+        (1000.0, False),
+        (632.0, True),
+        (1000.0, True),
+    ]
     assert [(re, x0) for re, x0, _ in solver.calls] == [(400.0, None), (1000.0, 400.0), (632.0, 400.0), (1000.0, 632.0)]
     assert [tol for *_, tol in solver.calls] == [1e-4, 1e-8, 1e-4, 1e-8]  # intermediate stages to CONTINUATION_TOL
     assert saved == [400.0, 632.0, 1000.0] and "Re 1000 stagnated from Re 400: Re 632 first" in lines
-    assert solver.stagnation == [15, SPLIT_STAGNATION, SPLIT_STAGNATION, SPLIT_STAGNATION]  # split possible: give up sooner
+    assert solver.stagnation == [
+        15,
+        SPLIT_STAGNATION,
+        SPLIT_STAGNATION,
+        SPLIT_STAGNATION,
+    ]  # split possible: give up sooner
     assert solver.options == NonlinearOptions()
 
 

@@ -1,4 +1,5 @@
 """Square cylinder in a channel (tridiag.cases.channel, tridiag.cases.cylinder_flow, python -m tridiag.cases.cylinder)."""
+
 import json
 
 import numpy as np
@@ -7,8 +8,18 @@ import pytest
 from gpucfd.backend import get_backend
 from gpucfd.errors import run_cli
 from tridiag.cases import breuer2000
-from tridiag.cases.channel import (FLUX, HEIGHT, LENGTH, Channel, inflow_omega, inflow_psi, inflow_u,
-                             normal_vorticity_flux, pressure_mismatch, section_flux)
+from tridiag.cases.channel import (
+    FLUX,
+    HEIGHT,
+    LENGTH,
+    Channel,
+    inflow_omega,
+    inflow_psi,
+    inflow_u,
+    normal_vorticity_flux,
+    pressure_mismatch,
+    section_flux,
+)
 from tridiag.cases.body_pressure import RELAX
 from tridiag.cases.cylinder import main
 from tridiag.cases.cylinder_output import centre_line
@@ -54,7 +65,7 @@ def test_boundary_values_and_walls():
     assert np.all(psi[0] == 0) and np.all(psi[-1] == FLUX)
     assert np.allclose(psi[:, 0], inflow_psi(y), atol=1e-14) and np.allclose(omega[:, 0], inflow_omega(y))
     j0, j1, i0, i1 = c.body
-    assert np.all(psi[j0:j1 + 1, i0:i1 + 1] == c.psi_body)
+    assert np.all(psi[j0 : j1 + 1, i0 : i1 + 1] == c.psi_body)
     b = c.boundary(np)
     walls = set(b.wall_nodes.tolist())
     nx = c.grid.nx
@@ -157,8 +168,26 @@ def test_device_matches_numpy(backend, solver):
 
 def test_cli_writes_its_files(tmp_path, capsys):
     out = tmp_path / "run"
-    code = run_cli(main, ["--grid", "16x50", "--t-end", "4", "--dt", "0.2", "--snapshots", "2", "--solver", "thomas",
-                          "--check-every", "5", "--out", str(out)], prog="tridiag.cases.cylinder")
+    code = run_cli(
+        main,
+        [
+            "--grid",
+            "16x50",
+            "--t-end",
+            "4",
+            "--dt",
+            "0.2",
+            "--snapshots",
+            "2",
+            "--solver",
+            "thomas",
+            "--check-every",
+            "5",
+            "--out",
+            str(out),
+        ],
+        prog="tridiag.cases.cylinder",
+    )
     assert code == 0
     s = json.loads((out / "summary.json").read_text())
     assert s["grid"] == "16x50" and s["steps"] == 20 and s["t"] == pytest.approx(4.0)
@@ -169,15 +198,18 @@ def test_cli_writes_its_files(tmp_path, capsys):
     assert "step      10" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--grid", "160x"], "--grid must look like 160x800"),
-    (["--grid", "8x800"], "--grid needs at least"),
-    (["--re", "-1"], "--re must be >= 0.001 and <= 100000"),
-    (["--solver", "magic"], "--solver must be one of"),
-    (["--probe", "3"], "--probe must be X,Y"),
-    (["--probe", "12.5,4"], "--probe (12.5, 4) must lie in the fluid"),
-    (["--dtype", "float16"], "--dtype must be one of"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--grid", "160x"], "--grid must look like 160x800"),
+        (["--grid", "8x800"], "--grid needs at least"),
+        (["--re", "-1"], "--re must be >= 0.001 and <= 100000"),
+        (["--solver", "magic"], "--solver must be one of"),
+        (["--probe", "3"], "--probe must be X,Y"),
+        (["--probe", "12.5,4"], "--probe (12.5, 4) must lie in the fluid"),
+        (["--dtype", "float16"], "--dtype must be one of"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, argv, message):
     code = run_cli(main, [*argv, "--out", str(tmp_path)], prog="tridiag.cases.cylinder")
     err = capsys.readouterr().err
@@ -203,7 +235,7 @@ def test_pressure_body_value_closes_the_pressure_loop():
     flow = CylinderFlow(CPU, c, 100.0, 0.1, solver="thomas", body="pressure")
     psi1 = flow.body.psi1
     j0, j1, i0, i1 = c.body
-    assert np.all(psi1[j0:j1 + 1, i0:i1 + 1] == 1.0) and np.all(psi1[0] == 0) and np.all(psi1[-1] == 0)
+    assert np.all(psi1[j0 : j1 + 1, i0 : i1 + 1] == 1.0) and np.all(psi1[0] == 0) and np.all(psi1[-1] == 0)
     assert np.all(psi1[:, 0] == 0) and psi1.min() >= 0 and psi1.max() == 1.0
     assert np.abs(laplacian(psi1, c.grid) * flow.boundary.free).max() < 1e-8
     flow.kick(0.5)

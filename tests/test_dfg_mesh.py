@@ -9,6 +9,7 @@ cos phi; = 2 r (phi - phi^5 / 60 + ...)). The following terms are of opposite si
 the phi^5 ones, so the arcs miss the disc's area by less than pi r^2 phi^4 / 30 and its
 circumference by less than 2 pi r phi^4 / 60.
 """
+
 import os
 import subprocess
 import sys
@@ -95,7 +96,9 @@ def test_element_quality(mesh):
     volumes = det @ weights
     assert (det > 0).all() and (det.min(axis=1) / det.max(axis=1)).min() > 0.45
     assert volumes.min() == pytest.approx(5.72e-5, rel=0.01) and volumes.max() < 32 * volumes.min()
-    lengths = np.linalg.norm(jacobians(np, mesh.geometry, Q2.gradients(np.zeros((1, 3))))[:, 0], axis=1)  # |dx/dxi_k| at the centre
+    lengths = np.linalg.norm(
+        jacobians(np, mesh.geometry, Q2.gradients(np.zeros((1, 3))))[:, 0], axis=1
+    )  # |dx/dxi_k| at the centre
     assert (lengths.max(axis=1) / lengths.min(axis=1)).max() < 3.9  # multigrid needs cells not much longer than wide
     on_cylinder = mesh.boundary_faces[mesh.boundary_tags == mesh.tag_names["cylinder"], 0]
     assert np.argmin(volumes) in on_cylinder and np.argmax(volumes) not in on_cylinder
@@ -104,8 +107,12 @@ def test_element_quality(mesh):
 def test_generator_reproduces_the_committed_file(tmp_path):
     out = tmp_path / "channel.msh"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])))
-    p = subprocess.run([sys.executable, os.path.join(ROOT, "meshes", "dfg3d", "make_channel.py"), "--out", str(out)],
-                       capture_output=True, text=True, env=env)
+    p = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "meshes", "dfg3d", "make_channel.py"), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert p.returncode == 0, p.stderr
     new, old = meshio.read(str(out)), meshio.read(MESH)
     assert new.points.shape == old.points.shape and np.abs(new.points - old.points).max() < 1e-12
@@ -117,7 +124,18 @@ def test_generator_reproduces_the_committed_file(tmp_path):
 
 def test_generator_rejects_bad_options(tmp_path):
     env = dict(os.environ, PYTHONPATH=ROOT)
-    p = subprocess.run([sys.executable, os.path.join(ROOT, "meshes", "dfg3d", "make_channel.py"), "--out", str(tmp_path / "x.msh"),
-                        "--around", "12"], capture_output=True, text=True, env=env)
+    p = subprocess.run(
+        [
+            sys.executable,
+            os.path.join(ROOT, "meshes", "dfg3d", "make_channel.py"),
+            "--out",
+            str(tmp_path / "x.msh"),
+            "--around",
+            "12",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert p.returncode == 2 and "around must be a positive multiple of 8 (got 12)" in p.stderr
     assert not (tmp_path / "x.msh").exists()

@@ -5,6 +5,7 @@ rank solves its part and the results are compared with a single-process solve of
 same problem on every rank. The others run in the serial suite: partitions, and the
 command lines started under mpiexec as a user would (bad input, a failing rank).
 """
+
 import json
 import os
 import shutil
@@ -36,6 +37,7 @@ LINEAR = LinearOptions(solver="paper", max_iterations=5000, check_every=5)
 
 # ----------------------------------------------------------------- partitions (serial)
 
+
 @pytest.mark.parametrize("parts", [2, 3, 4])
 def test_box_slabs_balanced_within_one_layer(parts):
     mesh = box_mesh(3, 2, 7)
@@ -56,7 +58,7 @@ def test_element_graph_joins_elements_across_faces():
     xadj, adjncy = element_graph(mesh)
     assert len(xadj) == 217 and xadj[-1] == len(adjncy) == 3 * 36 * 5 * 2
     degree = np.diff(xadj)
-    assert degree.min() == 3 and degree.max() == 6 and np.count_nonzero(degree == 6) == 4 ** 3
+    assert degree.min() == 3 and degree.max() == 6 and np.count_nonzero(degree == 6) == 4**3
 
 
 @pytest.mark.parametrize("parts", [2, 3, 5])
@@ -84,8 +86,11 @@ def test_graph_partition_without_pymetis_or_with_an_empty_rank_is_an_error(monke
     monkeypatch.setitem(sys.modules, "pymetis", None)
     with pytest.raises(InputError, match="2 ranks on a mesh that is not a box need pymetis"):
         partition_elements(mesh, 2)
-    fake = types.SimpleNamespace(CSRAdjacency=lambda **kw: None, Options=lambda **kw: None,
-                                 part_graph=lambda parts, **kw: (0, [0] * 100 + [2] * 116))
+    fake = types.SimpleNamespace(
+        CSRAdjacency=lambda **kw: None,
+        Options=lambda **kw: None,
+        part_graph=lambda parts, **kw: (0, [0] * 100 + [2] * 116),
+    )
     monkeypatch.setitem(sys.modules, "pymetis", fake)
     with pytest.raises(InputError, match="216 elements for 3 ranks leaves rank 1 without elements; start fewer ranks"):
         partition_elements(mesh, 3)
@@ -128,7 +133,9 @@ def test_interface_sums_add_in_rank_order(backend):
 # ------------------------------------------------- command lines under mpiexec (serial)
 
 MPIEXEC = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or shutil.which("mpiexec")
-needs_mpiexec = pytest.mark.skipif(MPIEXEC is None or launched_ranks() > 1, reason="needs mpiexec (and not already under it)")
+needs_mpiexec = pytest.mark.skipif(
+    MPIEXEC is None or launched_ranks() > 1, reason="needs mpiexec (and not already under it)"
+)
 
 
 def mpiexec(*args, timeout=120, cwd=None):
@@ -136,12 +143,19 @@ def mpiexec(*args, timeout=120, cwd=None):
 
 
 @needs_mpiexec
-@pytest.mark.parametrize("ranks, args, message", [
-    (2, ["--re", "0"], "fem3d.cavity: error: --re must be > 0 and <= 100000 (got 0.0)"),
-    (3, ["--n", "2"], "fem3d.cavity: error: 3 ranks but the mesh has only 2 element layers along x; start at most 2 ranks"),
-    (2, ["--comm", "carrier-pigeon"], "fem3d.cavity: error: --comm must be one of auto, serial, mpi, nccl"),
-    (2, ["--comm", "serial"], "fem3d.cavity: error: --comm serial but started as 2 MPI ranks"),
-])
+@pytest.mark.parametrize(
+    "ranks, args, message",
+    [
+        (2, ["--re", "0"], "fem3d.cavity: error: --re must be > 0 and <= 100000 (got 0.0)"),
+        (
+            3,
+            ["--n", "2"],
+            "fem3d.cavity: error: 3 ranks but the mesh has only 2 element layers along x; start at most 2 ranks",
+        ),
+        (2, ["--comm", "carrier-pigeon"], "fem3d.cavity: error: --comm must be one of auto, serial, mpi, nccl"),
+        (2, ["--comm", "serial"], "fem3d.cavity: error: --comm serial but started as 2 MPI ranks"),
+    ],
+)
 def test_bad_input_under_mpi_one_line_exit_2(tmp_path, ranks, args, message):
     p = mpiexec("-n", str(ranks), sys.executable, "-m", "fem3d.cavity", "--out", str(tmp_path), "--quiet", *args)
     assert p.returncode == 2, p.stdout + p.stderr
@@ -156,20 +170,23 @@ def test_ranks_that_disagree_on_arguments_stop_with_exit_2(tmp_path):
     assert p.returncode == 2, p.stdout + p.stderr
     assert p.stderr.strip().splitlines() == [
         f"fem3d.cavity: error: ranks disagree on the arguments: rank 1 got '{' '.join(cmd[3:])} --re 200', "
-        f"rank 0 got '{' '.join(cmd[3:])} --re 100'; give every rank the same command line"]
+        f"rank 0 got '{' '.join(cmd[3:])} --re 100'; give every rank the same command line"
+    ]
 
 
 @needs_mpiexec
 def test_a_failing_rank_aborts_every_rank_with_a_message():
     """Rank 1 fails while rank 0 waits in a collective: the job must end, not hang."""
-    code = ("from fem3d.parallel.comm import setup\n"
-            "from gpucfd.errors import run_cli\n"
-            "def main(argv):\n"
-            "    backend, comm = setup('cpu')\n"
-            "    if comm.rank == 1:\n"
-            "        raise MemoryError('out of device memory')\n"
-            "    comm.allgather(None)\n"
-            "raise SystemExit(run_cli(main, prog='demo'))\n")
+    code = (
+        "from fem3d.parallel.comm import setup\n"
+        "from gpucfd.errors import run_cli\n"
+        "def main(argv):\n"
+        "    backend, comm = setup('cpu')\n"
+        "    if comm.rank == 1:\n"
+        "        raise MemoryError('out of device memory')\n"
+        "    comm.allgather(None)\n"
+        "raise SystemExit(run_cli(main, prog='demo'))\n"
+    )
     p = mpiexec("-n", "2", sys.executable, "-c", code, timeout=60)
     assert p.returncode != 0
     assert "demo: rank 1 of 2 failed: MemoryError: out of device memory; aborting all ranks" in p.stderr
@@ -177,8 +194,11 @@ def test_a_failing_rank_aborts_every_rank_with_a_message():
 
 # ------------------------------------------------------------ under mpiexec -n 2 / -n 3
 
-@pytest.fixture(scope="module", params=["cpu", pytest.param("gpu", marks=pytest.mark.gpu),
-                                        pytest.param("gpu mpi", marks=pytest.mark.gpu)])
+
+@pytest.fixture(
+    scope="module",
+    params=["cpu", pytest.param("gpu", marks=pytest.mark.gpu), pytest.param("gpu mpi", marks=pytest.mark.gpu)],
+)
 def ranks(request):
     """(backend, communicator) of this rank, from fem3d.parallel.comm.setup as the entry points do:
     NumPy with MPI, GPUs with NCCL (where CuPy has it), GPUs with host-staged MPI."""
@@ -209,16 +229,21 @@ def test_operator_products_and_diagonal_match_single_process(ranks, name):
     g = backend.asarray(part.dist.gdofs)
     x = backend.asarray(np.random.default_rng(9).standard_normal(mesh.n_dofs))
     xp = backend.xp
-    for mine, ref in ((local.matvec(x[g], xp.empty(local.n)), serial.op.matvec(x, xp.empty(mesh.n_dofs))),
-                      (local.rmatvec(x[g], xp.empty(local.n)), serial.op.rmatvec(x, xp.empty(mesh.n_dofs))),
-                      (local.normal_diagonal(), serial.op.normal_diagonal())):
+    for mine, ref in (
+        (local.matvec(x[g], xp.empty(local.n)), serial.op.matvec(x, xp.empty(mesh.n_dofs))),
+        (local.rmatvec(x[g], xp.empty(local.n)), serial.op.rmatvec(x, xp.empty(mesh.n_dofs))),
+        (local.normal_diagonal(), serial.op.normal_diagonal()),
+    ):
         assert relative(backend.to_numpy(mine), backend.to_numpy(ref[g])) < 1e-13
     assert abs(part.dist.dot(x[g], x[g]) - float(x @ x)) < 1e-12 * float(x @ x)
     everyone = comm.allgather(part.dist.gdofs[part.dist.owned])
     assert np.array_equal(np.sort(np.concatenate(everyone)), np.arange(mesh.n_dofs))  # each unknown owned once
     whole = backend.to_numpy(x)
     for repeat in range(2):  # the second gather reuses the global unknowns gathered by the first
-        on_root, on_all = part.dist.gather(whole[part.dist.gdofs]), part.dist.gather(whole[part.dist.gdofs], everyone=True)
+        on_root, on_all = (
+            part.dist.gather(whole[part.dist.gdofs]),
+            part.dist.gather(whole[part.dist.gdofs], everyone=True),
+        )
         assert np.array_equal(on_all, whole) and (np.array_equal(on_root, whole) if comm.rank == 0 else on_root is None)
 
 
@@ -234,7 +259,9 @@ def test_overlapped_products_equal_the_blocking_ones(ranks, monkeypatch):
     xp = backend.xp
     mesh = box_mesh(3, 3, 12)  # slabs of 3 or more layers on up to 4 ranks: interior elements on every middle rank
     part = distribute(mesh, comm, backend)
-    assert ElementOperator(backend, part.mesh.dofs(), part.mesh.colour_offsets, part.mesh.n_dofs, part.dist).passes is None
+    assert (
+        ElementOperator(backend, part.mesh.dofs(), part.mesh.colour_offsets, part.mesh.n_dofs, part.dist).passes is None
+    )
     monkeypatch.setattr(comm, "overlap", True)
     op = ElementOperator(backend, part.mesh.dofs(), part.mesh.colour_offsets, part.mesh.n_dofs, part.dist)
     rng = np.random.default_rng(11)
@@ -249,7 +276,9 @@ def test_overlapped_products_equal_the_blocking_ones(ranks, monkeypatch):
         ebe.for_backend(backend)(op.mats, op.dofs, x, ref, op.colours, transpose)
         part.dist.sum_interface(ref)
         assert relative(backend.to_numpy(got), backend.to_numpy(ref)) < 1e-15
-        mine = {int(g): v for g, v in zip(part.dist.gdofs[part.dist.interface], backend.to_numpy(got)[part.dist.interface])}
+        mine = {
+            int(g): v for g, v in zip(part.dist.gdofs[part.dist.interface], backend.to_numpy(got)[part.dist.interface])
+        }
         for theirs in comm.allgather(mine):
             assert all(mine[g] == v for g, v in theirs.items() if g in mine)
 
@@ -307,20 +336,49 @@ def test_sequenced_cavity_matches_single_process(ranks, tmp_path, monkeypatch, c
     if cut:
         monkeypatch.setattr(sequencing, "REDUNDANT_MAX", 0)
     out = comm.bcast(str(tmp_path))
-    assert cavity.main(["--n", str(n), "--re", "100", "--sequence", "1", "--tol", "1e-9", "--quiet", "--no-plots", "--no-vtu",
-                        "--device", "gpu" if backend.is_gpu else "cpu", "--allow-shared-gpu", "--comm", comm.name,
-                        "--out", out] + (["--overlap"] if cut else [])) == 0
+    assert (
+        cavity.main(
+            [
+                "--n",
+                str(n),
+                "--re",
+                "100",
+                "--sequence",
+                "1",
+                "--tol",
+                "1e-9",
+                "--quiet",
+                "--no-plots",
+                "--no-vtu",
+                "--device",
+                "gpu" if backend.is_gpu else "cpu",
+                "--allow-shared-gpu",
+                "--comm",
+                comm.name,
+                "--out",
+                out,
+            ]
+            + (["--overlap"] if cut else [])
+        )
+        == 0
+    )
     if comm.rank != 0:
         return
     summary, x = json.load(open(os.path.join(out, "summary.json"))), np.load(os.path.join(out, "solution.npy"))
     mesh = box_mesh(n)
     c = coarsening(mesh)
     options, linear = NonlinearOptions(tol=1e-9), LinearOptions(solver="mg")
-    coarse = NonlinearSolver(NavierStokesSystem(lid_driven_problem(c.coarse, 100.0, "y=1"), backend),
-                             make_linear_solver(linear.for_mesh(c.coarse)), options).solve()
+    coarse = NonlinearSolver(
+        NavierStokesSystem(lid_driven_problem(c.coarse, 100.0, "y=1"), backend),
+        make_linear_solver(linear.for_mesh(c.coarse)),
+        options,
+    ).solve()
     guess = interpolate(backend.xp, backend.asarray(coarse.x), mesh, c)
-    ref = NonlinearSolver(NavierStokesSystem(lid_driven_problem(mesh, 100.0, "y=1"), backend), make_linear_solver(linear.for_mesh(mesh)),
-                          replace(options, newton=np.inf)).solve(guess)
+    ref = NonlinearSolver(
+        NavierStokesSystem(lid_driven_problem(mesh, 100.0, "y=1"), backend),
+        make_linear_solver(linear.for_mesh(mesh)),
+        replace(options, newton=np.inf),
+    ).solve(guess)
     assert [s["elements"] for s in summary["sequence"]] == [(n // 2) ** 3] and summary["sequence"][0]["converged"]
     assert [r["overlap"] for r in summary["per_rank"]] == [cut] * comm.size
     assert summary["nonlinear_steps"] == len(ref.steps) and relative(x, ref.x) < 1e-8
@@ -333,30 +391,63 @@ def test_cavity_command_writes_pieces_joined_by_pvtu(ranks, tmp_path):
     backend, comm = ranks
     out = comm.bcast(str(tmp_path))  # one folder for all ranks
     device = "gpu" if backend.is_gpu else "cpu"
-    assert cavity.main(["--n", "3", "--out", out, "--quiet", "--no-plots", "--device", device, "--comm", comm.name,
-                        "--allow-shared-gpu"]) == 0
+    assert (
+        cavity.main(
+            [
+                "--n",
+                "3",
+                "--out",
+                out,
+                "--quiet",
+                "--no-plots",
+                "--device",
+                device,
+                "--comm",
+                comm.name,
+                "--allow-shared-gpu",
+            ]
+        )
+        == 0
+    )
     if comm.rank != 0:
         return
     assert sorted(f for f in os.listdir(out) if f.endswith(".vtu")) == [f"cavity_{r}.vtu" for r in range(comm.size)]
     summary = json.load(open(os.path.join(out, "summary.json")))
-    assert summary["ranks"] == comm.size and summary["converged"] and summary["files"] == ["solution.npy", "cavity.pvtu", "profiles.csv", "summary.json"]
+    assert (
+        summary["ranks"] == comm.size
+        and summary["converged"]
+        and summary["files"] == ["solution.npy", "cavity.pvtu", "profiles.csv", "summary.json"]
+    )
     assert summary["communicator"] == comm.name
     per_rank = summary["per_rank"]
     assert [r["rank"] for r in per_rank] == list(range(comm.size))
     assert sum(r["elements"] for r in per_rank) == 27
     assert all(r["communication_s"] > 0 and r["compute_s"] > 0 and r["interface_unknowns"] > 0 for r in per_rank)
-    assert all(r["traffic"]["exchanges"] > 0 and r["traffic"]["message_bytes"] >= 8 * r["interface_unknowns"] for r in per_rank)
+    assert all(
+        r["traffic"]["exchanges"] > 0 and r["traffic"]["message_bytes"] >= 8 * r["interface_unknowns"] for r in per_rank
+    )
     for r in per_rank:  # 3^3 is its own coarsest level: one level, every fine interface sum counted on it
         levels = r["multigrid"]["levels"]
         assert r["multigrid"]["v_cycles"] == summary["linear_iterations"] and len(levels) == 1
         assert levels[0]["elements"] == r["elements"] and levels[0]["partitioned"]
         assert 0 < levels[0]["interface_sums"] <= r["traffic"]["exchanges"] and 0 < levels[0]["values_sent"]
-    assert all(list(r["times_s"]) == ["data_preparation", "element_matrices", "linear_setup", "solve"] for r in per_rank)
-    assert [r["neighbours"] for r in per_rank] == [[q for q in (k - 1, k + 1) if 0 <= q < comm.size] for k in range(comm.size)]  # slabs
+    assert all(
+        list(r["times_s"]) == ["data_preparation", "element_matrices", "linear_setup", "solve"] for r in per_rank
+    )
+    assert [r["neighbours"] for r in per_rank] == [
+        [q for q in (k - 1, k + 1) if 0 <= q < comm.size] for k in range(comm.size)
+    ]  # slabs
     elements = [r["elements"] for r in per_rank]  # 3 layers of 9: 18 + 9 on two ranks, 9 each on three
-    assert summary["partition"] == {"elements": [min(elements), max(elements)], "imbalance": pytest.approx(max(elements) * comm.size / 27),
-                                    "interface_unknowns": max(r["interface_unknowns"] for r in per_rank), "neighbours": min(2, comm.size - 1)}
-    assert summary["t_run_s"] == pytest.approx(sum(per_rank[0]["times_s"].values())) and summary["t_run_s"] <= summary["wall_s"]
+    assert summary["partition"] == {
+        "elements": [min(elements), max(elements)],
+        "imbalance": pytest.approx(max(elements) * comm.size / 27),
+        "interface_unknowns": max(r["interface_unknowns"] for r in per_rank),
+        "neighbours": min(2, comm.size - 1),
+    }
+    assert (
+        summary["t_run_s"] == pytest.approx(sum(per_rank[0]["times_s"].values()))
+        and summary["t_run_s"] <= summary["wall_s"]
+    )
     pyvista = pytest.importorskip("pyvista")
     grid = pyvista.read(os.path.join(out, "cavity.pvtu"))
     assert grid.n_cells == 27 and set(grid.point_data.keys()) >= {"velocity", "pressure", "speed", "vorticity"}
@@ -382,13 +473,19 @@ def test_verification_errors_match_single_process(ranks):
             assert abs(row["errors"][f] - ref["errors"][f]) <= 1e-9 * ref["errors"][f]
 
 
-MG_MESHES = {"box": lambda: box_mesh(8, 4, 4, grading=1.0), "odd box": lambda: box_mesh(9, 6, 6, grading=1.0),
-             "deep box": lambda: box_mesh(12, 4, 4, lengths=(3.0, 1.0, 1.0)), "refined annulus": lambda: refine(sample_mesh("annulus")),
-             "twisted file mesh": lambda: twisted_mesh(6)}
+MG_MESHES = {
+    "box": lambda: box_mesh(8, 4, 4, grading=1.0),
+    "odd box": lambda: box_mesh(9, 6, 6, grading=1.0),
+    "deep box": lambda: box_mesh(12, 4, 4, lengths=(3.0, 1.0, 1.0)),
+    "refined annulus": lambda: refine(sample_mesh("annulus")),
+    "twisted file mesh": lambda: twisted_mesh(6),
+}
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("name, assembly", [(name, "element") for name in MG_MESHES] + [("odd box", "partial"), ("deep box", "partial")])
+@pytest.mark.parametrize(
+    "name, assembly", [(name, "element") for name in MG_MESHES] + [("odd box", "partial"), ("deep box", "partial")]
+)
 def test_mg_solver_matches_single_process(ranks, name, assembly, monkeypatch):
     """The multigrid solver on ranks gives the single-process solution with its FGMRES
     iterations: on boxes (the single process's hierarchy: 8x4x4 solved directly; 9x6x6 over
@@ -413,18 +510,26 @@ def test_mg_solver_matches_single_process(ranks, name, assembly, monkeypatch):
     assert result.converged and all(s.linear_reason == "converged" for s in result.steps)
     if name == "deep box":  # on 2 or 3 ranks partitioned, partitioned, replicated (the children's sums completed over
         # the ranks); on 4 the 6x2x2 level's 6 layers cannot hold whole units of 4 slabs: it is replicated too
-        serial, gathered = ([False, False, True], [False, True, False]) if comm.size <= 3 else ([False, True, True], [True, False, False])
+        serial, gathered = (
+            ([False, False, True], [False, True, False])
+            if comm.size <= 3
+            else ([False, True, True], [True, False, False])
+        )
         assert [level.op.dist.is_serial for level in solver.mg.levels] == serial
         assert [level.gathered for level in solver.mg.levels] == gathered
         traffic = solver.traffic()  # one V-cycle per FGMRES iteration; no interface sum on a replicated level
         assert traffic["v_cycles"] == sum(s.linear_iterations for s in result.steps)
         assert [lv["partitioned"] for lv in traffic["levels"]] == [not x for x in serial]
-        assert all((lv["interface_sums"] > 0) == lv["partitioned"] and (lv["values_sent"] > 0) == lv["partitioned"]
-                   for lv in traffic["levels"])
+        assert all(
+            (lv["interface_sums"] > 0) == lv["partitioned"] and (lv["values_sent"] > 0) == lv["partitioned"]
+            for lv in traffic["levels"]
+        )
         if traffic["levels"][1]["partitioned"]:  # each smoothing step's product and smoother
             assert traffic["levels"][1]["interface_sums"] >= 2 * solver.mg.steps * traffic["v_cycles"]
     if comm.rank == 0:
-        ref = NonlinearSolver(NavierStokesSystem(problem, backend), make_linear_solver(LinearOptions(solver="mg")), TIGHT).solve()
+        ref = NonlinearSolver(
+            NavierStokesSystem(problem, backend), make_linear_solver(LinearOptions(solver="mg")), TIGHT
+        ).solve()
         assert ref.converged and len(ref.steps) == len(result.steps)
         its, ref_its = (sum(s.linear_iterations for s in r.steps) for r in (result, ref))
         assert abs(its - ref_its) <= 0.1 * ref_its, (its, ref_its)
@@ -437,8 +542,9 @@ def test_channel_forces_and_point_values_match_single_process(ranks):
     wall force by the residual and its point values, the same on every rank count."""
     backend, comm = ranks
     mesh = box_mesh(6, 2, 2, lengths=(3.0, 1.0, 0.5))
-    problem = FlowProblem.with_conditions(mesh, 30.0, {"x0": Velocity(1, 0, 0), "x1": Outflow(), "y0": Wall(), "y1": Wall(),
-                                                       "z0": Slip(), "z1": Slip()})
+    problem = FlowProblem.with_conditions(
+        mesh, 30.0, {"x0": Velocity(1, 0, 0), "x1": Outflow(), "y0": Wall(), "y1": Wall(), "z0": Slip(), "z1": Slip()}
+    )
     part = distribute(mesh, comm, backend)
     system = partitioned_system(problem, part, backend)
     result = NonlinearSolver(system, make_linear_solver(LINEAR), TIGHT).solve()
@@ -460,13 +566,17 @@ def test_channel_forces_and_point_values_match_single_process(ranks):
 def test_partition_figures_and_their_line():
     from fem3d.problems.distributed import partition_balance, partition_line
 
-    per_rank = [{"elements": 18, "interface_unknowns": 120, "neighbours": [1]},
-                {"elements": 6, "interface_unknowns": 200, "neighbours": [0, 2]},
-                {"elements": 12, "interface_unknowns": 80, "neighbours": [1]}]
+    per_rank = [
+        {"elements": 18, "interface_unknowns": 120, "neighbours": [1]},
+        {"elements": 6, "interface_unknowns": 200, "neighbours": [0, 2]},
+        {"elements": 12, "interface_unknowns": 80, "neighbours": [1]},
+    ]
     balance = partition_balance(per_rank)
     assert balance == {"elements": [6, 18], "imbalance": 1.5, "interface_unknowns": 200, "neighbours": 2}
-    assert partition_line(balance) == ("partition: 6-18 elements per rank (imbalance 1.500); a rank shares at most 200 "
-                                       "unknowns, with at most 2 other ranks")
+    assert partition_line(balance) == (
+        "partition: 6-18 elements per rank (imbalance 1.500); a rank shares at most 200 "
+        "unknowns, with at most 2 other ranks"
+    )
     assert partition_line({**balance, "neighbours": 1}).endswith("with at most 1 other rank")
     assert partition_balance(per_rank[:1]) is None and partition_balance(None) is None
 
@@ -490,6 +600,11 @@ def test_traffic_counts_reductions_exchanges_messages_and_bytes(ranks):
     assert backend.to_numpy(total).tolist() == [comm.size, comm.size * (comm.size - 1) / 2, 2.0 * comm.size]
     got = {k: comm.traffic[k] - before[k] for k in before}
     shared = sum(len(i) for i in part.dist.shared.values())
-    assert got == {"reductions": 1, "reduction_bytes": 24, "exchanges": 1, "messages": len(part.dist.shared),
-                   "message_bytes": 8 * shared}
+    assert got == {
+        "reductions": 1,
+        "reduction_bytes": 24,
+        "exchanges": 1,
+        "messages": len(part.dist.shared),
+        "message_bytes": 8 * shared,
+    }
     assert len(part.dist.shared) == (1 if comm.rank in (0, comm.size - 1) else 2) and shared > 0

@@ -14,6 +14,7 @@ arguments and stopped right after its argument parser accepted them. Parsing nee
 so commands with ``--device gpu`` are checked too. Every ``--option`` in an inline code span
 must be an option of one of those commands.
 """
+
 import argparse
 import importlib
 import importlib.util
@@ -26,8 +27,11 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "benchmarks", "results")
 SCRIPTS = os.path.join(ROOT, "scripts")
-PAGES = ["README.md", *sorted(f"docs/{f}" for f in os.listdir(os.path.join(ROOT, "docs")) if f.endswith(".md")),
-         "benchmarks/README.md"]
+PAGES = [
+    "README.md",
+    *sorted(f"docs/{f}" for f in os.listdir(os.path.join(ROOT, "docs")) if f.endswith(".md")),
+    "benchmarks/README.md",
+]
 SOURCES = ["gpucfd", "fem3d", "tridiag", "scripts"]
 RESULT_NAME = re.compile(r"results/([A-Za-z0-9_.+-]+\.(?:json|md|csv|png))(?![\w.])")
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.M | re.S)
@@ -67,7 +71,7 @@ def project_argv(line):
     """(how to find main, argv) if ``line`` runs a command of this project, else None."""
     words = shlex.split(line, comments=True)
     if words[:1] in (["mpirun"], ["mpiexec"]):
-        words = words[words.index("python"):] if "python" in words else []
+        words = words[words.index("python") :] if "python" in words else []
     if len(words) >= 3 and words[:2] == ["python", "-m"] and words[2].startswith(PACKAGES):
         return ("module", words[2]), words[3:]
     if len(words) >= 2 and words[0] == "python" and re.fullmatch(r"scripts/\w+\.py", words[1]):
@@ -177,8 +181,12 @@ def test_readme_is_short_and_holds_the_ci_set_up_commands():
 
 def test_the_pages_show_commands_of_every_kind():
     kinds = {project_argv(line)[0] for _, line in COMMANDS}
-    assert {("module", "fem3d.cavity"), ("module", "fem3d.verify"), ("module", "tridiag.cases.heat"),
-            ("script", "scripts/bench_solvers.py")} <= kinds
+    assert {
+        ("module", "fem3d.cavity"),
+        ("module", "fem3d.verify"),
+        ("module", "tridiag.cases.heat"),
+        ("script", "scripts/bench_solvers.py"),
+    } <= kinds
     assert any(line.startswith(("mpirun", "mpiexec")) for _, line in COMMANDS)
 
 
@@ -197,8 +205,13 @@ def test_every_option_named_inline_exists(monkeypatch, capsys):
     for _, line in COMMANDS:
         with monkeypatch.context() as patch:
             known |= option_strings(parse_only(line, patch, capsys))
-    named = {(page, option) for page in PAGES for span in spans(read(page)) if not span.startswith("pip ")
-             for option in OPTION.findall(span)}
+    named = {
+        (page, option)
+        for page in PAGES
+        for span in spans(read(page))
+        if not span.startswith("pip ")
+        for option in OPTION.findall(span)
+    }
     unknown = sorted(f"{page}: {option}" for page, option in named if option not in known)
     assert not unknown, "options no command has:\n" + "\n".join(unknown)
 

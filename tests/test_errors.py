@@ -1,4 +1,5 @@
 """gpucfd.errors: range checks, the one-line command-line errors, warnings held back, ranks under MPI."""
+
 import sys
 import warnings
 
@@ -10,14 +11,17 @@ from gpucfd.errors import ArgumentParser, InputError, check_range, launcher_rank
 from test_distributed import mpiexec, needs_mpiexec
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    (dict(value=0.0, low=0, low_open=True), "--x must be > 0 (got 0.0)"),
-    (dict(value=2.0, low=0, high=1, high_open=True), "--x must be >= 0 and < 1 (got 2.0)"),
-    (dict(value=float("nan"), low=1e-3, high=1e5), "--x must be >= 0.001 and <= 100000 and finite (got nan)"),
-    (dict(value=10**12, low=1, high=10**9, integer=True), "--x must be >= 1 and <= 1000000000 (got 1000000000000)"),
-    (dict(value=2.5, low=1, integer=True), "--x must be an integer (got 2.5)"),
-    (dict(value=float("-inf")), "--x must be finite (got -inf)"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(value=0.0, low=0, low_open=True), "--x must be > 0 (got 0.0)"),
+        (dict(value=2.0, low=0, high=1, high_open=True), "--x must be >= 0 and < 1 (got 2.0)"),
+        (dict(value=float("nan"), low=1e-3, high=1e5), "--x must be >= 0.001 and <= 100000 and finite (got nan)"),
+        (dict(value=10**12, low=1, high=10**9, integer=True), "--x must be >= 1 and <= 1000000000 (got 1000000000000)"),
+        (dict(value=2.5, low=1, integer=True), "--x must be an integer (got 2.5)"),
+        (dict(value=float("-inf")), "--x must be finite (got -inf)"),
+    ],
+)
 def test_check_range_names_the_range(kwargs, message):
     with pytest.raises(InputError) as info:
         check_range("--x", **kwargs)
@@ -45,8 +49,10 @@ def test_memory_error_of_one_process_is_one_line(capsys):
         raise MemoryError("Unable to allocate 7.28 TiB for an array\nwith shape (1000000, 1000000)")
 
     assert run_cli(main, [], prog="demo") == 2
-    assert capsys.readouterr().err == ("demo: error: out of memory (MemoryError: Unable to allocate 7.28 TiB for an array "
-                                       "with shape (1000000, 1000000)); use a smaller problem\n")
+    assert capsys.readouterr().err == (
+        "demo: error: out of memory (MemoryError: Unable to allocate 7.28 TiB for an array "
+        "with shape (1000000, 1000000)); use a smaller problem\n"
+    )
 
 
 @pytest.mark.parametrize("variable", ["OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"])

@@ -1,5 +1,6 @@
 """Heat conduction and the one Peaceman–Rachford sweep of the 2D cases: tridiag.cases.peaceman_rachford,
 tridiag.kernels.adi_rhs, tridiag.cases.heat (CLI)."""
+
 import functools
 import json
 import math
@@ -33,9 +34,11 @@ def _pass_naive(src, out, c0, c1, laplacian, accumulate, transpose, fixed, sourc
         for j in range(1, rows - 1):
             for i in range(1, cols - 1):
                 if fixed is None or not fixed[j, i]:
-                    value[j, i] = (c1 * (src[j, i - 1] - 2 * src[j, i] + src[j, i + 1])
-                                   + c0 * (src[j - 1, i] - 2 * src[j, i] + src[j + 1, i])
-                                   + (0 if source is None else cs * source[j, i]))
+                    value[j, i] = (
+                        c1 * (src[j, i - 1] - 2 * src[j, i] + src[j, i + 1])
+                        + c0 * (src[j - 1, i] - 2 * src[j, i] + src[j + 1, i])
+                        + (0 if source is None else cs * source[j, i])
+                    )
     value = value.T if transpose else value
     return out + value if accumulate else value
 
@@ -70,9 +73,18 @@ def test_adi_pass_kernel_matches_reference(backend, dtype, laplacian, accumulate
         expected = out.copy()
         adi_pass_numpy(src, expected, 0.7, 0.4, laplacian, accumulate, transpose, fixed, source, 1.3)
         got = backend.asarray(out)
-        adi_pass(backend.asarray(src), got, 0.7, 0.4, laplacian, accumulate, transpose,
-                 None if fixed is None else backend.asarray(fixed), None if source is None else backend.asarray(source),
-                 1.3)
+        adi_pass(
+            backend.asarray(src),
+            got,
+            0.7,
+            0.4,
+            laplacian,
+            accumulate,
+            transpose,
+            None if fixed is None else backend.asarray(fixed),
+            None if source is None else backend.asarray(source),
+            1.3,
+        )
         np.testing.assert_array_equal(backend.to_numpy(got), expected)  # no FMA: the same roundings
 
 
@@ -112,8 +124,18 @@ def _pr_case(rng):
 def test_library_sweep_matches_assembled_peaceman_rachford(backend, solver, layout):
     u0, fixed, f, hx, hy, rhos = _pr_case(np.random.default_rng(3))
     expected = u0
-    adi = make_adi(backend.xp, u0.shape, np.float64, solver, hx, hy, fixed, layout,
-                   {"dop": 4} if solver == "checkerboard" else None, iterative=True)
+    adi = make_adi(
+        backend.xp,
+        u0.shape,
+        np.float64,
+        solver,
+        hx,
+        hy,
+        fixed,
+        layout,
+        {"dop": 4} if solver == "checkerboard" else None,
+        iterative=True,
+    )
     assert isinstance(adi, LibraryADI)
     u = backend.asarray(u0)
     for rho in rhos:
@@ -138,7 +160,9 @@ def test_fused_sweep_matches_assembled_peaceman_rachford(backend, dtype):
         expected = _pr_sweep_sparse(expected, rho, hx, hy, fixed, f)
         before = np.array(backend.to_numpy(u))
         delta = adi.sweep(u, rho, backend.asarray(f.astype(dtype)))
-        np.testing.assert_allclose(backend.to_numpy(delta), backend.to_numpy(u) - before, atol=1e-5 if dtype == np.float32 else 1e-14)
+        np.testing.assert_allclose(
+            backend.to_numpy(delta), backend.to_numpy(u) - before, atol=1e-5 if dtype == np.float32 else 1e-14
+        )
     np.testing.assert_allclose(backend.to_numpy(u), expected, rtol=0, atol=2e-5 if dtype == np.float32 else 1e-12)
 
 
@@ -146,8 +170,9 @@ def test_every_solver_and_layout_agree(backend):
     ref = run_unsteady(CPU, 33, 5, np.float64, "thomas", "natural", dx=1 / 32, dt=0.01)["field"]
     for solver in ("auto", *LIBRARY):
         for layout in LAYOUTS:
-            res = run_unsteady(backend, 33, 5, np.float64, solver, "auto" if solver == "auto" else layout,
-                               dx=1 / 32, dt=0.01)
+            res = run_unsteady(
+                backend, 33, 5, np.float64, solver, "auto" if solver == "auto" else layout, dx=1 / 32, dt=0.01
+            )
             assert relative_l2(res["field"], ref) < 1e-12, (solver, layout)
 
 
@@ -160,8 +185,10 @@ def test_serial_cpu_run_is_the_same_scheme():
 def test_spectrum_bounds_the_line_eigenvalues():
     shape, hx, hy = (9, 13), 0.5, 0.25
     low, high = spectrum(shape, hx, hy)
-    eig = [np.linalg.eigvalsh(-(np.diag(np.ones(n - 3), -1) - 2 * np.eye(n - 2) + np.diag(np.ones(n - 3), 1)) / h**2)
-           for n, h in zip(shape, (hy, hx))]
+    eig = [
+        np.linalg.eigvalsh(-(np.diag(np.ones(n - 3), -1) - 2 * np.eye(n - 2) + np.diag(np.ones(n - 3), 1)) / h**2)
+        for n, h in zip(shape, (hy, hx))
+    ]
     assert low == pytest.approx(min(e.min() for e in eig), rel=1e-12)
     assert high == pytest.approx(max(e.max() for e in eig), rel=1e-12)
 
@@ -183,15 +210,19 @@ def _orders(errors):
 def test_second_order_in_time():
     """Δx fixed (17² nodes on the unit square), Δt halved: error against the semi-discrete
     exact solution (the spatial error removed) falls 4x per halving."""
-    errors = [run_unsteady(CPU, 17, steps, np.float64, "thomas", dx=1 / 16, dt=0.1 / steps, k=1, l=2)
-              ["error_semi_discrete"] for steps in (8, 16, 32, 64)]
+    errors = [
+        run_unsteady(CPU, 17, steps, np.float64, "thomas", dx=1 / 16, dt=0.1 / steps, k=1, l=2)["error_semi_discrete"]
+        for steps in (8, 16, 32, 64)
+    ]
     assert all(1.9 < p < 2.1 for p in _orders(errors)), errors
 
 
 def test_second_order_in_space_and_time():
     """Δt = Δx / 4 refined together: the error against the exact solution falls 4x per halving."""
-    errors = [run_unsteady(CPU, n, (n - 1) // 2, np.float64, "thomas", dx=1 / (n - 1), dt=0.25 / (n - 1))
-              ["error_exact"] for n in (9, 17, 33, 65)]
+    errors = [
+        run_unsteady(CPU, n, (n - 1) // 2, np.float64, "thomas", dx=1 / (n - 1), dt=0.25 / (n - 1))["error_exact"]
+        for n in (9, 17, 33, 65)
+    ]
     assert all(1.9 < p < 2.1 for p in _orders(errors)), errors
 
 
@@ -215,8 +246,16 @@ def test_steady_centre_line_second_order():
 def test_checkerboard_matches_thomas_with_remainder_piece(backend, layout):
     """n = 20 nodes, dop = 8: the last piece has 4 rows."""
     ref = solve_steady(CPU, 20, np.float64, "thomas", params="optimal", tol=1e-11)
-    res = solve_steady(backend, 20, np.float64, "checkerboard", layout, params="optimal", tol=1e-11,
-                       options={"dop": 8, "maxiter": 100000})
+    res = solve_steady(
+        backend,
+        20,
+        np.float64,
+        "checkerboard",
+        layout,
+        params="optimal",
+        tol=1e-11,
+        options={"dop": 8, "maxiter": 100000},
+    )
     assert np.abs(res["field"] - ref["field"]).max() < 1e-6
     assert res["inner_iterations"] > res["iterations"]
 
@@ -234,8 +273,29 @@ def test_paper_parameters_and_stop_rule():
 
 def test_cli_unsteady_writes_results(tmp_path, capsys):
     out = tmp_path / "u"
-    assert main(["unsteady", "--n", "17", "--steps", "3", "--device", "cpu", "--out", str(out), "--compare-cpu",
-                 "--dtype", "float64", "--solver", "pcr", "--layout", "contiguous"]) == 0
+    assert (
+        main(
+            [
+                "unsteady",
+                "--n",
+                "17",
+                "--steps",
+                "3",
+                "--device",
+                "cpu",
+                "--out",
+                str(out),
+                "--compare-cpu",
+                "--dtype",
+                "float64",
+                "--solver",
+                "pcr",
+                "--layout",
+                "contiguous",
+            ]
+        )
+        == 0
+    )
     summary = json.loads((out / "summary.json").read_text())
     assert summary["eq10_vs_cpu"] < 1e-12 and summary["steps"] == 3
     for name in ("centreline.csv", "field.png", "profile.png"):
@@ -245,8 +305,10 @@ def test_cli_unsteady_writes_results(tmp_path, capsys):
 
 def test_cli_steady_writes_results(tmp_path):
     out = tmp_path / "s"
-    assert main(["steady", "--n", "17", "--device", "cpu", "--out", str(out), "--solver", "checkerboard",
-                 "--dop", "5"]) == 0
+    assert (
+        main(["steady", "--n", "17", "--device", "cpu", "--out", str(out), "--solver", "checkerboard", "--dop", "5"])
+        == 0
+    )
     summary = json.loads((out / "summary.json").read_text())
     assert summary["converged"] and summary["centre_error"] < 1e-6 and summary["centreline_max_error"] < 0.5
     assert (out / "profile.png").stat().st_size > 0
@@ -256,18 +318,21 @@ def _cli(*args):
     return subprocess.run([sys.executable, "-m", "tridiag.cases.heat", *args], capture_output=True, text=True)
 
 
-@pytest.mark.parametrize("args, message", [
-    (["unsteady", "--n", "2"], "--n must be >= 3 (got 2)"),
-    (["unsteady", "--steps", "-1", "--n", "5"], "--steps must be >= 0 and <= 1000000000 (got -1)"),
-    (["unsteady", "--dt", "0", "--n", "5"], "--dt must be >= 1e-30 and <= 1e+30 (got 0.0)"),
-    (["steady", "--solver", "nope"], "--solver must be one of auto, fused, thomas"),
-    (["steady", "--layout", "diagonal"], "--layout must be one of auto, natural, contiguous, interleaved"),
-    (["unsteady", "--n", "9", "--steps", "3", "--solver", "fused"], "--solver fused needs a GPU"),
-    (["steady", "--n", "9", "--solver", "checkerboard", "--dop", "10"], "--dop must be >= 1 and <= 9 (got 10)"),
-    (["steady", "--n", "40", "--solver", "checkerboard", "--dop", "33", "--memory", "shared"], "dop must be <= 32"),
-    (["steady", "--tol", "-1", "--n", "5"], "--tol must be > 0"),
-    (["steady", "--n", "9", "--solver", "checkerboard", "--inner-tol", "0"], "--inner-tol must be > 0"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["unsteady", "--n", "2"], "--n must be >= 3 (got 2)"),
+        (["unsteady", "--steps", "-1", "--n", "5"], "--steps must be >= 0 and <= 1000000000 (got -1)"),
+        (["unsteady", "--dt", "0", "--n", "5"], "--dt must be >= 1e-30 and <= 1e+30 (got 0.0)"),
+        (["steady", "--solver", "nope"], "--solver must be one of auto, fused, thomas"),
+        (["steady", "--layout", "diagonal"], "--layout must be one of auto, natural, contiguous, interleaved"),
+        (["unsteady", "--n", "9", "--steps", "3", "--solver", "fused"], "--solver fused needs a GPU"),
+        (["steady", "--n", "9", "--solver", "checkerboard", "--dop", "10"], "--dop must be >= 1 and <= 9 (got 10)"),
+        (["steady", "--n", "40", "--solver", "checkerboard", "--dop", "33", "--memory", "shared"], "dop must be <= 32"),
+        (["steady", "--tol", "-1", "--n", "5"], "--tol must be > 0"),
+        (["steady", "--n", "9", "--solver", "checkerboard", "--inner-tol", "0"], "--inner-tol must be > 0"),
+    ],
+)
 def test_cli_bad_input(tmp_path, args, message):
     proc = _cli(*args, "--device", "cpu", "--out", str(tmp_path / "o"))
     assert proc.returncode == 2
@@ -286,8 +351,10 @@ def _serial_1024(dtype):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("solver, layout", [(s, lay) for s in ("hybrid", "pcr", "pta", "tuned") for lay in LAYOUTS]
-                         + [("fused", "auto"), ("auto", "auto")])
+@pytest.mark.parametrize(
+    "solver, layout",
+    [(s, lay) for s in ("hybrid", "pcr", "pta", "tuned") for lay in LAYOUTS] + [("fused", "auto"), ("auto", "auto")],
+)
 def test_gpu_against_cpu_eq10(backend, solver, layout):
     """Wei et al. 2013, eq. 10 at 1024² after 100 steps (r = 100): float32 <= 3e-6, float64 <= 1e-12."""
     if not backend.is_gpu:

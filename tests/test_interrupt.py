@@ -1,5 +1,6 @@
 """Ctrl-C (SIGINT) and SIGTERM stop a run cleanly on every rank: one line on stderr, exit code
 128 + signal, the last iterate saved as a restartable solution.npy, results marked."""
+
 import json
 import signal
 import subprocess
@@ -49,9 +50,26 @@ def test_one_process_stops_cleanly(tmp_path, signum):
     code, stderr = stop_after_first_step([sys.executable, *RUN], signum, tmp_path)
     summary = check_stopped(code, stderr, signum, tmp_path)
     # the saved iterate restarts the run
-    p = subprocess.run([sys.executable, *RUN, "--re", str(summary["re"]), "--continuation", "none", "--max-steps", "1",
-                        "--initial", str(tmp_path / "solution.npy"), "--out", str(tmp_path / "again"), "--quiet"],
-                       capture_output=True, text=True, timeout=120)
+    p = subprocess.run(
+        [
+            sys.executable,
+            *RUN,
+            "--re",
+            str(summary["re"]),
+            "--continuation",
+            "none",
+            "--max-steps",
+            "1",
+            "--initial",
+            str(tmp_path / "solution.npy"),
+            "--out",
+            str(tmp_path / "again"),
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 3 and "not converged (max_steps)" in p.stderr
     again = json.loads((tmp_path / "again" / "summary.json").read_text())
     assert again["continuation"][0]["steps"][0]["residual"] == pytest.approx(summary["residual"], rel=1e-6)

@@ -102,11 +102,15 @@ def test_fgmres_solves_like_a_direct_solver(backend, restart):
     x_ref = spla.spsolve(A, b)
     x = backend.xp.zeros(op.n)
     diag = backend.asarray(A.diagonal())
-    info = FGMRES(rtol=1e-12, restart=restart, max_iterations=2000).solve(op, backend.asarray(b), x, DiagonalPreconditioner(diag))
+    info = FGMRES(rtol=1e-12, restart=restart, max_iterations=2000).solve(
+        op, backend.asarray(b), x, DiagonalPreconditioner(diag)
+    )
     assert info.converged and info.relres <= 1e-12
     assert np.linalg.norm(A @ backend.to_numpy(x) - b) <= 1e-12 * np.linalg.norm(b)
     assert np.linalg.norm(backend.to_numpy(x) - x_ref) < 1e-9 * np.linalg.norm(x_ref)
-    unpreconditioned = FGMRES(rtol=1e-12, restart=restart, max_iterations=2000).solve(op, backend.asarray(b), backend.xp.zeros(op.n))
+    unpreconditioned = FGMRES(rtol=1e-12, restart=restart, max_iterations=2000).solve(
+        op, backend.asarray(b), backend.xp.zeros(op.n)
+    )
     assert unpreconditioned.converged and unpreconditioned.iterations > info.iterations
 
 
@@ -121,7 +125,9 @@ def test_fgmres_basis_grows_with_the_iterations(backend):
     info = grown.solve(op, b, backend.xp.zeros(op.n), DiagonalPreconditioner(diag))
     assert BASIS_START < info.iterations < 200
     columns = grown._basis[1].shape[0]
-    assert info.iterations <= columns < 2 * info.iterations and columns == BASIS_START * 2 ** round(math.log2(columns / BASIS_START))
+    assert info.iterations <= columns < 2 * info.iterations and columns == BASIS_START * 2 ** round(
+        math.log2(columns / BASIS_START)
+    )
     whole = FGMRES(rtol=1e-10, restart=200, max_iterations=2000)
     whole._buffers(backend.xp, op.n, 200)
     again = whole.solve(op, b, backend.xp.zeros(op.n), DiagonalPreconditioner(diag))
@@ -158,7 +164,7 @@ def test_fgmres_restarts_where_its_basis_cannot_grow():
     x = np.zeros(op.n)
     info = bounded.solve(op, b, x, precond)
     assert bounded._basis[1].shape[0] == BASIS_START < free.iterations <= info.iterations
-    assert info.history[:BASIS_START + 1] == free.history[:BASIS_START + 1]  # the same first cycle,
+    assert info.history[: BASIS_START + 1] == free.history[: BASIS_START + 1]  # the same first cycle,
     assert info.history[BASIS_START + 1][1] != free.history[BASIS_START + 1][1]  # then a restart
     assert info.converged and np.linalg.norm(op.to_scipy() @ x - b) <= 1e-10 * np.linalg.norm(b)
 
@@ -241,7 +247,7 @@ def hessenberg_cases():
         H[np.arange(1, m + 1), np.arange(m)] = 0.1 + rng.random(m)
         if end is not None:
             H[end, end - 1] = 1e-17
-            H[end + 1:, end:m] = np.nan  # what follows the end is never read
+            H[end + 1 :, end:m] = np.nan  # what follows the end is never read
         H[0, m] = 2.5
         cases.append(H)
     nan = cases[-1].copy()
@@ -261,7 +267,7 @@ def test_hessenberg_least_squares_match_numpy_lstsq():
         e1 = np.zeros(k + 1)
         e1[0] = H[0, m]
         ref = np.zeros(m)
-        ref[:k] = np.linalg.lstsq(H[:k + 1, :k], e1, rcond=None)[0]
+        ref[:k] = np.linalg.lstsq(H[: k + 1, :k], e1, rcond=None)[0]
         assert np.abs(hessenberg.lstsq_numpy(H) - ref).max() < 1e-13 * np.abs(ref).max()
     assert np.isnan(hessenberg.lstsq_numpy(nan)).all() and not hessenberg.lstsq_numpy(zero).any()
 
@@ -300,7 +306,9 @@ def test_dense_product_kernels_match_the_numpy_references(n):
     for m in (1, 8, 9, 51):
         V = basis[:m]
         got = cu.multi_dot(cp.asarray(basis)[:m], cp.asarray(w))
-        assert np.abs(got.get() - ref.multi_dot(V, w)).max() < 1e-12 * np.sqrt(n) * (1 + np.abs(ref.multi_dot(V, w)).max())
+        assert np.abs(got.get() - ref.multi_dot(V, w)).max() < 1e-12 * np.sqrt(n) * (
+            1 + np.abs(ref.multi_dot(V, w)).max()
+        )
         assert cp.array_equal(got, cu.multi_dot(cp.asarray(basis)[:m], cp.asarray(w)))
         h = rng.standard_normal(m)
         x = cp.asarray(w)
@@ -309,7 +317,9 @@ def test_dense_product_kernels_match_the_numpy_references(n):
     a, P = rng.standard_normal((min(n, 1000), 89)), rng.standard_normal((89, 89))
     for transpose in (False, True):
         out = cu.rows_times(cp.asarray(a), cp.asarray(P), cp.empty(a.shape), transpose)
-        assert np.abs(out.get() - ref.rows_times(a, P, np.empty(a.shape), transpose)).max() < 1e-12 * np.abs(a @ P).max()
+        assert (
+            np.abs(out.get() - ref.rows_times(a, P, np.empty(a.shape), transpose)).max() < 1e-12 * np.abs(a @ P).max()
+        )
     A = rng.standard_normal((min(n, 2000),) * 2)
     x = rng.standard_normal(A.shape[0])
     assert np.abs(cu.gemv(cp.asarray(A), cp.asarray(x)).get() - A @ x).max() < 1e-12 * np.abs(A @ x).max()

@@ -1,5 +1,6 @@
 """fem3d's groups use only the groups below them (fem3d/__init__.py lists them in order):
 kernels, discretisation, parallel, solvers, problems, commands, then the programs."""
+
 import ast
 import os
 
@@ -16,8 +17,9 @@ def imported_groups(path: str, group: str) -> set:
     for node in ast.walk(ast.parse(open(path).read())):
         if isinstance(node, ast.ImportFrom):
             if node.level:  # inside a group: "." is the group itself, ".." the package
-                parts = ([group] if node.level == 1 else []) + (node.module.split(".") if node.module else
-                                                                 [a.name for a in node.names])
+                parts = ([group] if node.level == 1 else []) + (
+                    node.module.split(".") if node.module else [a.name for a in node.names]
+                )
             elif node.module and node.module.startswith("fem3d."):
                 parts = node.module.split(".")[1:]
             else:
@@ -28,7 +30,7 @@ def imported_groups(path: str, group: str) -> set:
 
 @pytest.mark.parametrize("group", ORDER)
 def test_each_group_imports_only_those_below_it(group):
-    allowed = set(ORDER[:ORDER.index(group) + 1])
+    allowed = set(ORDER[: ORDER.index(group) + 1])
     folder = os.path.join(FEM3D, group)
     for name in sorted(os.listdir(folder)):
         if name.endswith(".py"):

@@ -8,8 +8,15 @@ import pytest
 
 from fem3d.discretisation.element import Q1, Q2
 from gpucfd.errors import InputError, run_cli
-from fem3d.discretisation.mesh import (VTK_HEX8_TO_TENSOR, box_mesh, face_keys, graded_coordinates, greedy_colouring,
-                                       mesh_from_hex8, read_mesh)
+from fem3d.discretisation.mesh import (
+    VTK_HEX8_TO_TENSOR,
+    box_mesh,
+    face_keys,
+    graded_coordinates,
+    greedy_colouring,
+    mesh_from_hex8,
+    read_mesh,
+)
 from fem3d.discretisation.mesh_checks import unique_rows
 from fem3d.mesh import describe, main
 
@@ -66,7 +73,9 @@ def test_box_rejects_bad_counts(bad):
         box_mesh(**bad)
 
 
-@pytest.mark.parametrize("vertices", [([0, 0.5, 0.4], [0, 1], [0, 1]), ([0, 1], [0, np.nan], [0, 1]), ([0, 1], [0, 1], [0, 1, 2])])
+@pytest.mark.parametrize(
+    "vertices", [([0, 0.5, 0.4], [0, 1], [0, 1]), ([0, 1], [0, np.nan], [0, 1]), ([0, 1], [0, 1], [0, 1, 2])]
+)
 def test_box_rejects_vertices_that_do_not_increase(vertices):
     """A box's elements are checked through their vertex coordinates (each along an axis
     increasing, finite and one more than the elements), not their Jacobians."""
@@ -109,13 +118,17 @@ def test_box_boundary_by_index_is_the_one_matched_by_face_keys(n, grading):
 def test_box_numbering_dofs_valence_and_bounds():
     m = box_mesh(3, 2, 4, lengths=(3.0, 1.0, 2.0), origin=(-1.0, 0.5, 0.0))
     k, j, i = np.meshgrid(np.arange(9), np.arange(5), np.arange(7), indexing="ij")  # Q2 grid, i fastest
-    assert np.array_equal(m.points, np.stack([-1.0 + 0.5 * i.ravel(), 0.5 + 0.25 * j.ravel(), 0.25 * k.ravel()], axis=1))
+    assert np.array_equal(
+        m.points, np.stack([-1.0 + 0.5 * i.ravel(), 0.5 + 0.25 * j.ravel(), 0.25 * k.ravel()], axis=1)
+    )
     assert np.array_equal(m.pressure_nodes[[0, 1, 4, 13, 59]], [0, 2, 14, 2 * 7 * 5 + 2, 6 + 7 * (4 + 5 * 8)])
     first = m.element_ids.tolist().index(0)  # element (0, 0, 0): its Q2 nodes are the grid's first 3 x 3 x 3
     assert m.cells[first].tolist() == [a + 7 * b + 35 * c for c in range(3) for b in range(3) for a in range(3)]
     assert m.pressure_cells[first].tolist() == [0, 1, 4, 5, 12, 13, 16, 17]
     n = m.n_nodes
-    assert np.array_equal(m.dofs(), np.concatenate([m.cells, m.cells + n, m.cells + 2 * n, m.pressure_cells + 3 * n], axis=1))
+    assert np.array_equal(
+        m.dofs(), np.concatenate([m.cells, m.cells + n, m.cells + 2 * n, m.pressure_cells + 3 * n], axis=1)
+    )
     assert np.array_equal(m.dof_valence(), np.bincount(m.dofs().ravel()).astype(np.float64))
     assert m.dof_valence()[[0, 1, 3 * n, 3 * n + 1]].tolist() == [1.0, 1.0, 1.0, 2.0]
     lo, hi = m.bounds()
@@ -153,8 +166,11 @@ def test_colouring_of_file_and_refined_meshes_is_race_free_and_greedy(name, colo
         mesh = read_mesh(os.path.join(MESHES, "distorted_cube_hex8.msh"))
         count = sequential_greedy(mesh.pressure_cells[np.argsort(mesh.element_ids)]).max() + 1
     else:
-        coarse = {"box": lambda: box_mesh(3), "twisted": lambda: twisted_mesh(3),
-                  "dfg": lambda: read_mesh(os.path.join(MESHES, "dfg3d", "channel_coarse.msh"))}[name]()
+        coarse = {
+            "box": lambda: box_mesh(3),
+            "twisted": lambda: twisted_mesh(3),
+            "dfg": lambda: read_mesh(os.path.join(MESHES, "dfg3d", "channel_coarse.msh")),
+        }[name]()
         mesh = coarse.refined(1)
         count = sequential_greedy(coarse.cells[:, CHILD_VERTICES].reshape(-1, 8)).max() + 1
     assert mesh.colour_is_race_free() and mesh.n_colours == count
@@ -204,12 +220,15 @@ def test_inverted_element_is_named(tmp_path):
         read_mesh(str(path))
 
 
-@pytest.mark.parametrize("args, message", [
-    (["missing.msh"], "file not found"),
-    (["MESHES/tet.vtu"], "no hexahedron"),
-    (["MESHES/inverted.vtu"], "element 1 is inverted or degenerate"),
-    (["MESHES/garbage.msh"], "meshio cannot read it"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["missing.msh"], "file not found"),
+        (["MESHES/tet.vtu"], "no hexahedron"),
+        (["MESHES/inverted.vtu"], "element 1 is inverted or degenerate"),
+        (["MESHES/garbage.msh"], "meshio cannot read it"),
+    ],
+)
 def test_mesh_cli_bad_input_exits_2_with_one_line(tmp_path, args, message):
     meshio.write(str(tmp_path / "tet.vtu"), meshio.Mesh(np.eye(4, 3), [("tetra", np.array([[0, 1, 2, 3]]))]))
     box = box_mesh(2, 1, 1)
@@ -224,12 +243,17 @@ def test_mesh_cli_bad_input_exits_2_with_one_line(tmp_path, args, message):
 
 
 def test_mesh_cli_summary():
-    p = subprocess.run([sys.executable, "-m", "fem3d.mesh", os.path.join(MESHES, "distorted_cube_hex8.msh")], capture_output=True, text=True)
+    p = subprocess.run(
+        [sys.executable, "-m", "fem3d.mesh", os.path.join(MESHES, "distorted_cube_hex8.msh")],
+        capture_output=True,
+        text=True,
+    )
     assert p.returncode == 0 and "elements 216" in p.stdout and "lid 36, walls 180, untagged 0" in p.stdout
     assert "multigrid: elements per level 216 -> 27 (its sheets paired); the coarsest, 1,093 unknowns" in p.stdout
 
 
 # ------------------------------------------------------- broken mesh files (fem3d.discretisation.mesh_checks)
+
 
 def box_hex8(nx, ny, nz, shift=(0.0, 0.0, 0.0)):
     """(vertices, hexes in VTK order) of a box mesh on [0, nx/ny...]: unit elements, moved by ``shift``."""
@@ -262,8 +286,9 @@ def test_coincident_nodes_of_a_seam_are_merged(tmp_path):
     assert copies == 9 and m.merged_nodes == 9
     assert (m.n_elements, m.n_nodes, m.n_pressure, m.n_dofs) == (16, 9 * 5 * 5, 5 * 3 * 3, seamless.n_dofs)
     assert len(m.boundary_faces) == len(seamless.boundary_faces) == 2 * (4 * 2 + 4 * 2 + 2 * 2)
-    assert np.array_equal(np.unique(m.points[m.boundary_nodes()], axis=0),
-                          np.unique(seamless.points[seamless.boundary_nodes()], axis=0))
+    assert np.array_equal(
+        np.unique(m.points[m.boundary_nodes()], axis=0), np.unique(seamless.points[seamless.boundary_nodes()], axis=0)
+    )
     assert "merged 9 coincident nodes" in describe(m)
 
 
@@ -309,26 +334,42 @@ def test_broken_meshes_are_one_line_input_errors(tmp_path, capsys):
     for name, (file, message) in broken_meshes(tmp_path).items():
         assert run_cli(main, [str(tmp_path / file)], prog="fem3d.discretisation.mesh") == 2, name
         err = capsys.readouterr().err
-        assert err.startswith(f"fem3d.discretisation.mesh: error: --mesh {tmp_path / file}") and message in err, (name, err)
+        assert err.startswith(f"fem3d.discretisation.mesh: error: --mesh {tmp_path / file}") and message in err, (
+            name,
+            err,
+        )
         assert err.count("\n") == 1, (name, err)
 
 
 def test_unknown_tag_field_lists_the_integer_fields(capsys):
     path = os.path.join(MESHES, "distorted_cube_hex8.msh")
     assert run_cli(main, [path, "--tag-field", "nope"], prog="fem3d.discretisation.mesh") == 2
-    assert capsys.readouterr().err == (f"fem3d.discretisation.mesh: error: --mesh {path}: --tag-field 'nope' is not integer cell data "
-                                       "of the file (integer cell data: gmsh:geometrical, gmsh:physical)\n")
+    assert capsys.readouterr().err == (
+        f"fem3d.discretisation.mesh: error: --mesh {path}: --tag-field 'nope' is not integer cell data "
+        "of the file (integer cell data: gmsh:geometrical, gmsh:physical)\n"
+    )
 
 
 def test_a_face_with_two_tags_is_named(tmp_path):
     """A boundary quad listed twice with different tags: an input error naming the face."""
-    cube = np.array([[0, 0, 0], [1, 0, 0], [1, 1, 0], [0, 1, 0], [0, 0, 1], [1, 0, 1], [1, 1, 1], [0, 1, 1]], dtype=float)
+    cube = np.array(
+        [[0, 0, 0], [1, 0, 0], [1, 1, 0], [0, 1, 0], [0, 0, 1], [1, 0, 1], [1, 1, 1], [0, 1, 1]], dtype=float
+    )
     quads = np.array([[0, 1, 2, 3], [4, 5, 6, 7], [0, 1, 5, 4], [3, 2, 6, 7], [0, 3, 7, 4], [1, 2, 6, 5], [4, 5, 6, 7]])
     path = tmp_path / "twice.msh"
-    meshio.write(str(path), meshio.Mesh(cube, [("hexahedron", np.arange(8)[None]), ("quad", quads)],
-                                        cell_data={"gmsh:physical": [np.array([1]), np.array([1, 2, 1, 1, 1, 1, 3])],
-                                                   "gmsh:geometrical": [np.array([1]), np.ones(7, dtype=int)]}),
-                 file_format="gmsh22", binary=False)
+    meshio.write(
+        str(path),
+        meshio.Mesh(
+            cube,
+            [("hexahedron", np.arange(8)[None]), ("quad", quads)],
+            cell_data={
+                "gmsh:physical": [np.array([1]), np.array([1, 2, 1, 1, 1, 1, 3])],
+                "gmsh:geometrical": [np.array([1]), np.ones(7, dtype=int)],
+            },
+        ),
+        file_format="gmsh22",
+        binary=False,
+    )
     with pytest.raises(InputError, match=r"the boundary face at \(0.5, 0.5, 1\) carries two tags, 2 and 3"):
         read_mesh(str(path))
 
@@ -376,7 +417,7 @@ def test_points_are_located_in_the_nearest_containing_candidate(monkeypatch):
     ref = np.full(len(points), -1)
     for p in range(len(points)):  # one candidate at a time, nearest first
         for e in cand[p]:
-            r = fields._reference(mesh, points[p:p + 1], np.array([e]))[0]
+            r = fields._reference(mesh, points[p : p + 1], np.array([e]))[0]
             if (np.abs(r) <= 1 + 1e-8).all():
                 ref[p] = e
                 assert np.abs(np.clip(r, -1, 1) - xi[p]).max() < 1e-12

@@ -1,5 +1,6 @@
 """Element quality (aspect ratio, scaled Jacobian) and the Jacobian check between the nodes
 (fem3d.discretisation.geometry), and the quality line of ``python -m fem3d.mesh``."""
+
 import os
 
 import meshio
@@ -30,7 +31,7 @@ def test_sheared_and_mirrored_elements(geo):
     scaled Jacobian 1 / sqrt 2 everywhere; its mirror image is inverted: scaled Jacobian -1 / sqrt 2."""
     X = geo.nodes @ np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [1.0, 0.0, 1.0]])
     aspect, scaled = element_quality(np.stack([X, X * [-1.0, 1.0, 1.0]]))
-    assert np.allclose(aspect, np.sqrt(2.0)) and np.allclose(scaled, [0.5 ** 0.5, -(0.5 ** 0.5)])
+    assert np.allclose(aspect, np.sqrt(2.0)) and np.allclose(scaled, [0.5**0.5, -(0.5**0.5)])
 
 
 def test_samples_are_the_nodes_of_the_children():
@@ -56,8 +57,11 @@ def test_a_fold_between_the_nodes_is_named(tmp_path):
     X = meshio.read(path).points[meshio.read(path).cells[0].data[:, np.argsort(TENSOR27_TO_VTK)]]
     at_nodes = determinant(np, jacobians(np, X, Q2.gradients(Q2.nodes)))  # what the check sampled before
     assert at_nodes.min() > 0.01
-    with pytest.raises(InputError, match=r"^element 1 is inverted or degenerate \(Jacobian determinant -0.00937 at "
-                                         r"reference point \(-0.5, -1.0, -1.0\)\); 1 bad element\(s\) in total"):
+    with pytest.raises(
+        InputError,
+        match=r"^element 1 is inverted or degenerate \(Jacobian determinant -0.00937 at "
+        r"reference point \(-0.5, -1.0, -1.0\)\); 1 bad element\(s\) in total",
+    ):
         check_elements(X, np.arange(2))
     with pytest.raises(InputError, match=r"folded.vtu: element 1 is inverted or degenerate .* \(-0.5, -1.0, -1.0\)"):
         read_mesh(path)
@@ -74,11 +78,15 @@ def test_mesh_cli_prints_the_worst_elements(tmp_path, capsys):
     path = tmp_path / "three.vtu"
     meshio.write(str(path), meshio.Mesh(vertices, [("hexahedron", hexes)]))
     assert main([str(path)]) == 0
-    assert ("largest aspect ratio 3 (element 2 at (3.5, 0.5, 0.5)), "
-            "smallest scaled Jacobian 0.707 (element 0 at (0.25, 0.5, 0.5))") in capsys.readouterr().out.splitlines()
+    assert (
+        "largest aspect ratio 3 (element 2 at (3.5, 0.5, 0.5)), "
+        "smallest scaled Jacobian 0.707 (element 0 at (0.25, 0.5, 0.5))"
+    ) in capsys.readouterr().out.splitlines()
 
 
-@pytest.mark.parametrize("name, aspect, scaled", [("distorted_cube_hex8.msh", 1.128, 0.9537), ("annulus_hex27.msh", 1.591, 1.0)])
+@pytest.mark.parametrize(
+    "name, aspect, scaled", [("distorted_cube_hex8.msh", 1.128, 0.9537), ("annulus_hex27.msh", 1.591, 1.0)]
+)
 def test_sample_meshes_quality(name, aspect, scaled):
     a, s = element_quality(read_mesh(os.path.join(MESHES, name)).geometry)
     assert a.max() == pytest.approx(aspect, abs=1e-3) and s.min() == pytest.approx(scaled, abs=1e-4)

@@ -1,5 +1,6 @@
 """Monolithic geometric multigrid (fem3d.solvers.multigrid, fem3d.solvers.vanka) and the mg solver,
 checked against assembled SciPy matrices, exact interpolation and the paper solver."""
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -10,8 +11,18 @@ from gpucfd.errors import InputError
 from fem3d.problems.exact import TrigFlow
 from fem3d.solvers.krylov import FGMRES
 from fem3d.discretisation.mesh import box_mesh
-from fem3d.solvers.multigrid import (COARSE_MAX, Multigrid, alignment, box_unknowns, child_prolongations, coarse_grids,
-                                     coarse_levels, coarsest_size, distributed_grids, split)
+from fem3d.solvers.multigrid import (
+    COARSE_MAX,
+    Multigrid,
+    alignment,
+    box_unknowns,
+    child_prolongations,
+    coarse_grids,
+    coarse_levels,
+    coarsest_size,
+    distributed_grids,
+    split,
+)
 from fem3d.problems.navier_stokes import FlowProblem, NavierStokesSystem
 from fem3d.solvers.nonlinear import NonlinearOptions, NonlinearSolver
 from fem3d.problems.lid_driven import lid_driven_problem
@@ -36,9 +47,14 @@ def hierarchy(backend, n=4, re=200.0, kind="newton", grading=0.0, mesh=None, lev
     return system, mg, state
 
 
-MESHES = {"graded box": lambda: box_mesh(4, grading=1.0), "refined twisted": lambda: refine(twisted_mesh(2)),
-          "graded 5^3 box": lambda: box_mesh(5, grading=1.0), "6x5x7 box": lambda: box_mesh(6, 5, 7),
-          "3x2x5 box": lambda: box_mesh(3, 2, 5), "twisted file mesh": lambda: twisted_mesh(6)}
+MESHES = {
+    "graded box": lambda: box_mesh(4, grading=1.0),
+    "refined twisted": lambda: refine(twisted_mesh(2)),
+    "graded 5^3 box": lambda: box_mesh(5, grading=1.0),
+    "6x5x7 box": lambda: box_mesh(6, 5, 7),
+    "3x2x5 box": lambda: box_mesh(3, 2, 5),
+    "twisted file mesh": lambda: twisted_mesh(6),
+}
 ODD = [(5, 5, 5), (7, 7, 7), (9, 9, 9), (6, 5, 7), (3, 2, 5)]
 
 
@@ -73,8 +89,13 @@ def test_coarse_grids_and_alignment():
     assert distributed_grids((42, 42, 42), 2) == 1 and distributed_grids((9, 9, 9), 2) == 0  # 21 and 9 layers: odd
     assert distributed_grids((9, 10, 2), 2) == 0  # (5, 5, 2): the longest side would no longer be the slab axis
     assert coarse_grids(None) == [] and coarse_levels(box_mesh(9)) == 1 and coarse_levels(refine(box_mesh(9))) == 2
-    assert alignment(box_mesh(40), 3) == 2 and alignment(box_mesh(8), 1) == 1 and alignment(refine(box_mesh(42)), 2) == 2
-    assert coarsest_size(box_mesh(40)) == (125, box_unknowns((5, 5, 5))) and coarsest_size(refine(twisted_mesh(3))) == (27, 3 * 7**3 + 4**3)
+    assert (
+        alignment(box_mesh(40), 3) == 2 and alignment(box_mesh(8), 1) == 1 and alignment(refine(box_mesh(42)), 2) == 2
+    )
+    assert coarsest_size(box_mesh(40)) == (125, box_unknowns((5, 5, 5))) and coarsest_size(refine(twisted_mesh(3))) == (
+        27,
+        3 * 7**3 + 4**3,
+    )
     parent, position = split(9)  # the whole layer's index 2 modulo 4 (nearest the middle): an odd coarse layer
     assert parent.tolist() == [0, 0, 1, 2, 2, 3, 3, 4, 4] and position.tolist() == [0, 1, 2, 0, 1, 0, 1, 0, 1]
     assert [p.tolist() for p in split(2)] == [[0, 1], [2, 2]] and split(3)[1].tolist() == [0, 1, 2]
@@ -167,7 +188,9 @@ def test_vanka_blocks_and_application_match_the_assembled_matrix(backend, name):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("dtype, out_dtype", [(np.float64, np.float64), (np.float32, np.float32), (np.float64, np.float32)])
+@pytest.mark.parametrize(
+    "dtype, out_dtype", [(np.float64, np.float64), (np.float32, np.float32), (np.float64, np.float32)]
+)
 @pytest.mark.parametrize("name", ["box", "refined annulus"])
 def test_vanka_blocks_kernel_matches_the_numpy_reference(dtype, out_dtype, name):
     """fem3d.kernels.vanka: the CUDA kernel adds the same to the blocks as the NumPy reference,
@@ -185,11 +208,11 @@ def test_vanka_blocks_kernel_matches_the_numpy_reference(dtype, out_dtype, name)
     for host, device in zip(table, element_neighbours(mesh, cp)):  # the neighbour table sorted on the GPU: the same
         assert device.dtype == host.dtype and np.array_equal(device.get(), host)
     rng = np.random.default_rng(3)
-    ids = rng.permutation(mesh.n_elements)[:mesh.n_elements // 2]
+    ids = rng.permutation(mesh.n_elements)[: mesh.n_elements // 2]
     slot = np.full(mesh.n_elements, -1, dtype=np.int32)
     slot[ids] = np.arange(len(ids))
     A = rng.standard_normal((len(ids), 89, 89)).astype(dtype)
-    targets = np.sort(rng.permutation(mesh.n_elements)[:mesh.n_elements - 4]).astype(np.int32)
+    targets = np.sort(rng.permutation(mesh.n_elements)[: mesh.n_elements - 4]).astype(np.int32)
     start = rng.standard_normal((len(targets), 89, 89)).astype(out_dtype)
     ref = start.copy()
     kernels.accumulate_numpy(A, slot, targets, *table, ref)
@@ -379,18 +402,26 @@ def test_auto_never_takes_the_paper_solver(monkeypatch):
     input error naming the change (one element; a coarsest level whose factors would not fit:
     the free memory faked small), and the paper solver runs only when asked for."""
     big = twisted_mesh(10)
-    assert LinearOptions().for_mesh(big).solver == "mg" and coarse_levels(big) == 1 and coarsest_size(big) == (125, 4209)
-    with pytest.raises(InputError, match=r"^--solver auto: the mesh has one element, too few for multigrid: refine it; "
-                                         r"or use --solver paper, much slower$"):
+    assert (
+        LinearOptions().for_mesh(big).solver == "mg" and coarse_levels(big) == 1 and coarsest_size(big) == (125, 4209)
+    )
+    with pytest.raises(
+        InputError,
+        match=r"^--solver auto: the mesh has one element, too few for multigrid: refine it; "
+        r"or use --solver paper, much slower$",
+    ):
         LinearOptions().for_mesh(box_mesh(1))
     for free in (60e6, 4e6):
         monkeypatch.setattr("fem3d.solvers.multigrid.host_free_bytes", lambda: free)
         monkeypatch.setattr("fem3d.solvers.linear.host_free_bytes", lambda: free)
         if free > 30e6:
             assert LinearOptions().for_mesh(big).solver == "mg"  # 4,209 unknowns: about 22 MB of factors
-    with pytest.raises(InputError, match=r"^--solver mg: the coarsest level of the multigrid hierarchy has 1,093 unknowns "
-                                         r"\(27 elements\), whose direct solve needs about 0.0023 GB, more than half the 0.004 "
-                                         r"GB free: give a coarser mesh \(about [23][0-9] elements at most\) and --refine K; or use --solver paper, much slower$"):
+    with pytest.raises(
+        InputError,
+        match=r"^--solver mg: the coarsest level of the multigrid hierarchy has 1,093 unknowns "
+        r"\(27 elements\), whose direct solve needs about 0.0023 GB, more than half the 0.004 "
+        r"GB free: give a coarser mesh \(about [23][0-9] elements at most\) and --refine K; or use --solver paper, much slower$",
+    ):
         LinearOptions(solver="mg").for_mesh(refine(sample_mesh("distorted")))
     for mesh in (box_mesh(1), refine(sample_mesh("distorted"))):
         assert LinearOptions(solver="paper").for_mesh(mesh).solver == "paper"
@@ -444,11 +475,14 @@ def test_newton_with_mg_converges_quadratically_on_the_manufactured_flow():
     r = [s.residual for s in result.steps] + [result.residual]
     assert result.converged and len(r) <= 8 and r[-4] < 0.05, r
     for prev, new in zip(r[-4:-1], r[-3:]):
-        assert new < 50.0 * prev ** 2, r
+        assert new < 50.0 * prev**2, r
 
 
-@pytest.mark.parametrize("mesh, re", [(lambda: box_mesh(8, grading=1.0), 400.0), (lambda: refine(twisted_mesh(2), 2), 100.0)],
-                         ids=["8^3 graded box", "twisted 2^3 refined twice"])
+@pytest.mark.parametrize(
+    "mesh, re",
+    [(lambda: box_mesh(8, grading=1.0), 400.0), (lambda: refine(twisted_mesh(2), 2), 100.0)],
+    ids=["8^3 graded box", "twisted 2^3 refined twice"],
+)
 def test_mg_and_paper_solvers_give_the_same_cavity_flow(mesh, re):
     """The cavity on a graded box and on a refined mesh whose neighbours meet in many
     orientations (three levels): both solvers to residual 1e-9; solutions agree to 1e-7 and
@@ -458,8 +492,11 @@ def test_mg_and_paper_solvers_give_the_same_cavity_flow(mesh, re):
     xs, its = {}, {}
     for name in ("mg", "paper"):
         system = NavierStokesSystem(lid_driven_problem(mesh, re, "y=1"), cpu)
-        result = NonlinearSolver(system, make_linear_solver(LinearOptions(solver=name).for_mesh(mesh)),
-                                 NonlinearOptions(tol=1e-9, newton=1.0)).solve()
+        result = NonlinearSolver(
+            system,
+            make_linear_solver(LinearOptions(solver=name).for_mesh(mesh)),
+            NonlinearOptions(tol=1e-9, newton=1.0),
+        ).solve()
         assert result.converged
         xs[name], its[name] = result.x, result.linear_iterations
     v = slice(0, 3 * mesh.n_nodes)
@@ -483,7 +520,9 @@ def test_a_boundary_layer_of_thin_cells_takes_at_most_twice_the_iterations():
         info = FGMRES(1e-8, 50, 200).solve(system.op, system.op.to_scipy() @ z, np.zeros(system.n), mg)
         assert info.converged
         its[grading] = (info.iterations, [level.op.dofs.shape[0] for level in mg.levels], mesh.stretches.max())
-    assert its[0.0][1] == [512, 64] and its[3.25][1][1] == 384 and its[3.25][2] > 20, its  # the wall layers paired first
+    assert its[0.0][1] == [512, 64] and its[3.25][1][1] == 384 and its[3.25][2] > 20, (
+        its
+    )  # the wall layers paired first
     assert its[3.25][0] <= 2 * its[0.0][0], its
 
 
@@ -513,7 +552,10 @@ def test_solver_choice_and_bad_options():
     assert auto.for_mesh(box_mesh(9)).solver == "mg" and auto.for_mesh(box_mesh(6, 5, 7)).solver == "mg"
     # no coarser level, solved directly: mg is the direct solve alone
     assert auto.for_mesh(box_mesh(5)).solver == "mg" and auto.for_mesh(sample_mesh("distorted")).solver == "mg"
-    assert auto.for_mesh(refine(sample_mesh("distorted"))).solver == "mg" and auto.for_mesh(refine(box_mesh(5))).solver == "mg"
+    assert (
+        auto.for_mesh(refine(sample_mesh("distorted"))).solver == "mg"
+        and auto.for_mesh(refine(box_mesh(5))).solver == "mg"
+    )
     assert auto.for_mesh(refine(twisted_mesh(10))).solver == "mg"
     assert LinearOptions(solver="paper").for_mesh(box_mesh(4)).solver == "paper"
     with pytest.raises(InputError, match="^--solver mg: the mesh has one element"):
@@ -547,8 +589,9 @@ def test_mg_on_cpu_and_gpu_give_the_same_solution():
     out = {}
     for device in ("cpu", "gpu", "gpu again"):
         system = NavierStokesSystem(lid_driven_problem(mesh, 200.0, "y=1"), get_backend(device.split()[0]))
-        result = NonlinearSolver(system, make_linear_solver(LinearOptions(solver="mg")),
-                                 NonlinearOptions(tol=1e-12, forcing=1e-10)).solve()
+        result = NonlinearSolver(
+            system, make_linear_solver(LinearOptions(solver="mg")), NonlinearOptions(tol=1e-12, forcing=1e-10)
+        ).solve()
         assert result.converged
         out[device] = result.x
     v = slice(0, 3 * mesh.n_nodes)

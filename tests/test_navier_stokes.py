@@ -18,7 +18,9 @@ from support import sample_mesh
 
 def nonlinear_solve(problem, backend, options=None, linear=None, matrix_dtype="float64", log=None):
     system = NavierStokesSystem(problem, backend, matrix_dtype=matrix_dtype)
-    return NonlinearSolver(system, linear or make_linear_solver(LinearOptions().for_mesh(problem.mesh)), options).solve(log=log)
+    return NonlinearSolver(system, linear or make_linear_solver(LinearOptions().for_mesh(problem.mesh)), options).solve(
+        log=log
+    )
 
 
 def solve(case, mesh, backend, options=None, matrix_dtype="float64"):
@@ -101,7 +103,7 @@ def test_newton_krylov_matches_newton_with_a_direct_solver():
     r = [s.residual for s in result.steps] + [result.residual]
     assert len(r) <= 10 and r[-4] < 1e-2
     for prev, new in zip(r[-4:-1], r[-3:]):
-        assert new < 50.0 * prev ** 2, r  # quadratic: the digits double
+        assert new < 50.0 * prev**2, r  # quadratic: the digits double
 
 
 class FakeLinear:
@@ -152,11 +154,23 @@ def test_preconditioner_is_kept_while_solves_are_short_and_rebuilt_when_a_kept_o
 
     case = PaperFlow(100.0)
     problem = FlowProblem.with_boundary_velocity(box_mesh(2), case.re, lambda x: case.velocity(np, x))
-    linear = ScriptedLinear([(2, "converged"), (5, "converged"), (1, "converged"), (12, "max_iterations"), (4, "converged")])
+    linear = ScriptedLinear(
+        [(2, "converged"), (5, "converged"), (1, "converged"), (12, "max_iterations"), (4, "converged")]
+    )
     r = nonlinear_solve(problem, get_backend("cpu"), NonlinearOptions(max_steps=4, newton=0.0, anderson=0), linear)
     keep = REUSE_LIMIT * 3
-    assert linear.calls == [("setup", True), ("solve", None, True), ("setup", False), ("solve", keep, True), ("setup", True),
-                            ("solve", None, True), ("setup", False), ("solve", keep, True), ("setup", True), ("solve", None, False)]
+    assert linear.calls == [
+        ("setup", True),
+        ("solve", None, True),
+        ("setup", False),
+        ("solve", keep, True),
+        ("setup", True),
+        ("solve", None, True),
+        ("setup", False),
+        ("solve", keep, True),
+        ("setup", True),
+        ("solve", None, False),
+    ]
     assert [(s.linear_iterations, s.rebuilt) for s in r.steps] == [(2, True), (5, False), (1, True), (16, True)]
 
 
@@ -186,22 +200,31 @@ def test_preconditioner_is_kept_after_a_newton_step_that_cut_the_residual_by_the
         linear = Recording(LinearOptions(solver="mg"))
         r = nonlinear_solve(problem, cpu, NonlinearOptions(tol=1e-10, keep_factor=factor), linear)
         assert r.converged
-        fast = [False] + [a.kind == b.kind == "newton" and a.residual >= factor * b.residual for a, b in zip(r.steps, r.steps[1:])]
+        fast = [False] + [
+            a.kind == b.kind == "newton" and a.residual >= factor * b.residual for a, b in zip(r.steps, r.steps[1:])
+        ]
         assert [not s.rebuilt for s in r.steps] == fast
-        assert linear.limits == [REUSE_LIMIT * max(a.linear_iterations, 1) if f else None
-                                 for a, f in zip([None] + r.steps, fast)]
+        assert linear.limits == [
+            REUSE_LIMIT * max(a.linear_iterations, 1) if f else None for a, f in zip([None] + r.steps, fast)
+        ]
         results[factor] = r
     assert sum(not s.rebuilt for s in results[10.0].steps) >= 1 and all(s.rebuilt for s in results[math.inf].steps)
     assert np.linalg.norm(results[10.0].x - results[math.inf].x) < 1e-8 * np.linalg.norm(results[math.inf].x)
-    paper = nonlinear_solve(problem, cpu, NonlinearOptions(tol=1e-10, keep_factor=1.0), make_linear_solver(LinearOptions(solver="paper")))
+    paper = nonlinear_solve(
+        problem, cpu, NonlinearOptions(tol=1e-10, keep_factor=1.0), make_linear_solver(LinearOptions(solver="paper"))
+    )
     assert paper.converged and all(s.rebuilt for s in paper.steps)
 
 
 def test_forcing_term_follows_eisenstat_walker_within_its_bounds():
-    assert forcing_term(0.1, 0.02, 0.1, 0.5, 1e-8) == pytest.approx(0.9 * 0.2 ** 2)  # choice 2: 0.9 (|F_k| / |F_k-1|)^2
-    assert forcing_term(0.5, 1e-3, 0.1, 0.9, 1e-8) == pytest.approx(0.9 * 0.5 ** 2)  # safeguard: 0.9 eta^2 > 0.1 keeps eta up
+    assert forcing_term(0.1, 0.02, 0.1, 0.5, 1e-8) == pytest.approx(0.9 * 0.2**2)  # choice 2: 0.9 (|F_k| / |F_k-1|)^2
+    assert forcing_term(0.5, 1e-3, 0.1, 0.9, 1e-8) == pytest.approx(
+        0.9 * 0.5**2
+    )  # safeguard: 0.9 eta^2 > 0.1 keeps eta up
     assert forcing_term(0.1, 0.09, 0.1, 0.1, 1e-8) == 0.1  # never looser than the solver's largest
-    assert forcing_term(0.1, 1e-6, 1e-3, 0.9, 1e-6) == pytest.approx(0.5)  # 0.5 tol / |F| suffices for the last step ...
+    assert forcing_term(0.1, 1e-6, 1e-3, 0.9, 1e-6) == pytest.approx(
+        0.5
+    )  # 0.5 tol / |F| suffices for the last step ...
     assert forcing_term(0.1, 1e-6, 1e-3, 0.01, 1e-6) == 0.01  # ... within the largest
 
 
@@ -210,8 +233,12 @@ def test_steps_record_the_forcing_they_were_given():
     recorded residuals."""
     case = PaperFlow(100.0)
     problem = FlowProblem.with_boundary_velocity(box_mesh(2), case.re, lambda x: case.velocity(np, x))
-    result = nonlinear_solve(problem, get_backend("cpu"), NonlinearOptions(tol=1e-10),
-                             linear=make_linear_solver(LinearOptions(solver="paper")))
+    result = nonlinear_solve(
+        problem,
+        get_backend("cpu"),
+        NonlinearOptions(tol=1e-10),
+        linear=make_linear_solver(LinearOptions(solver="paper")),
+    )
     steps = result.steps
     assert result.converged and len(steps) >= 3 and steps[0].forcing == 0.01  # the paper solver's largest
     for prev, step in zip(steps, steps[1:]):
@@ -241,32 +268,56 @@ def test_stopping_reasons():
     r = nonlinear_solve(problem, cpu, picard, FakeLinear(lambda rhs: 0 * rhs, relres=0.1))
     assert r.reason == "stagnated"  # steps that do not reduce the residual
     r = nonlinear_solve(problem, cpu, picard, FakeLinear(lambda rhs: 0.5 * rhs, reason="max_iterations", relres=0.5))
-    assert r.reason == "linear_solver" and len(r.steps) == LINEAR_FAILURES  # linear solves short of their tolerance in a row
-    nan_force = FlowProblem.with_boundary_velocity(box_mesh(2), 10.0, lambda x: case.velocity(np, x), force=lambda xp, x: x * np.nan)
+    assert (
+        r.reason == "linear_solver" and len(r.steps) == LINEAR_FAILURES
+    )  # linear solves short of their tolerance in a row
+    nan_force = FlowProblem.with_boundary_velocity(
+        box_mesh(2), 10.0, lambda x: case.velocity(np, x), force=lambda xp, x: x * np.nan
+    )
     r = nonlinear_solve(nan_force, cpu)
     assert r.reason == "nan" and not r.converged and len(r.steps) == 0
     lines = []
     nonlinear_solve(problem, cpu, NonlinearOptions(max_steps=1, newton=0.0), log=lines.append)
-    assert len(lines) == 1 and lines[0].startswith("picard   1  residual") and "fgmres     1 it" in lines[0]  # the direct solve
+    assert (
+        len(lines) == 1 and lines[0].startswith("picard   1  residual") and "fgmres     1 it" in lines[0]
+    )  # the direct solve
 
 
-@pytest.mark.parametrize("bad", [dict(re=0.0), dict(re=-3.0), dict(re=float("nan")), dict(re=float("inf")), dict(re=1e300)])
+@pytest.mark.parametrize(
+    "bad", [dict(re=0.0), dict(re=-3.0), dict(re=float("nan")), dict(re=float("inf")), dict(re=1e300)]
+)
 def test_reynolds_number_must_be_positive_and_bounded(bad):
     with pytest.raises(InputError, match="--re must be > 0 and <= 100000"):
         FlowProblem(box_mesh(1), bc_nodes=[], bc_values=np.zeros((0, 3)), **bad)
 
 
-@pytest.mark.parametrize("bad, name", [(dict(tol=0.0), "--tol"), (dict(tol=1.0), "--tol"), (dict(max_steps=0), "--max-steps"),
-                                       (dict(forcing=1.0), "--forcing"), (dict(forcing=0.0), "--forcing"),
-                                       (dict(newton=float("nan")), "--newton"), (dict(anderson=-1), "--anderson"),
-                                       (dict(keep_factor=0.5), "--keep-factor"), (dict(keep_factor=float("nan")), "--keep-factor")])
+@pytest.mark.parametrize(
+    "bad, name",
+    [
+        (dict(tol=0.0), "--tol"),
+        (dict(tol=1.0), "--tol"),
+        (dict(max_steps=0), "--max-steps"),
+        (dict(forcing=1.0), "--forcing"),
+        (dict(forcing=0.0), "--forcing"),
+        (dict(newton=float("nan")), "--newton"),
+        (dict(anderson=-1), "--anderson"),
+        (dict(keep_factor=0.5), "--keep-factor"),
+        (dict(keep_factor=float("nan")), "--keep-factor"),
+    ],
+)
 def test_nonlinear_option_ranges(bad, name):
     with pytest.raises(InputError, match=name):
         NonlinearOptions(**bad)
 
 
-@pytest.mark.parametrize("bad, name", [(dict(solver="lu"), "--solver"), (dict(max_iterations=2.5), "--max-linear"),
-                                       (dict(check_every=0), "--check-every")])
+@pytest.mark.parametrize(
+    "bad, name",
+    [
+        (dict(solver="lu"), "--solver"),
+        (dict(max_iterations=2.5), "--max-linear"),
+        (dict(check_every=0), "--check-every"),
+    ],
+)
 def test_linear_option_ranges(bad, name):
     with pytest.raises(InputError, match=name):
         LinearOptions(**bad)

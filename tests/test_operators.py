@@ -32,7 +32,10 @@ def test_normal_diagonal_is_exact(backend, name):
     small = backend.to_numpy(solver.op.normal_diagonal(max_entries=5000))  # many row blocks
     assert np.allclose(small, ref, rtol=1e-13, atol=0)
     # the per-element sum of squares differs where elements share (row, column) pairs
-    approx = np.bincount(backend.to_numpy(solver.op.dofs).ravel(), (backend.to_numpy(solver.op.mats)[:, :, :ebe.NL] ** 2).sum(axis=1).ravel())
+    approx = np.bincount(
+        backend.to_numpy(solver.op.dofs).ravel(),
+        (backend.to_numpy(solver.op.mats)[:, :, : ebe.NL] ** 2).sum(axis=1).ravel(),
+    )
     assert not np.allclose(approx, ref, rtol=1e-3)
 
 
@@ -95,7 +98,7 @@ def test_cuda_kernels_match_numpy_reference(ld, dtype):
     mesh = sample_mesh("annulus")
     rng = np.random.default_rng(2)
     mats = rng.standard_normal((mesh.n_elements, ebe.NL, ld)).astype(dtype)
-    mats[:, :, ebe.NL:] = np.nan
+    mats[:, :, ebe.NL :] = np.nan
     dofs = mesh.dofs().astype(np.int32)
     x = rng.standard_normal(mesh.n_dofs)
     first, rest = split_colours(mesh)
@@ -103,9 +106,13 @@ def test_cuda_kernels_match_numpy_reference(ld, dtype):
         ref = np.full(mesh.n_dofs, np.nan)
         ebe.apply_numpy(mats, dofs, x, ref, ebe.colour_ranges(mesh.colour_offsets), transpose)
         got = cp.full(mesh.n_dofs, cp.nan)
-        ebe.apply_cuda(cp.asarray(mats), cp.asarray(dofs), cp.asarray(x), got, ebe.colour_ranges(mesh.colour_offsets), transpose)
+        ebe.apply_cuda(
+            cp.asarray(mats), cp.asarray(dofs), cp.asarray(x), got, ebe.colour_ranges(mesh.colour_offsets), transpose
+        )
         assert np.linalg.norm(got.get() - ref) <= (1e-13 if dtype == np.float64 else 1e-6) * np.linalg.norm(ref)
-        ebe.apply_cuda(cp.asarray(mats), cp.asarray(dofs), cp.asarray(x), got, first, transpose)  # two passes, the second added
+        ebe.apply_cuda(
+            cp.asarray(mats), cp.asarray(dofs), cp.asarray(x), got, first, transpose
+        )  # two passes, the second added
         ebe.apply_cuda(cp.asarray(mats), cp.asarray(dofs), cp.asarray(x), got, rest, transpose, accumulate=True)
         assert np.linalg.norm(got.get() - ref) <= (1e-13 if dtype == np.float64 else 1e-6) * np.linalg.norm(ref)
 
@@ -117,20 +124,20 @@ def test_quantise_scales_each_row_into_unit_range():
     rng = np.random.default_rng(3)
     m, first = 5, 2
     mats = rng.standard_normal((m, ebe.NL, 96)) * 10.0 ** rng.uniform(-20, 20, (m, ebe.NL, 1))
-    mats[:, :, ebe.NL:] = np.nan  # padding, never read
+    mats[:, :, ebe.NL :] = np.nan  # padding, never read
     mats[1, 7] = 0.0
     half = np.full((m + 3, ebe.NL, 96), 0.5, dtype=np.float16)
     scale = np.full((m + 3, ebe.NL), -1.0, dtype=np.float32)
     for source in (mats, mats.astype(np.float32)):
         ebe.quantise(source, half, scale, slice(first, first + m))
-        rows, part = source[:, :, :ebe.NL], half[first:first + m, :, :ebe.NL]
-        assert np.all(half[:first] == 0.5) and np.all(half[first + m:] == 0.5) and np.all(half[:, :, ebe.NL:] == 0.5)
-        assert np.all(scale[:first] == -1) and np.all(scale[first + m:] == -1)
+        rows, part = source[:, :, : ebe.NL], half[first : first + m, :, : ebe.NL]
+        assert np.all(half[:first] == 0.5) and np.all(half[first + m :] == 0.5) and np.all(half[:, :, ebe.NL :] == 0.5)
+        assert np.all(scale[:first] == -1) and np.all(scale[first + m :] == -1)
         top = np.abs(rows).max(axis=2).astype(np.float32)
         top[1, 7] = 1.0
-        assert np.array_equal(scale[first:first + m], top)
+        assert np.array_equal(scale[first : first + m], top)
         assert np.all(np.abs(part) <= 1) and np.all(part[1, 7] == 0)
-        error = np.abs(part.astype(np.float64) * scale[first:first + m, :, None] - rows).max(axis=2)
+        error = np.abs(part.astype(np.float64) * scale[first : first + m, :, None] - rows).max(axis=2)
         assert np.all(error <= 2.0**-11 * top)
     bad = mats[:2].copy()
     bad[0, 3, 10], bad[1, 4, 20] = np.nan, -np.inf
@@ -142,14 +149,16 @@ def test_quantise_scales_each_row_into_unit_range():
     scattered, scattered_scale = np.zeros_like(half), np.zeros_like(scale)
     ebe.quantise(mats, scattered, scattered_scale, at)
     ebe.quantise(mats, half, scale, slice(first, first + m))
-    assert np.array_equal(scattered[at, :, :ebe.NL], half[first:first + m, :, :ebe.NL]) and np.array_equal(scattered_scale[at], scale[first:first + m])
+    assert np.array_equal(scattered[at, :, : ebe.NL], half[first : first + m, :, : ebe.NL]) and np.array_equal(
+        scattered_scale[at], scale[first : first + m]
+    )
 
 
 def random_half(mesh, ld=ebe.LD, seed=4):
     """Float64 element matrices (E, NL, ld) (padding NaN) and their float16 storage."""
     rng = np.random.default_rng(seed)
     mats = rng.standard_normal((mesh.n_elements, ebe.NL, ld)) * 10.0 ** rng.uniform(-3, 3, (mesh.n_elements, ebe.NL, 1))
-    mats[:, :, ebe.NL:] = np.nan
+    mats[:, :, ebe.NL :] = np.nan
     half = np.full(mats.shape, np.nan, dtype=np.float16)
     scale = np.empty(mats.shape[:2], dtype=np.float32)
     ebe.quantise(mats, half, scale)
@@ -183,7 +192,11 @@ def test_element_operator_with_half_storage(backend):
     A^T A and the peers' entries are not offered."""
     mesh = sample_mesh("annulus")
     op = ElementOperator(backend, mesh.dofs(), mesh.colour_offsets, mesh.n_dofs, matrix_dtype=np.float16)
-    assert op.mats.dtype == np.float16 and op.row_scale.dtype == np.float32 and op.row_scale.shape == (mesh.n_elements, ebe.NL)
+    assert (
+        op.mats.dtype == np.float16
+        and op.row_scale.dtype == np.float32
+        and op.row_scale.shape == (mesh.n_elements, ebe.NL)
+    )
     assert np.all(backend.to_numpy(op.row_scale) == 1)
     mats, _, _ = random_half(mesh)
     ebe.quantise(backend.asarray(mats), op.mats, op.row_scale)
@@ -221,7 +234,17 @@ def test_cuda_half_rows_match_numpy_reference(ld):
     x = np.random.default_rng(7).standard_normal(mesh.n_dofs)
     for transpose in (False, True):
         ref = np.full(mesh.n_dofs, np.nan)
-        ebe.apply_numpy(half.get(), dofs, x, ref, ebe.colour_ranges(mesh.colour_offsets), transpose, row_scale=scale.get())
+        ebe.apply_numpy(
+            half.get(), dofs, x, ref, ebe.colour_ranges(mesh.colour_offsets), transpose, row_scale=scale.get()
+        )
         got = cp.full(mesh.n_dofs, cp.nan)
-        ebe.apply_cuda(half, cp.asarray(dofs), cp.asarray(x), got, ebe.colour_ranges(mesh.colour_offsets), transpose, row_scale=scale)
+        ebe.apply_cuda(
+            half,
+            cp.asarray(dofs),
+            cp.asarray(x),
+            got,
+            ebe.colour_ranges(mesh.colour_offsets),
+            transpose,
+            row_scale=scale,
+        )
         assert np.linalg.norm(got.get() - ref) <= 1e-6 * np.linalg.norm(ref)

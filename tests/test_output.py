@@ -1,4 +1,5 @@
 """Result files are written atomically, and pictures drawn in a child process fail alone."""
+
 import json
 import os
 
@@ -54,12 +55,15 @@ def test_child_draws_the_picture(tmp_path, child_imports_tests):
     assert path.read_text() == "drawn in a child" and os.listdir(tmp_path) == ["p.txt"]
 
 
-@pytest.mark.parametrize("draw, why", [
-    (broken_drawings.segfault, "the drawing process died of SIGSEGV"),
-    (broken_drawings.abort, "the drawing process died of SIGABRT"),
-    (broken_drawings.raise_error, "ValueError: no picture of ['plane', 're']"),
-    (broken_drawings.write_nothing, "the drawing process wrote nothing"),
-])
+@pytest.mark.parametrize(
+    "draw, why",
+    [
+        (broken_drawings.segfault, "the drawing process died of SIGSEGV"),
+        (broken_drawings.abort, "the drawing process died of SIGABRT"),
+        (broken_drawings.raise_error, "ValueError: no picture of ['plane', 're']"),
+        (broken_drawings.write_nothing, "the drawing process wrote nothing"),
+    ],
+)
 def test_a_failing_child_raises_why_and_keeps_the_old_picture(tmp_path, child_imports_tests, draw, why):
     path = tmp_path / "slice.png"
     path.write_bytes(b"old picture")

@@ -1,4 +1,5 @@
 """The sum-factorised operator (fem3d.solvers.partial_assembly) is the stored-matrix operator."""
+
 import os
 
 import numpy as np
@@ -158,7 +159,9 @@ def test_multigrid_with_sum_factorised_products_reaches_the_same_solution(backen
         fine = linear.mg.levels[0].op
         if assembly == "partial":
             assert system.elements is None and isinstance(system.op, PartialAssemblyOperator)
-            assert (fine is system.op) == (name == "refined distorted") and len(linear.mg.levels) == (3 if fine is system.op else 1)
+            assert (fine is system.op) == (name == "refined distorted") and len(linear.mg.levels) == (
+                3 if fine is system.op else 1
+            )
         else:
             assert system.elements.mats.dtype == np.float64 and fine.mats.dtype == np.float32
     ref, got = results["element"], results["partial"]

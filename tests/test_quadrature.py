@@ -4,6 +4,7 @@ fem3d.discretisation.upwind.tau / tau_and_derivative, and the element matrices a
 on the GPU equal those of NumPy. Differences are measured relative to the norm of the
 reference array (the closed forms of the upwind coefficients lose up to three digits
 to cancellation just above SERIES_BELOW, where an ulp of exp can differ)."""
+
 import numpy as np
 import pytest
 
@@ -71,8 +72,11 @@ def test_cuda_tau_equals_the_array_code(cp, regime):
     J[40:] *= np.eye(3)  # the box's, diagonal but for round-off: exactly diagonal
     a, re = velocities(regime, J, np.random.default_rng(3))
     pe = re * np.abs(np.einsum("eqi,eqik->eqk", a, J))
-    assert {"mixed": (pe < SERIES_BELOW).any() and (pe > 1e3).any(), "series": (pe < SERIES_BELOW).all(),
-            "large": (pe > LARGE).any()}[regime]
+    assert {
+        "mixed": (pe < SERIES_BELOW).any() and (pe > 1e3).any(),
+        "series": (pe < SERIES_BELOW).all(),
+        "large": (pe > LARGE).any(),
+    }[regime]
     t_ref, dt_ref = tau_and_derivative(np, a, J, re, MID)
     t_got, dt_got = (v.get() for v in tau_and_derivative(cp, cp.asarray(a), cp.asarray(J), re, MID))
     t_only = tau(cp, cp.asarray(a), cp.asarray(J), re, MID).get()
@@ -99,16 +103,33 @@ def test_element_matrices_on_the_gpu_equal_numpy(cp, name, jacobian, case):
     u, p = rng.standard_normal((len(X), 27, 3)), rng.standard_normal((len(X), 8))
     dofs = rng.integers(0, 500, (len(X), 89)).astype(np.int32)
     fixed, valence = np.arange(500) % 7 == 0, rng.integers(1, 9, 500).astype(np.float64)
-    options = dict(force=None if case == "unforced" else force, p_nodes=None if case == "unforced" else p, jacobian=jacobian,
-                   matrices=case != "sums")
+    options = dict(
+        force=None if case == "unforced" else force,
+        p_nodes=None if case == "unforced" else p,
+        jacobian=jacobian,
+        matrices=case != "sums",
+    )
     if jacobian and case == "unforced":
         options["p_nodes"] = p
     prescribed = (dofs, fixed, valence) if case == "prescribed" else None
-    ref = element_matrices_chunk(np, X, u, 300.0, ReferenceTables.build(np, X.shape[1]), prescribed=prescribed, **options)
+    ref = element_matrices_chunk(
+        np, X, u, 300.0, ReferenceTables.build(np, X.shape[1]), prescribed=prescribed, **options
+    )
     on_gpu = {k: cp.asarray(v) if isinstance(v, np.ndarray) else v for k, v in options.items()}
-    got = element_matrices_chunk(cp, cp.asarray(X), cp.asarray(u), 300.0, ReferenceTables.build(cp, X.shape[1]),
-                                 prescribed=None if prescribed is None else tuple(cp.asarray(v) for v in prescribed), **on_gpu)
-    assert [g is None for g in got] == [r is None for r in ref] == [case == "sums", False, case == "unforced" and not jacobian, False]
+    got = element_matrices_chunk(
+        cp,
+        cp.asarray(X),
+        cp.asarray(u),
+        300.0,
+        ReferenceTables.build(cp, X.shape[1]),
+        prescribed=None if prescribed is None else tuple(cp.asarray(v) for v in prescribed),
+        **on_gpu,
+    )
+    assert (
+        [g is None for g in got]
+        == [r is None for r in ref]
+        == [case == "sums", False, case == "unforced" and not jacobian, False]
+    )
     for g, r in zip(got, ref):
         if r is not None:
             assert g.shape == r.shape

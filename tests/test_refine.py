@@ -1,4 +1,5 @@
 """Uniform nested refinement (fem3d.discretisation.refine): geometry, tags, nestedness, partition, bad input."""
+
 import hashlib
 
 import numpy as np
@@ -74,8 +75,9 @@ def test_refined_box_is_a_valid_general_mesh():
     assert (fine.n_elements, fine.n_pressure, fine.n_nodes) == (48, 7 * 5 * 3, 13 * 9 * 5)
     assert fine.grid is None and fine.colour_is_race_free()
     assert np.allclose(np.sort(fine.points[fine.pressure_nodes], axis=0), np.sort(box.points, axis=0))
-    assert {k: int((fine.boundary_tags == t).sum()) for k, t in fine.tag_names.items()} == \
-        {k: 4 * int((box.boundary_tags == t).sum()) for k, t in box.tag_names.items()}
+    assert {k: int((fine.boundary_tags == t).sum()) for k, t in fine.tag_names.items()} == {
+        k: 4 * int((box.boundary_tags == t).sum()) for k, t in box.tag_names.items()
+    }
     assert refine(box, 0) is box
 
 
@@ -94,8 +96,8 @@ def test_prolongation_of_a_coarse_field_is_exact(name):
     n = fine.n_nodes
     u, _ = evaluate(coarse, xc, *locate(coarse, fine.points))
     _, p = evaluate(coarse, xc, *locate(coarse, fine.points[fine.pressure_nodes]))
-    assert np.abs(np.stack([xf[:n], xf[n:2 * n], xf[2 * n:3 * n]], axis=1) - u).max() < 1e-12
-    assert np.abs(xf[3 * n:] - p).max() < 1e-12
+    assert np.abs(np.stack([xf[:n], xf[n : 2 * n], xf[2 * n : 3 * n]], axis=1) - u).max() < 1e-12
+    assert np.abs(xf[3 * n :] - p).max() < 1e-12
 
 
 def test_children_stay_on_their_parents_rank():
@@ -110,8 +112,9 @@ def test_children_stay_on_their_parents_rank():
         assert coarse_counts.min() > 0 and coarse_counts.max() <= 1.03 * coarse.n_elements / parts
 
 
-@pytest.mark.parametrize("times, message", [(-1, "must be >= 0 and <= 10"), (11, "must be >= 0 and <= 10"),
-                                            (1.5, "must be an integer")])
+@pytest.mark.parametrize(
+    "times, message", [(-1, "must be >= 0 and <= 10"), (11, "must be >= 0 and <= 10"), (1.5, "must be an integer")]
+)
 def test_bad_refinement_counts(times, message):
     with pytest.raises(InputError, match=f"^--refine {message}"):
         refine(box_mesh(1), times)
@@ -119,30 +122,57 @@ def test_bad_refinement_counts(times, message):
 
 def test_child_that_would_be_inverted_is_an_input_error(tmp_path):
     mesh = read_mesh(curved_hex27(str(tmp_path / "curved.vtu")))
-    with pytest.raises(InputError, match=r"^--refine 2: refinement 1 \(its element 8 k \+ c is child c of element k before it\): element 0 is inverted or degenerate"):
+    with pytest.raises(
+        InputError,
+        match=r"^--refine 2: refinement 1 \(its element 8 k \+ c is child c of element k before it\): element 0 is inverted or degenerate",
+    ):
         refine(mesh, 2)
 
 
 def mesh_fingerprint(mesh):
     """(sha256 prefix of the integer arrays of a refined mesh, cosine-weighted sums (3,) of its
     points and of its geometry nodes): equal integers and float sums to round-off mean the same mesh."""
-    ints = [mesh.cells, mesh.pressure_cells, mesh.pressure_nodes, mesh.colour_offsets, mesh.element_ids,
-            mesh.boundary_faces, mesh.boundary_tags, mesh.parent, mesh.child_position]
+    ints = [
+        mesh.cells,
+        mesh.pressure_cells,
+        mesh.pressure_nodes,
+        mesh.colour_offsets,
+        mesh.element_ids,
+        mesh.boundary_faces,
+        mesh.boundary_tags,
+        mesh.parent,
+        mesh.child_position,
+    ]
     digest = hashlib.sha256(b"".join(np.ascontiguousarray(a, dtype=np.int64).tobytes() for a in ints)).hexdigest()[:16]
     weighted = lambda x: (x * np.cos(np.arange(len(x)))[:, None]).sum(axis=0)  # noqa: E731
     return digest, weighted(mesh.points), weighted(mesh.geometry.reshape(-1, 3))
 
 
-@pytest.mark.parametrize("name, digest, points, geometry", [  # the lattice numbering of new nodes (refine.LATTICE); the
-    # same meshes as the vertex-key numbering of efdd508 up to the order of the nodes (test below), whose digests and
-    # point sums were 9c5cfa66f12ac9ce, 269614959bfa4f53, cd6992fec032e15a and 32.67, 2.84, -1.20 (x)
-    ("distorted", "491aa8c30e17447c", [18.769137420349043, -2.259731500916588, -3.24008276006118],
-     [0.5015479496189443, 0.4873663398997229, 0.48417663820319345]),
-    ("annulus", "bb06420cba9f3622", [1.16888867351314, -9.86282686662868, 0.9308333753510624],
-     [0.9776146608765203, 0.062161276400280935, 0.23270502717666613]),
-    ("twisted", "ba32174b8f5b6007", [3.7464219160324346, -0.2566459030261636, 1.260839533128501],
-     [2.0441428040783176, 1.67537293129501, -6.491147166906779]),
-])
+@pytest.mark.parametrize(
+    "name, digest, points, geometry",
+    [  # the lattice numbering of new nodes (refine.LATTICE); the
+        # same meshes as the vertex-key numbering of efdd508 up to the order of the nodes (test below), whose digests and
+        # point sums were 9c5cfa66f12ac9ce, 269614959bfa4f53, cd6992fec032e15a and 32.67, 2.84, -1.20 (x)
+        (
+            "distorted",
+            "491aa8c30e17447c",
+            [18.769137420349043, -2.259731500916588, -3.24008276006118],
+            [0.5015479496189443, 0.4873663398997229, 0.48417663820319345],
+        ),
+        (
+            "annulus",
+            "bb06420cba9f3622",
+            [1.16888867351314, -9.86282686662868, 0.9308333753510624],
+            [0.9776146608765203, 0.062161276400280935, 0.23270502717666613],
+        ),
+        (
+            "twisted",
+            "ba32174b8f5b6007",
+            [3.7464219160324346, -0.2566459030261636, 1.260839533128501],
+            [2.0441428040783176, 1.67537293129501, -6.491147166906779],
+        ),
+    ],
+)
 def test_refinement_reproduces_the_reference_mesh(name, digest, points, geometry):
     mesh = (twisted_mesh(3) if name == "twisted" else sample_mesh(name)).refined(1)
     got = mesh_fingerprint(mesh)

@@ -2,6 +2,7 @@
 generator reproduces its committed file, curved walls carry their Q2 nodes on the exact circle,
 every element's Jacobian is positive, and the boundary layer's first ring is at least 20
 times thinner than the spacing round the cylinder."""
+
 import os
 import subprocess
 import sys
@@ -15,9 +16,28 @@ from fem3d.discretisation.mesh import Q2_FACE_NODES, read_mesh
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MESHES = {  # committed file: (generator and its options, curved tag, circle centre (two coordinates), their axes, radius)
-    "dfg3d/channel_boundary_layer.msh": (["dfg3d/make_channel.py", "--around", "24", "--rings", "14", "--upstream", "2",
-                                          "--downstream", "12", "--nz", "6", "--first-layer", "0.045", "--binary"],
-                                         "cylinder", (0.5, 0.2), (0, 1), 0.05),
+    "dfg3d/channel_boundary_layer.msh": (
+        [
+            "dfg3d/make_channel.py",
+            "--around",
+            "24",
+            "--rings",
+            "14",
+            "--upstream",
+            "2",
+            "--downstream",
+            "12",
+            "--nz",
+            "6",
+            "--first-layer",
+            "0.045",
+            "--binary",
+        ],
+        "cylinder",
+        (0.5, 0.2),
+        (0, 1),
+        0.05,
+    ),
     "pipe/pipe.msh": (["pipe/make_pipe.py"], "wall", (0.0, 0.0), (1, 2), 0.5),
     "dfg2d/slab.msh": (["dfg2d/make_slab.py"], "cylinder", (0.2, 0.2), (0, 1), 0.05),
 }
@@ -27,8 +47,12 @@ MESHES = {  # committed file: (generator and its options, curved tag, circle cen
 def test_generator_reproduces_the_committed_file(name, tmp_path):
     generator, *options = MESHES[name][0]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])))
-    p = subprocess.run([sys.executable, os.path.join(ROOT, "meshes", generator), *options, "--out", str(tmp_path / "m.msh")],
-                       capture_output=True, text=True, env=env)
+    p = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "meshes", generator), *options, "--out", str(tmp_path / "m.msh")],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert p.returncode == 0, p.stderr
     with open(os.path.join(ROOT, "meshes", name), "rb") as committed:
         assert (tmp_path / "m.msh").read_bytes() == committed.read()

@@ -1,4 +1,5 @@
 """fem3d.kernels.scatter: sums by a fixed index pattern, in a fixed order on either backend."""
+
 import numpy as np
 import pytest
 
@@ -11,7 +12,9 @@ def pattern():
     """The unknowns of a 3x2x2 box's elements (E, 89): every unknown reached by 1 to 8
     elements; values spread over 16 orders of magnitude, so that the order of the sums shows."""
     dofs = box_mesh(3, 2, 2).dofs()
-    values = np.random.default_rng(11).standard_normal(dofs.size) * 10.0 ** np.random.default_rng(12).integers(-8, 8, dofs.size)
+    values = np.random.default_rng(11).standard_normal(dofs.size) * 10.0 ** np.random.default_rng(12).integers(
+        -8, 8, dofs.size
+    )
     return dofs, values
 
 
@@ -21,7 +24,9 @@ def test_plan_sums_like_add_at(backend):
     out = np.random.default_rng(13).standard_normal(n)
     ref = out.copy()
     np.add.at(ref, dofs.ravel(), values)
-    got = backend.to_numpy(ScatterPlan(backend, backend.asarray(dofs)).add(backend.asarray(out), backend.asarray(values)))
+    got = backend.to_numpy(
+        ScatterPlan(backend, backend.asarray(dofs)).add(backend.asarray(out), backend.asarray(values))
+    )
     assert np.abs(got - ref).max() <= 1e-15 * np.abs(values).max()
     empty = ScatterPlan(backend, backend.asarray(np.zeros(0, dtype=np.int64)))
     assert np.array_equal(backend.to_numpy(empty.add(backend.asarray(out), backend.asarray(np.zeros(0)))), out)

@@ -2,6 +2,7 @@
 interpolation of a coarse solution (exact for the coarse spaces: against polynomial fields on a
 graded box and against the multigrid prolongation on a refined mesh), the plan of --sequence,
 and a sequenced cavity run reaching the solution of an unsequenced one."""
+
 import json
 
 import numpy as np
@@ -79,20 +80,30 @@ def test_each_rank_interpolates_its_own_part(mesh):
     ranks = partition_elements(fine, 3)
     for r in range(3):
         part = distribute_owned(fine, ranks, _Rank(r, 3), get_backend("cpu"))
-        assert np.abs(interpolate(np, x, fine, c, part) - whole[part.dist.gdofs]).max() < 1e-13  # a node shared by elements: any one's value
+        assert (
+            np.abs(interpolate(np, x, fine, c, part) - whole[part.dist.gdofs]).max() < 1e-13
+        )  # a node shared by elements: any one's value
 
 
 def test_plan_of_the_sequence_option():
     mesh = box_mesh(40, grading=1.0)
     assert plan("none", mesh, "gpu") == []
-    assert [c.coarse.grid for c in plan("auto", mesh, "gpu")] == [(20, 20, 20), (10, 10, 10)]  # 5^3 is under SEQUENCE_MIN
+    assert [c.coarse.grid for c in plan("auto", mesh, "gpu")] == [
+        (20, 20, 20),
+        (10, 10, 10),
+    ]  # 5^3 is under SEQUENCE_MIN
     assert SEQUENCE_MIN == {"gpu": 1000, "cpu": 200}
     assert redundant(box_mesh(50)) and not redundant(box_mesh(51))  # at most REDUNDANT_MAX: solved whole on every rank
     assert [c.coarse.grid for c in plan("auto", mesh, "cpu")] == [(20, 20, 20), (10, 10, 10)]
-    assert [c.coarse.grid for c in plan("auto", box_mesh(12), "cpu")] == [(6, 6, 6)]  # 216 elements: solved first on a CPU
+    assert [c.coarse.grid for c in plan("auto", box_mesh(12), "cpu")] == [
+        (6, 6, 6)
+    ]  # 216 elements: solved first on a CPU
     assert plan("auto", box_mesh(10), "cpu") == []
     assert [c.coarse.grid for c in plan("3", mesh, "gpu")] == [(20, 20, 20), (10, 10, 10), (5, 5, 5)]
-    assert [c.coarse.grid for c in plan("3", mesh, "cpu", usable=lambda m: m.n_elements > 200)] == [(20, 20, 20), (10, 10, 10)]
+    assert [c.coarse.grid for c in plan("3", mesh, "cpu", usable=lambda m: m.n_elements > 200)] == [
+        (20, 20, 20),
+        (10, 10, 10),
+    ]
     assert plan("1", sample_mesh("distorted"), "cpu") == []  # neither refined nor a box
     for bad in ("some", "11", "-1", "1.5"):
         with pytest.raises(InputError, match="--sequence"):
@@ -103,8 +114,28 @@ def test_sequenced_cavity_reaches_the_unsequenced_solution_in_fewer_fine_steps(t
     runs = {}
     for spec in ("none", "1"):
         out = tmp_path / spec
-        assert cavity.main(["--n", "8", "--re", "400", "--grading", "1", "--device", "cpu", "--sequence", spec, "--out",
-                            str(out), "--quiet", "--no-plots", "--no-vtu"]) == 0
+        assert (
+            cavity.main(
+                [
+                    "--n",
+                    "8",
+                    "--re",
+                    "400",
+                    "--grading",
+                    "1",
+                    "--device",
+                    "cpu",
+                    "--sequence",
+                    spec,
+                    "--out",
+                    str(out),
+                    "--quiet",
+                    "--no-plots",
+                    "--no-vtu",
+                ]
+            )
+            == 0
+        )
         runs[spec] = json.loads((out / "summary.json").read_text()), np.load(out / "solution.npy")
     (plain, x0), (sequenced, x1) = runs["none"], runs["1"]
     assert plain["sequence"] == [] and plain["continuation"][0]["steps"][0]["kind"] == "picard"
@@ -112,6 +143,6 @@ def test_sequenced_cavity_reaches_the_unsequenced_solution_in_fewer_fine_steps(t
     assert coarse["elements"] == 64 and coarse["converged"] and coarse["stages"][-1]["re"] == 400.0
     assert sequenced["continuation"][0]["steps"][0]["kind"] == "newton"  # Newton from the interpolated guess
     assert sequenced["nonlinear_steps"] < plain["nonlinear_steps"] and sequenced["converged"]
-    assert np.abs(x1 - x0)[:3 * 15625].max() < 1e-4  # the same discrete solution, to the solver's tolerance
+    assert np.abs(x1 - x0)[: 3 * 15625].max() < 1e-4  # the same discrete solution, to the solver's tolerance
     assert sum(sequenced["times_s"].values()) - sequenced["times_s"]["output"] == pytest.approx(sequenced["t_run_s"])
     assert sequenced["t_run_s"] <= sequenced["wall_s"]

@@ -3,6 +3,7 @@ intervals, each second in one, so T_run, their sum, is at most the process's wal
 and T_unit = T_run 1e6 / (N_steps N_elem) follows from it. Each command runs in a child
 process as a user runs it, timed from outside; in the delayed runs one step of the
 system's set-up is made to take SLOW seconds, which must count once, in data_preparation."""
+
 import json
 import os
 import subprocess
@@ -16,7 +17,7 @@ RUN_PHASES = ["data_preparation", "element_matrices", "linear_setup", "solve"]  
 SLOW = 1.0
 CASE = f"""
 [mesh]
-file = "{os.path.abspath(os.path.join(MESHES, 'distorted_cube_hex8.msh'))}"
+file = "{os.path.abspath(os.path.join(MESHES, "distorted_cube_hex8.msh"))}"
 
 [fluid]
 nu = 0.01
@@ -74,7 +75,9 @@ def check_timing(summary, wall):
     stages = summary["continuation"]
     steps = sum(len(stage["steps"]) for stage in stages)  # T_run counts every stage's steps
     assert len(stages) == 2 and steps > len(stages[-1]["steps"])
-    assert summary["t_unit_us"] == pytest.approx(summary["t_run_s"] * 1e6 / (steps * summary["mesh"]["elements"]), rel=1e-12)
+    assert summary["t_unit_us"] == pytest.approx(
+        summary["t_run_s"] * 1e6 / (steps * summary["mesh"]["elements"]), rel=1e-12
+    )
 
 
 @pytest.mark.parametrize("name", ["cavity", "run"])

@@ -1,5 +1,6 @@
 """tridiag.solve: every method on CPU (NumPy references) and GPU (kernels), residuals,
 layouts, options and bad input."""
+
 import numpy as np
 import pytest
 
@@ -118,8 +119,16 @@ def test_broadcast_rhs_and_out(backend):
     out = backend.asarray(np.empty((7, 64)))
     x = tridiag.solve(*(backend.asarray(v) for v in (a, b, c, d)), method="hybrid", out=out)
     assert x is out
-    assert residual(np.broadcast_to(a, d.shape), np.broadcast_to(b, d.shape), np.broadcast_to(c, d.shape), d,
-                    backend.to_numpy(x)) <= 1e-12
+    assert (
+        residual(
+            np.broadcast_to(a, d.shape),
+            np.broadcast_to(b, d.shape),
+            np.broadcast_to(c, d.shape),
+            d,
+            backend.to_numpy(x),
+        )
+        <= 1e-12
+    )
 
 
 def test_mixed_precision_gives_float64(backend):
@@ -162,23 +171,26 @@ def test_checkerboard_not_dominant_reports_reason(backend):
     assert "system (1,)" in str(err.value) and "not diagonally dominant" in str(err.value)
 
 
-@pytest.mark.parametrize("bad, match", [
-    (dict(d=np.ones((3, 5))), "broadcast"),
-    (dict(b=np.ones((2, 4))), "broadcast"),
-    (dict(a=np.ones((2, 5), dtype=np.int64)), "a: dtype must be float32 or float64"),
-    (dict(d=np.ones((2, 5), dtype=np.complex128)), "d: dtype"),
-    (dict(method="lu"), "method must be one of"),
-    (dict(axis=2), "axis must be"),
-    (dict(layout="rows"), "layout must be"),
-    (dict(method="pta", dop=4), "takes no options"),
-    (dict(method="hybrid", chunk=12), "chunk must be"),
-    (dict(method="pcr", arrays=3), "arrays must be 4 or 5"),
-    (dict(method="checkerboard", dop=0), "dop must be"),
-    (dict(method="checkerboard", dop=64, memory="shared"), "dop must be <= 32"),
-    (dict(method="checkerboard", dop=4, nop=2), "not both"),
-    (dict(method="checkerboard", tol=-1.0), "tol must be"),
-    (dict(out=np.ones((5, 2))), "out must be"),
-])
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        (dict(d=np.ones((3, 5))), "broadcast"),
+        (dict(b=np.ones((2, 4))), "broadcast"),
+        (dict(a=np.ones((2, 5), dtype=np.int64)), "a: dtype must be float32 or float64"),
+        (dict(d=np.ones((2, 5), dtype=np.complex128)), "d: dtype"),
+        (dict(method="lu"), "method must be one of"),
+        (dict(axis=2), "axis must be"),
+        (dict(layout="rows"), "layout must be"),
+        (dict(method="pta", dop=4), "takes no options"),
+        (dict(method="hybrid", chunk=12), "chunk must be"),
+        (dict(method="pcr", arrays=3), "arrays must be 4 or 5"),
+        (dict(method="checkerboard", dop=0), "dop must be"),
+        (dict(method="checkerboard", dop=64, memory="shared"), "dop must be <= 32"),
+        (dict(method="checkerboard", dop=4, nop=2), "not both"),
+        (dict(method="checkerboard", tol=-1.0), "tol must be"),
+        (dict(out=np.ones((5, 2))), "out must be"),
+    ],
+)
 def test_bad_input(bad, match):
     args = dict(a=np.ones((2, 5)), b=np.full((2, 5), 4.0), c=np.ones((2, 5)), d=np.ones((2, 5)))
     args.update({k: v for k, v in bad.items() if k in args})

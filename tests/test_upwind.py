@@ -15,7 +15,12 @@ def solve_1d(pe: float, n_elem: int = 5, upwind: bool = True):
     N = np.stack([t * (t - 1) / 2, 1 - t * t, t * (t + 1) / 2], axis=1)
     dN = np.stack([t - 0.5, -2 * t, t + 0.5], axis=1) * (2 / h)
     d2N = np.array([1.0, -2.0, 1.0]) * (2 / h) ** 2
-    taus = np.array([delta_end(np, np.array(pe)), delta_mid(np, np.array(pe)), delta_end(np, np.array(pe))]) * h / (2 * a) * upwind
+    taus = (
+        np.array([delta_end(np, np.array(pe)), delta_mid(np, np.array(pe)), delta_end(np, np.array(pe))])
+        * h
+        / (2 * a)
+        * upwind
+    )
     n = 2 * n_elem + 1
     A = np.zeros((n, n))
     for e in range(n_elem):

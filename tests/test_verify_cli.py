@@ -27,13 +27,19 @@ def test_paper_case_table_and_json(tmp_path):
 
 def test_not_converged_exit_code_3_with_one_line_and_marked_json(tmp_path):
     out = tmp_path / "v.json"
-    p = run("--case", "manufactured", "--n", "2", "3", "--max-steps", "2", "--device", "cpu", "--quiet", "--out", str(out))
+    p = run(
+        "--case", "manufactured", "--n", "2", "3", "--max-steps", "2", "--device", "cpu", "--quiet", "--out", str(out)
+    )
     assert p.returncode == 3 and "NOT CONVERGED (max_steps)" in p.stdout
-    assert p.stderr == (f"fem3d.verify: not converged (max_steps): case manufactured N=2 (Re 10), case manufactured N=3 "
-                        f"(Re 10); results in {out} are marked\n")
+    assert p.stderr == (
+        f"fem3d.verify: not converged (max_steps): case manufactured N=2 (Re 10), case manufactured N=3 "
+        f"(Re 10); results in {out} are marked\n"
+    )
     rows = json.loads(out.read_text())["cases"]["manufactured"]
     assert [(r["n"], r["converged"], r["reason"], r["nonlinear_steps"]) for r in rows] == [
-        (2, False, "max_steps", 2), (3, False, "max_steps", 2)]
+        (2, False, "max_steps", 2),
+        (3, False, "max_steps", 2),
+    ]
 
 
 def test_json_holds_every_finished_run_when_a_later_one_fails(tmp_path, monkeypatch):
@@ -48,17 +54,37 @@ def test_json_holds_every_finished_run_when_a_later_one_fails(tmp_path, monkeypa
 
     monkeypatch.setattr(verify, "run_case", failing_at_2)
     out = tmp_path / "v.json"
-    assert run_cli(verify.main, ["--case", "paper", "--n", "2", "3", "--device", "cpu", "--quiet", "--out", str(out)]) == 2
+    assert (
+        run_cli(verify.main, ["--case", "paper", "--n", "2", "3", "--device", "cpu", "--quiet", "--out", str(out)]) == 2
+    )
     rows = json.loads(out.read_text())["cases"]["paper"]
     assert [(r["n"], r["converged"]) for r in rows] == [(2, True)] and rows[0]["errors"]["u"] > 0
     assert os.listdir(tmp_path) == ["v.json"]
-    assert run_cli(verify.main, ["--case", "paper", "--n", "3", "--device", "cpu", "--quiet", "--out", str(tmp_path / "w.json")]) == 2
+    assert (
+        run_cli(
+            verify.main,
+            ["--case", "paper", "--n", "3", "--device", "cpu", "--quiet", "--out", str(tmp_path / "w.json")],
+        )
+        == 2
+    )
     assert os.listdir(tmp_path) == ["v.json"]
 
 
 def test_table_compares_with_paper_at_its_mesh_sizes():
-    rows = [{"case": "paper", "n": n, "dofs": 1, "errors": dict(u=e, v=e, w=e, p=e), "converged": True, "reason": "converged",
-             "nonlinear_steps": 1, "linear_iterations": 1, "seconds": 0.0} for n, e in ((10, 1e-4), (20, 1e-3))]
+    rows = [
+        {
+            "case": "paper",
+            "n": n,
+            "dofs": 1,
+            "errors": dict(u=e, v=e, w=e, p=e),
+            "converged": True,
+            "reason": "converged",
+            "nonlinear_steps": 1,
+            "linear_iterations": 1,
+            "seconds": 0.0,
+        }
+        for n, e in ((10, 1e-4), (20, 1e-3))
+    ]
     add_rates(rows)
     text = format_table(rows)
     assert abs(rows[1]["rates"]["u"] + 3.3219) < 1e-3

@@ -1,5 +1,6 @@
 """The vorticity–stream-function core: operators against exact fields and assembled sparse
 systems, fixed nodes (an obstacle), line layouts, every line solver alike, divergence."""
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -20,7 +21,7 @@ def box_fixed(grid, body=None):
     fixed[1:-1, 1:-1] = False
     if body is not None:
         j0, j1, i0, i1 = body
-        fixed[j0:j1 + 1, i0:i1 + 1] = True
+        fixed[j0 : j1 + 1, i0 : i1 + 1] = True
     return fixed
 
 
@@ -33,7 +34,7 @@ def obstacle_case(backend, solver="thomas", n=(15, 12), dt=0.05, re=50.0, layout
     lid[-1] = 1.0
     boundary = Boundary.create(backend.xp, grid, fixed, wall_u=lid)
     psi = np.zeros(grid.shape)
-    psi[body[0]:body[1] + 1, body[2]:body[3] + 1] = 0.01
+    psi[body[0] : body[1] + 1, body[2] : body[3] + 1] = 0.01
     vs = VorticitySolver(backend, boundary, re, dt, solver=solver, psi_sweeps=2, layout=layout)
     return vs, backend.asarray(psi), backend.xp.zeros(grid.shape), fixed, body
 
@@ -115,6 +116,7 @@ def test_sample_is_exact_for_cubics_and_minimum_for_a_bowl():
 
 
 # --- line systems and solves ------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("layout", list(LAYOUTS))
 @pytest.mark.parametrize("solver", ["thomas", "pta"])
@@ -217,17 +219,21 @@ def test_obstacle_is_inert_and_its_walls_follow_thom(backend):
     vs.march(psi, omega, 60, check_every=30)
     wall_vorticity(psi, omega, vs.boundary)
     psi_h, omega_h = backend.to_numpy(psi), backend.to_numpy(omega)
-    assert np.all(psi_h[j0:j1 + 1, i0:i1 + 1] == 0.01)  # fixed ψ kept on and inside the body
-    assert np.all(omega_h[j0 + 1:j1, i0 + 1:i1] == 0)  # the body's interior is inert
+    assert np.all(psi_h[j0 : j1 + 1, i0 : i1 + 1] == 0.01)  # fixed ψ kept on and inside the body
+    assert np.all(omega_h[j0 + 1 : j1, i0 + 1 : i1] == 0)  # the body's interior is inert
     hx2, hy2 = vs.grid.hx**2, vs.grid.hy**2
-    bottom = -2 * (psi_h[j0 - 1, i0 + 1:i1] - 0.01) / hy2  # faces: fluid at -y, +x
-    right = -2 * (psi_h[j0 + 1:j1, i1 + 1] - 0.01) / hx2
-    assert np.allclose(omega_h[j0, i0 + 1:i1], bottom, rtol=1e-12) and np.allclose(omega_h[j0 + 1:j1, i1], right, rtol=1e-12)
+    bottom = -2 * (psi_h[j0 - 1, i0 + 1 : i1] - 0.01) / hy2  # faces: fluid at -y, +x
+    right = -2 * (psi_h[j0 + 1 : j1, i1 + 1] - 0.01) / hx2
+    assert np.allclose(omega_h[j0, i0 + 1 : i1], bottom, rtol=1e-12) and np.allclose(
+        omega_h[j0 + 1 : j1, i1], right, rtol=1e-12
+    )
     assert np.abs(bottom).max() > 0.01 and np.isfinite(omega_h).all()
 
 
-@pytest.mark.parametrize("solver, layout", [(s, lay) for s in LIBRARY if s not in ("thomas", *ITERATIVE) for lay in LAYOUTS]
-                         + [("fused", "auto")])
+@pytest.mark.parametrize(
+    "solver, layout",
+    [(s, lay) for s in LIBRARY if s not in ("thomas", *ITERATIVE) for lay in LAYOUTS] + [("fused", "auto")],
+)
 def test_every_line_solver_gives_the_thomas_answer(backend, solver, layout):
     if solver == "fused" and not backend.is_gpu:
         pytest.skip("the fused sweeps run on the GPU (tests/test_vorticity_sweeps.py checks the CPU refusal)")

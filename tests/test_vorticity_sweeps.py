@@ -1,6 +1,7 @@
 """The fused sweeps (one launch per half sweep) against their NumPy reference, rows by array
 expressions solved by Thomas: each kernel alone, whole marches, graph replay against direct
 launches; and the meaning of --solver."""
+
 import numpy as np
 import pytest
 
@@ -64,9 +65,14 @@ def test_each_fused_sweep_equals_the_reference(cells):
     ref = LibrarySweeps(np, ref_b, 250.0, 0.013, np.float64, resolve_solver("thomas", False, max(cells) + 1, True))
     dev = FusedSweeps(cp, dev_b, 250.0, 0.013, np.float64)
     psi, omega = random_fields(ref_b.grid, 1)
-    rho = parameters(*spectrum(ref_b.grid.shape, ref_b.grid.hx, ref_b.grid.hy), 8)[4]  # mid-cycle: the smallest make the long lines near-singular (cond ~ 1e5)
-    for name, call in (("walls", lambda s, p, w: s.walls(p, w, 0.7)), ("transport", lambda s, p, w: s.transport(p, w)),
-                       ("poisson", lambda s, p, w: s.poisson(p, w, rho))):
+    rho = parameters(*spectrum(ref_b.grid.shape, ref_b.grid.hx, ref_b.grid.hy), 8)[
+        4
+    ]  # mid-cycle: the smallest make the long lines near-singular (cond ~ 1e5)
+    for name, call in (
+        ("walls", lambda s, p, w: s.walls(p, w, 0.7)),
+        ("transport", lambda s, p, w: s.transport(p, w)),
+        ("poisson", lambda s, p, w: s.poisson(p, w, rho)),
+    ):
         p_ref, w_ref = psi.copy(), omega.copy()
         p_dev, w_dev = cp.asarray(psi), cp.asarray(omega)
         call(ref, p_ref, w_ref)
@@ -88,7 +94,9 @@ def test_fused_march_with_graphs_equals_the_numpy_reference(dtype, tol):
         psi, omega = xp.zeros(vs.grid.shape, dtype), xp.zeros(vs.grid.shape, dtype)
         vs.march(psi, omega, 90, check_every=30)  # 30 steps direct, then a captured graph replayed twice
         runs.append((backend.to_numpy(psi), backend.to_numpy(omega)))
-        if backend.is_gpu:  # blocks of 90 ψ sweeps start at phases 0 (run direct: warm-up), 2 and 4 of the 8-long ρ cycle
+        if (
+            backend.is_gpu
+        ):  # blocks of 90 ψ sweeps start at phases 0 (run direct: warm-up), 2 and 4 of the 8-long ρ cycle
             assert sorted(vs.graphs.graphs) == [(2, 30), (4, 30)]
     (p0, w0), (p1, w1) = runs
     assert np.abs(w0).max() > 1

@@ -1,4 +1,5 @@
 """Wake measures (tridiag.cases.wake) against signals and profiles with known answers."""
+
 import numpy as np
 import pytest
 

@@ -5,6 +5,7 @@ reduction, in place or reordered level by level), pcr (parallel cyclic reduction
 one-block or several-block mapping), checkerboard (iterative pieces) and hybrid
 (per-thread chunk sweeps + PCR on the reduced system, the fastest). Any n >= 1.
 """
+
 from .errors import ZeroPivotError
 from .methods import METHODS
 from .solve import solve

@@ -5,6 +5,7 @@ times every direct method (and each chunk of the hybrid) on that input (median o
 samples of five back-to-back solves, after one warm-up) and keeps the winner for later
 solves of that shape.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -21,9 +22,11 @@ def candidates(batch):
     """(method, options) pairs tried for the batch."""
     cands = [("hybrid", {})]
     if batch.inner == 1:
-        cands += [("hybrid", {"chunk": ch}) for ch in hybrid.CHUNKS
-                  if ch != hybrid.default_chunk(batch.n, batch.dtype)
-                  and hybrid.onchip_fits(batch.n, ch, batch.dtype)]
+        cands += [
+            ("hybrid", {"chunk": ch})
+            for ch in hybrid.CHUNKS
+            if ch != hybrid.default_chunk(batch.n, batch.dtype) and hybrid.onchip_fits(batch.n, ch, batch.dtype)
+        ]
     cands += [("pta", {}), ("cr", {}), ("cr_sorted", {}), ("pcr", {"mapping": "auto", "arrays": 4})]
     return cands
 
@@ -39,8 +42,9 @@ def choose(batch):
         x3 = xp.empty(batch.a.shape, dtype=batch.dtype)
         timed = []
         for method, opts in candidates(batch):
-            seconds = backend.time_call(lambda: [methods.run(method, batch, x3, opts) for _ in range(5)],
-                                        repeat=3, warmup=1)
+            seconds = backend.time_call(
+                lambda: [methods.run(method, batch, x3, opts) for _ in range(5)], repeat=3, warmup=1
+            )
             timed.append((seconds, method, opts))
         _, method, opts = min(timed, key=lambda t: t[0])
         _CHOICE[key] = (method, opts)

@@ -1,4 +1,5 @@
 """After a solve: turn a broken-down direct solve or an unconverged iteration into an error."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -12,8 +13,10 @@ from .kernels.thomas import first_zero_pivot
 def _host_system(batch, s: int):
     """(a, b, c, d) of canonical system s as float64 host arrays (n, 1), a[0] = c[n-1] = 0."""
     o, i = divmod(s, batch.inner)
-    rows = [np.asarray(batch.xp.asnumpy(v[o, :, i]) if batch.xp is not np else v[o, :, i], np.float64)
-            for v in (batch.a, batch.b, batch.c, batch.d)]
+    rows = [
+        np.asarray(batch.xp.asnumpy(v[o, :, i]) if batch.xp is not np else v[o, :, i], np.float64)
+        for v in (batch.a, batch.b, batch.c, batch.d)
+    ]
     rows[0] = rows[0].copy()
     rows[2] = rows[2].copy()
     rows[0][0] = 0
@@ -34,11 +37,18 @@ def check_finite(batch, x3, method: str) -> None:
         raise InputError(f"a, b, c, d must be finite (system {where} holds NaN or inf)")
     row = int(first_zero_pivot(a, b, c)[0])
     if row >= 0:
-        raise ZeroPivotError(f"b: zero pivot in system {where} at row {row} of the Thomas elimination "
-                             "(the system is singular or needs pivoting)", where, row)
-    raise ZeroPivotError(f"method {method!r} broke down in system {where} (a zero or overflowing pivot in its "
-                         "own elimination order, Thomas pivots are nonzero); use method='thomas' or 'pta'",
-                         where, None)
+        raise ZeroPivotError(
+            f"b: zero pivot in system {where} at row {row} of the Thomas elimination "
+            "(the system is singular or needs pivoting)",
+            where,
+            row,
+        )
+    raise ZeroPivotError(
+        f"method {method!r} broke down in system {where} (a zero or overflowing pivot in its "
+        "own elimination order, Thomas pivots are nonzero); use method='thomas' or 'pta'",
+        where,
+        None,
+    )
 
 
 def check_converged(batch, iters, opts: dict) -> None:
@@ -50,13 +60,19 @@ def check_converged(batch, iters, opts: dict) -> None:
     where = batch.system_index(s)
     a, b, c, _ = _host_system(batch, s)
     weak = np.flatnonzero(np.abs(b[:, 0]) < np.abs(a[:, 0]) + np.abs(c[:, 0]))
-    dominance = (f"it is not diagonally dominant (row {int(weak[0])}: |b| < |a| + |c|)" if weak.size
-                 else "it is diagonally dominant")
+    dominance = (
+        f"it is not diagonally dominant (row {int(weak[0])}: |b| < |a| + |c|)"
+        if weak.size
+        else "it is diagonally dominant"
+    )
     if -iters[s] < opts["maxiter"]:
         reason = "diverged"
         what = f"diverged after {-int(iters[s])} iterations"
     else:
         reason = "iteration cap"
         what = f"did not reach tol={opts['tol']:g} in maxiter={opts['maxiter']} iterations"
-    raise ConvergenceError(f"checkerboard {what} in system {where} of {failed.size} failing; {dominance}; "
-                           "use a direct method (e.g. method='hybrid' or 'thomas')", reason)
+    raise ConvergenceError(
+        f"checkerboard {what} in system {where} of {failed.size} failing; {dominance}; "
+        "use a direct method (e.g. method='hybrid' or 'thomas')",
+        reason,
+    )

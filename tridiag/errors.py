@@ -1,4 +1,5 @@
 """Errors of tridiag beyond gpucfd.errors: a pivot that vanished during elimination."""
+
 from __future__ import annotations
 
 from gpucfd.errors import InputError

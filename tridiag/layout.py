@@ -5,6 +5,7 @@ at element ``(s // inner) * n * inner + s % inner`` and its rows lie ``inner`` a
 ``axis=-1`` inputs give inner = 1 (each system contiguous, "contiguous" layout);
 ``axis=0`` of a 2D input gives outer = 1 (row k of all systems contiguous, "interleaved").
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

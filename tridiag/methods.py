@@ -4,6 +4,7 @@
 (outer, n, inner). On the CPU every method runs its NumPy reference, which does the GPU
 kernel's arithmetic vectorised over the batch; on the GPU its CUDA kernels.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -65,8 +66,10 @@ def _checkerboard_options(opts: dict, batch) -> None:
     x0 = opts.get("x0")
     if x0 is not None:
         if type(x0) is not type(batch.a) or tuple(x0.shape) != batch.shape:
-            raise InputError(f"x0 must be an array of the inputs' kind and shape {batch.shape} "
-                             f"(got {type(x0).__name__} {tuple(getattr(x0, 'shape', ()))})")
+            raise InputError(
+                f"x0 must be an array of the inputs' kind and shape {batch.shape} "
+                f"(got {type(x0).__name__} {tuple(getattr(x0, 'shape', ()))})"
+            )
 
 
 def rows_first(v3, xp):
@@ -92,8 +95,9 @@ def run(method: str, batch, x3, opts: dict):
     elif method == "checkerboard":
         x0 = opts.get("x0")
         x3[...] = 0 if x0 is None else _canonical_like(x0, batch)
-        iters = checkerboard.checkerboard_cuda(a, b, c, d, x3, opts["dop"], opts["tol"], opts["maxiter"],
-                                               opts["memory"])
+        iters = checkerboard.checkerboard_cuda(
+            a, b, c, d, x3, opts["dop"], opts["tol"], opts["maxiter"], opts["memory"]
+        )
         return iters.get()
     return None
 

@@ -1,4 +1,5 @@
 """tridiag.solve: batched tridiagonal solves on NumPy or CuPy arrays."""
+
 from __future__ import annotations
 
 from gpucfd.errors import InputError
@@ -8,8 +9,19 @@ from .checks import check_converged, check_finite
 from .layout import canonical
 
 
-def solve(a, b, c, d, method: str = "auto", axis: int = -1, layout: str = "auto", out=None,
-          check: bool = True, info: dict | None = None, **options):
+def solve(
+    a,
+    b,
+    c,
+    d,
+    method: str = "auto",
+    axis: int = -1,
+    layout: str = "auto",
+    out=None,
+    check: bool = True,
+    info: dict | None = None,
+    **options,
+):
     """Solve a x[i-1] + b x[i] + c x[i+1] = d along ``axis``, batched over all other axes.
 
     a, b, c, d: NumPy or CuPy arrays (all of one kind; the result is of that kind), float32
@@ -39,11 +51,14 @@ def solve(a, b, c, d, method: str = "auto", axis: int = -1, layout: str = "auto"
     batch = canonical(a, b, c, d, axis, layout)
     opts = methods.options(method, options, batch)
     xp = batch.xp
-    if out is not None and (type(out) is not type(batch.a) or tuple(out.shape) != batch.shape
-                            or out.dtype != batch.dtype):
-        raise InputError(f"out must be a {type(batch.a).__name__} of shape {batch.shape} and dtype "
-                         f"{batch.dtype} (got {type(out).__name__} {tuple(getattr(out, 'shape', ()))} "
-                         f"{getattr(out, 'dtype', '')})")
+    if out is not None and (
+        type(out) is not type(batch.a) or tuple(out.shape) != batch.shape or out.dtype != batch.dtype
+    ):
+        raise InputError(
+            f"out must be a {type(batch.a).__name__} of shape {batch.shape} and dtype "
+            f"{batch.dtype} (got {type(out).__name__} {tuple(getattr(out, 'shape', ()))} "
+            f"{getattr(out, 'dtype', '')})"
+        )
     if method == "auto":
         method, opts = autotune.choose(batch)
     x3 = batch.canonical_out(out)

@@ -7,6 +7,7 @@ draws profiles.png and slice.png, each in a child process (fem3d.commands.pictur
 turns a picture that fails into a warning. summary.json lists the files on disk when it
 is written; :func:`write_summary` rewrites it once the pictures are there.
 """
+
 from __future__ import annotations
 
 import os
@@ -44,7 +45,9 @@ class CavityRun:
     x: np.ndarray | None  # the global solution [u | v | w | p] (host; None except on rank 0)
     comm: object  # the communicator (rank, size, name)
     device: str  # the backend, as backend.describe() gives it
-    history: list  # per Reynolds number solved: re, converged, reason, residual, steps (fem3d.solvers.nonlinear.Step fields)
+    history: (
+        list  # per Reynolds number solved: re, converged, reason, residual, steps (fem3d.solvers.nonlinear.Step fields)
+    )
     options: dict  # nonlinear and linear solver options
     times_s: dict  # seconds per phase (NavierStokesSystem.phase_seconds): data_preparation, element_matrices, linear_setup, solve
     output_started: float  # time.perf_counter() when the output began (after the last phase)
@@ -52,7 +55,9 @@ class CavityRun:
     converged: bool
     reason: str  # converged, max_steps, nan, diverged, stagnated, linear_solver, interrupted (...)
     vtu: bool = True  # write the VTU (or PVTU) solution
-    sequence: list = field(default_factory=list)  # mesh sequencing: per coarser mesh solved first, coarsest first (fem3d.cavity.solve_coarser_first)
+    sequence: list = field(
+        default_factory=list
+    )  # mesh sequencing: per coarser mesh solved first, coarsest first (fem3d.cavity.solve_coarser_first)
 
     @cached_property
     def references(self) -> list:
@@ -80,9 +85,14 @@ class CavityRun:
         cube = box is not None and len(set(box)) == 1 and self.mesh_info["grading"] == resolution.GRADING
         expected = resolution.expected_deviation(self.re, box[0]) if cube else None
         measure = largest["max_abs_diff"] if largest else expected
-        return {"largest_deviation": None if largest is None else {k: largest[k] for k in ("max_abs_diff", "profile", "reference", "citation")},
-                "expected_deviation": expected, "target": resolution.TARGET,
-                "resolved": None if measure is None else bool(measure <= resolution.TARGET)}
+        return {
+            "largest_deviation": None
+            if largest is None
+            else {k: largest[k] for k in ("max_abs_diff", "profile", "reference", "citation")},
+            "expected_deviation": expected,
+            "target": resolution.TARGET,
+            "resolved": None if measure is None else bool(measure <= resolution.TARGET),
+        }
 
 
 def write_results(run: CavityRun) -> list[str]:
@@ -110,9 +120,14 @@ def write_pictures(run: CavityRun, warn, stop=lambda: False) -> list[str]:
     ``stop()`` is true (a stop signal) no further picture is started. Returns the pictures
     written."""
     pictures = {
-        "profiles.png": lambda: (plots.profiles_png, {"profiles": run.profiles, "references": run.references, "re": run.re}),
-        "slice.png": lambda: (plots.slice_png, {"plane": mid_plane(run.mesh, run.x),
-                                                "title": f"3D lid-driven cavity, Re {run.re:g}"}),
+        "profiles.png": lambda: (
+            plots.profiles_png,
+            {"profiles": run.profiles, "references": run.references, "re": run.re},
+        ),
+        "slice.png": lambda: (
+            plots.slice_png,
+            {"plane": mid_plane(run.mesh, run.x), "title": f"3D lid-driven cavity, Re {run.re:g}"},
+        ),
     }
     written = []
     for name, job in pictures.items():
@@ -134,17 +149,36 @@ def write_summary(run: CavityRun, files: list[str], warnings: list[str] = ()) ->
     times = {**run.times_s, "output": time.perf_counter() - run.output_started}
     timing = run_timing(run.times_s, len(steps), run.mesh.n_elements)
     summary = {
-        "re": run.re, "converged": run.converged, "reason": run.reason,
-        "mesh": {**run.mesh_info, "elements": run.mesh.n_elements, "velocity_nodes": run.mesh.n_nodes,
-                 "pressure_nodes": run.mesh.n_pressure, "colours": run.mesh.n_colours},
-        "dofs": run.mesh.n_dofs, "device": run.device, "ranks": run.comm.size, "communicator": run.comm.name,
+        "re": run.re,
+        "converged": run.converged,
+        "reason": run.reason,
+        "mesh": {
+            **run.mesh_info,
+            "elements": run.mesh.n_elements,
+            "velocity_nodes": run.mesh.n_nodes,
+            "pressure_nodes": run.mesh.n_pressure,
+            "colours": run.mesh.n_colours,
+        },
+        "dofs": run.mesh.n_dofs,
+        "device": run.device,
+        "ranks": run.comm.size,
+        "communicator": run.comm.name,
         "residual": run.history[-1]["residual"] if run.history else None,
         "nonlinear_steps": len(steps),
         "newton_steps": sum(s["kind"] == "newton" for s in steps),
         "linear_iterations": sum(s["linear_iterations"] for s in steps),
-        "continuation": run.history, "sequence": run.sequence, "times_s": times, **timing,
-        "per_rank": run.per_rank, "partition": partition_balance(run.per_rank), "options": run.options, "validation": run.comparison, "accuracy": run.accuracy,
-        "files": list(files), "warnings": list(warnings), "command": run.command,
+        "continuation": run.history,
+        "sequence": run.sequence,
+        "times_s": times,
+        **timing,
+        "per_rank": run.per_rank,
+        "partition": partition_balance(run.per_rank),
+        "options": run.options,
+        "validation": run.comparison,
+        "accuracy": run.accuracy,
+        "files": list(files),
+        "warnings": list(warnings),
+        "command": run.command,
     }
     write_json(os.path.join(run.out, "summary.json"), summary)
     return summary
@@ -156,23 +190,31 @@ def accuracy_line(accuracy: dict, re: float) -> str:
     target, largest, expected = accuracy["target"], accuracy["largest_deviation"], accuracy["expected_deviation"]
     if largest is not None:
         verdict = "resolved" if accuracy["resolved"] else f"not resolved: more than {target:g}"
-        return (f"largest deviation from the published profiles: {largest['max_abs_diff']:.4f} ({largest['profile']} vs "
-                f"{largest['citation']}), {verdict}")
+        return (
+            f"largest deviation from the published profiles: {largest['max_abs_diff']:.4f} ({largest['profile']} vs "
+            f"{largest['citation']}), {verdict}"
+        )
     if expected is not None:
-        return (f"no published profiles at Re {re:g}; this mesh is expected within {expected:.4f} of them "
-                f"({'resolved' if accuracy['resolved'] else f'not resolved: more than {target:g}'})")
+        return (
+            f"no published profiles at Re {re:g}; this mesh is expected within {expected:.4f} of them "
+            f"({'resolved' if accuracy['resolved'] else f'not resolved: more than {target:g}'})"
+        )
     return f"no published profiles at Re {re:g} and no measured accuracy for this mesh: resolution unknown"
 
 
 def final_lines(run: CavityRun, summary: dict) -> list[str]:
     """The lines that end a run's progress report: differences from the references,
     T_unit, and the files written."""
-    lines = [f"{row['profile']:>13} vs {row['reference']}: max |diff| {row['max_abs_diff']:.4f} at {row['at']:.4f}"
-             for row in summary["validation"]]
+    lines = [
+        f"{row['profile']:>13} vs {row['reference']}: max |diff| {row['max_abs_diff']:.4f} at {row['at']:.4f}"
+        for row in summary["validation"]
+    ]
     lines.append(accuracy_line(summary["accuracy"], run.re))
-    lines.append(f"T_unit {summary['t_unit_us']:.1f} us ({summary['nonlinear_steps']} nonlinear steps, "
-                 f"{summary['linear_iterations']} linear iterations, T_run {summary['t_run_s']:.1f} s of {summary['wall_s']:.1f} s "
-                 "wall)")
+    lines.append(
+        f"T_unit {summary['t_unit_us']:.1f} us ({summary['nonlinear_steps']} nonlinear steps, "
+        f"{summary['linear_iterations']} linear iterations, T_run {summary['t_run_s']:.1f} s of {summary['wall_s']:.1f} s "
+        "wall)"
+    )
     if summary["partition"]:
         lines.append(partition_line(summary["partition"]))
     lines.append(f"wrote {run.out}/: {', '.join(summary['files'])}")

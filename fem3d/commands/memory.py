@@ -11,6 +11,7 @@ at 30^3 and Re 100) and at 12^3 and 20^3 on the CPU (peak resident size); with -
 partial (the point data of the sum-factorised products, no element matrix kept on the finest
 level), at Re 1000 (H100) and 400 (CPU). The host also holds the whole mesh.
 """
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -30,13 +31,18 @@ DEVICE_BYTES = {
     ("gpu", "float32", "mg"): (182e3, 2.2e9),  # 7.11 GB at 30^3 (the pool keeps freed blocks: no lower than float64)
     ("cpu", "float64", "mg"): (245e3, 0.05e9),  # 0.38 GB at 12^3, 1.91 GB at 20^3
     ("cpu", "float32", "mg"): (217e3, 0.05e9),  # 0.34 GB at 12^3, 1.67 GB at 20^3
-    ("gpu", "partial", "mg"): (58e3, 2.2e9),  # 17.5 GB at 64^3, 58.5 GB at 100^3 (Re 1000; no element matrix stored, float16 inverses)
+    ("gpu", "partial", "mg"): (
+        58e3,
+        2.2e9,
+    ),  # 17.5 GB at 64^3, 58.5 GB at 100^3 (Re 1000; no element matrix stored, float16 inverses)
     ("cpu", "partial", "mg"): (130e3, 0.1e9),  # 0.32 GB at 12^3, 0.86 GB at 18^3 (Re 400)
 }
 HOST_MESH_BYTES = 4e3  # per element of the whole mesh: connectivity, coordinates, geometry, boundary faces
 
 
-def check_fits(backend, matrix_dtype: str, solver: str, mesh_elements: int, ranks: int, largest, assembly: str = "element") -> str:
+def check_fits(
+    backend, matrix_dtype: str, solver: str, mesh_elements: int, ranks: int, largest, assembly: str = "element"
+) -> str:
     """InputError unless this rank's share of a mesh of ``mesh_elements`` elements split
     over ``ranks`` fits its device, and the whole mesh its host, with the linear solver
     ``solver`` (fem3d.solvers.linear.SOLVERS; auto is counted as mg, the larger) and
@@ -61,10 +67,17 @@ def fitting_assembly(backend, linear, mesh_elements: int, ranks: int) -> tuple:
     saying so where that took partial assembly."""
     if linear.assembly != "auto":
         return linear, None
-    chosen = check_fits(backend, linear.matrix_dtype, linear.solver, mesh_elements, ranks, lambda e: f"{e:,} elements fit", "auto")
-    note = None if chosen == "element" else (
-        f"{mesh_elements:,} elements do not fit with stored element matrices: --assembly partial (sum-factorised products, "
-        f"no element matrix kept; about 30 % slower where both fit)")
+    chosen = check_fits(
+        backend, linear.matrix_dtype, linear.solver, mesh_elements, ranks, lambda e: f"{e:,} elements fit", "auto"
+    )
+    note = (
+        None
+        if chosen == "element"
+        else (
+            f"{mesh_elements:,} elements do not fit with stored element matrices: --assembly partial (sum-factorised products, "
+            f"no element matrix kept; about 30 % slower where both fit)"
+        )
+    )
     return replace(linear, assembly=chosen), note
 
 
@@ -73,8 +86,10 @@ def _check(backend, storage: str, solver: str, mesh_elements: int, ranks: int, l
     elements = -(-mesh_elements // ranks)
     per_element, fixed = DEVICE_BYTES[(backend.kind, storage, "paper" if solver == "paper" else "mg")]
     if backend.is_gpu:
-        checks = [(per_element, fixed, elements, ranks, backend.free_bytes(), "GPU"),
-                  (HOST_MESH_BYTES, 0.0, mesh_elements, 1, host_free_bytes(), "host")]
+        checks = [
+            (per_element, fixed, elements, ranks, backend.free_bytes(), "GPU"),
+            (HOST_MESH_BYTES, 0.0, mesh_elements, 1, host_free_bytes(), "host"),
+        ]
     else:
         per = per_element + HOST_MESH_BYTES * ranks
         checks = [(per, fixed, elements, ranks, backend.free_bytes(), "host")]
@@ -83,9 +98,11 @@ def _check(backend, storage: str, solver: str, mesh_elements: int, ranks: int, l
         need = base + per * count
         if need > free:
             fits = max(0, int((free - base) // per)) * share
-            raise InputError(f"{mesh_elements:,} elements need about {need / 2**30:.3g} GiB of {where} memory"
-                             f"{' per rank' if ranks > 1 and share > 1 else ''} ({what}), "
-                             f"{max(free, 0) / 2**30:.3g} GiB is free: {largest(fits)}")
+            raise InputError(
+                f"{mesh_elements:,} elements need about {need / 2**30:.3g} GiB of {where} memory"
+                f"{' per rank' if ranks > 1 and share > 1 else ''} ({what}), "
+                f"{max(free, 0) / 2**30:.3g} GiB is free: {largest(fits)}"
+            )
 
 
 def largest_refinement(elements: int, fitting: int) -> str:

@@ -6,6 +6,7 @@ arguments, pickled, on the child's standard input; the child calls it with a tem
 file beside the picture, which the parent renames onto the picture once the child
 succeeded (gpucfd.output.atomic_path). ``python -m fem3d.commands.picture_process PATH`` is the child.
 """
+
 from __future__ import annotations
 
 import os

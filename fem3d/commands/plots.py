@@ -3,6 +3,7 @@
 Each takes the path to write and plain arrays, so that fem3d.commands.picture_process can draw
 it in a child process.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -15,7 +16,10 @@ def profiles_png(path: str, profiles: dict, references: list, re: float) -> None
     with the reference points."""
     plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(10, 4.5))
-    for ax, name, label in ((axes[0], "u_vertical", ("y", "u(0.5, y, 0.5)")), (axes[1], "v_horizontal", ("x", "v(x, 0.5, 0.5)"))):
+    for ax, name, label in (
+        (axes[0], "u_vertical", ("y", "u(0.5, y, 0.5)")),
+        (axes[1], "v_horizontal", ("x", "v(x, 0.5, 0.5)")),
+    ):
         prof = profiles[name]
         value = prof["velocity"][:, prof["component"]]
         if name == "u_vertical":

@@ -10,6 +10,7 @@ linearly in log N and log Re; beyond the largest Re it is extrapolated with the 
 scaled by sqrt(Re) (the wall layers thin like Re^-1/2). Near 0.002 the deviation stops
 falling with N: that is the accuracy of the published profiles themselves.
 """
+
 from __future__ import annotations
 
 import math

@@ -16,6 +16,7 @@ pressure terms and the body force), so the exact solution satisfies the discrete
 equations and stabilisation does not lower the convergence order. Integrals use
 the 3x3x3 Gauss rule. Matrices are stored with rows of LD entries (fem3d.kernels.ebe).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -56,8 +57,17 @@ class ReferenceTables:
     def build(cls, xp, n_geo: int, n_gauss: int = 3) -> "ReferenceTables":
         pts, w = gauss_hex(n_gauss)
         geo = geometry_element(n_geo)
-        host = dict(w=w, N=Q2.values(pts), dN=Q2.gradients(pts), HN=Q2.hessians(pts), M=Q1.values(pts),
-                    dM=Q1.gradients(pts), G=geo.values(pts), dG=geo.gradients(pts), HG=geo.hessians(pts))
+        host = dict(
+            w=w,
+            N=Q2.values(pts),
+            dN=Q2.gradients(pts),
+            HN=Q2.hessians(pts),
+            M=Q1.values(pts),
+            dM=Q1.gradients(pts),
+            G=geo.values(pts),
+            dG=geo.gradients(pts),
+            HG=geo.hessians(pts),
+        )
         return cls(**{k: xp.asarray(v) for k, v in host.items()}, mid=Q2.node_indices == 1)
 
 
@@ -92,8 +102,19 @@ def laplacian_metric(xp, X, Jinv, tables: ReferenceTables):
     return metric, einsum(xp, "eqckl,eqkl->eqc", d2x, metric)
 
 
-def element_matrices_chunk(xp, X, u_nodes, re: float, tables: ReferenceTables, force=None, p_nodes=None,
-                           jacobian: bool = False, out=None, matrices: bool = True, prescribed=None):
+def element_matrices_chunk(
+    xp,
+    X,
+    u_nodes,
+    re: float,
+    tables: ReferenceTables,
+    force=None,
+    p_nodes=None,
+    jacobian: bool = False,
+    out=None,
+    matrices: bool = True,
+    prescribed=None,
+):
     """Element matrices (E, NL, LD), loads (E, NL), residuals (E, NL) and the squared row
     norms of the Picard matrices (E, NL) of one chunk of elements; the matrices are
     written into ``out`` (E, NL, LD) float64 when given (no temporary of their size), or,
@@ -129,7 +150,10 @@ def element_matrices_chunk(xp, X, u_nodes, re: float, tables: ReferenceTables, f
     f = None if force is None else force(xp, geo["x"])
     if xp is not np:
         mats = (xp.empty((E, NL, LD), dtype=np.float64) if out is None else out) if matrices else None
-        return (mats, *element_matrices_cuda(geo, a, tau, dtau, u_nodes, p_nodes, f, tables.N, tables.M, nu, mats, prescribed))
+        return (
+            mats,
+            *element_matrices_cuda(geo, a, tau, dtau, u_nodes, p_nodes, f, tables.N, tables.M, nu, mats, prescribed),
+        )
     adv = einsum(xp, "eqi,eqni->eqn", a, dN)  # a . grad N_j
     S = tau * adv
     wW = ((tables.N[None] + S) * wq[..., None]).transpose(0, 2, 1)  # (E, 27, Q)
@@ -139,13 +163,16 @@ def element_matrices_chunk(xp, X, u_nodes, re: float, tables: ReferenceTables, f
     wgrad = (dN * wq[..., None, None]).transpose(0, 2, 1, 3).reshape(E, 27, 3 * Q)
     K = wW @ adv + nu * (wgrad @ grad.transpose(0, 2, 1)) - nu * (wS @ lap)  # (E, 27, 27)
     wM = (tables.M[None] * wq[..., None]).transpose(0, 2, 1)  # (E, 8, Q)
-    G = xp.stack([-((dN[..., d] * wq[..., None]).transpose(0, 2, 1) @ tables.M) + wS @ dM[..., d] for d in range(3)], axis=1)
+    G = xp.stack(
+        [-((dN[..., d] * wq[..., None]).transpose(0, 2, 1) @ tables.M) + wS @ dM[..., d] for d in range(3)], axis=1
+    )
     D = xp.stack([wM @ dN[..., d] for d in range(3)], axis=1)  # G (E, 3, 27, 8), D (E, 3, 8, 27)
     load = xp.zeros((E, NL), dtype=np.float64)
     if f is not None:
         load[:, :81] = (wW @ f).transpose(0, 2, 1).reshape(E, 81)
-    row_sq = xp.concatenate([((K * K).sum(axis=2)[:, None] + (G * G).sum(axis=3)).reshape(E, 81),
-                             (D * D).sum(axis=(1, 3))], axis=1)
+    row_sq = xp.concatenate(
+        [((K * K).sum(axis=2)[:, None] + (G * G).sum(axis=3)).reshape(E, 81), (D * D).sum(axis=(1, 3))], axis=1
+    )
     residual = None
     if p_nodes is not None:
         momentum = (K @ u_nodes).transpose(0, 2, 1) + (G @ p_nodes[:, None, :, None])[..., 0]  # (E, 3, 27)
@@ -183,7 +210,9 @@ def newton_terms(xp, N, u_nodes, a, adv, tau, dtau, wW, wq, dN, dM, lap, p_nodes
     grad_a = (u_t @ dN_q.reshape(E, 27, 3 * Q)).reshape(E, 3, 3, Q)  # d a_c / d x_d, (E, c, d, Q)
     strong = (grad_a * _points_last(xp, a)[:, None]).sum(axis=2) - nu * (u_t @ _points_last(xp, lap))
     strong += einsum(xp, "eqld,el->edq", dM, p_nodes) - (0.0 if f is None else _points_last(xp, f))  # r_c, (E, c, Q)
-    dS = _points_last(xp, dtau) * _points_last(xp, adv)[:, :, None] + _points_last(xp, tau)[:, :, None] * dN_q  # dS_i/da_d
+    dS = (
+        _points_last(xp, dtau) * _points_last(xp, adv)[:, :, None] + _points_last(xp, tau)[:, :, None] * dN_q
+    )  # dS_i/da_d
     table = xp.empty((E, 3, 27, 3, Q), dtype=np.float64)
     xp.multiply(xp.ascontiguousarray(wW)[:, None, :, None], grad_a[:, :, None], out=table)
     table += dS[:, None] * (wq[:, None] * strong)[:, :, None, None]

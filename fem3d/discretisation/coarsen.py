@@ -32,6 +32,7 @@ do not face one neighbour over their whole extent (blocks whose layers do not li
 whole; pairs whose parents would not be hexahedra are left whole too, and a mesh where no
 sheet pairs, or whose parents would not make a conforming mesh, has no coarsening (None).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -43,9 +44,12 @@ from .mesh import AXIS_EDGES, HexMesh, _finish, face_keys, greedy_colouring, Q2_
 from .mesh_checks import unique_rows
 from gpucfd.sets import members
 
-VERTEX_NODES = np.array([a + 3 * b + 9 * c for c in (0, 2) for b in (0, 2) for a in (0, 2)])  # Q2 node of each Q1 vertex
-EDGE_NODES = np.array([[VERTEX_NODES[a], (VERTEX_NODES[a] + VERTEX_NODES[b]) // 2, VERTEX_NODES[b]]
-                       for a, b in AXIS_EDGES.reshape(-1, 2)])  # (12, 3) Q2 nodes along each edge: end, middle, end
+VERTEX_NODES = np.array(
+    [a + 3 * b + 9 * c for c in (0, 2) for b in (0, 2) for a in (0, 2)]
+)  # Q2 node of each Q1 vertex
+EDGE_NODES = np.array(
+    [[VERTEX_NODES[a], (VERTEX_NODES[a] + VERTEX_NODES[b]) // 2, VERTEX_NODES[b]] for a, b in AXIS_EDGES.reshape(-1, 2)]
+)  # (12, 3) Q2 nodes along each edge: end, middle, end
 STRONG = 2.0  # an element is long along an axis where it is more than this many times its shortest length there
 LONG_SHARES = (0.0, 0.25, 1.0)  # the shares of elements long along its axis with which a sheet may pair, tried in turn:
 # the first whose coarsening keeps at most SHRINK of the elements is taken (semi-coarsening where it coarsens enough)
@@ -75,7 +79,9 @@ def coarsen(mesh: HexMesh) -> Coarsening | None:
     lengths = mesh.axis_lengths
     long = lengths > STRONG * lengths.min(axis=1, keepdims=True)
     n_sheets = int(sheet.max()) + 1
-    share = np.bincount(sheet.ravel(), long.ravel(), minlength=n_sheets) / np.bincount(sheet.ravel(), minlength=n_sheets)
+    share = np.bincount(sheet.ravel(), long.ravel(), minlength=n_sheets) / np.bincount(
+        sheet.ravel(), minlength=n_sheets
+    )
     usable = np.ones(len(s), dtype=bool)  # False for the pairs whose parents were not hexahedra
     for _ in range(RETRIES):
         for most in LONG_SHARES:  # the strictest that coarsens enough
@@ -263,8 +269,12 @@ def _across(cells, e, face, f, neighbour_face, rotation, shift):
     abc_e = Q2.node_indices[Q2_FACE_NODES[face][rows[:, None], at]]  # (m, 9, 3)
     lattice = np.matmul(abc_e, rotation.transpose(0, 2, 1)) + shift[:, None, :]
     abc_f = Q2.node_indices[Q2_FACE_NODES[face_f]]
-    corr = np.matmul((lattice - lattice.mean(axis=1, keepdims=True)).transpose(0, 2, 1), abc_f - abc_f.mean(axis=1, keepdims=True))
-    out = np.where((np.abs(corr) == np.abs(corr).max(axis=1, keepdims=True)) & (corr != 0), np.sign(corr), 0).astype(np.int64)
+    corr = np.matmul(
+        (lattice - lattice.mean(axis=1, keepdims=True)).transpose(0, 2, 1), abc_f - abc_f.mean(axis=1, keepdims=True)
+    )
+    out = np.where((np.abs(corr) == np.abs(corr).max(axis=1, keepdims=True)) & (corr != 0), np.sign(corr), 0).astype(
+        np.int64
+    )
     normal = face_f // 2  # f's axis across the face
     free_row = np.argmin(np.abs(out).sum(axis=2), axis=1)  # the parent's axis not yet taken
     centre_e = rotation.sum(axis=2) + shift
@@ -310,8 +320,18 @@ def _coarse_mesh(mesh, group, rotation, shift, paired) -> Coarsening | None:
         return None
     points = mesh.points[np.concatenate([vertices, others])]
     pressure_cells = cells[:, VERTEX_NODES]
-    coarse = _finish(points, cells, pressure_cells, np.arange(len(vertices)), points[cells], greedy_colouring(pressure_cells),
-                     np.arange(n_groups), {}, lambda keys: np.full(len(keys), -1), check_geometry=False)
+    coarse = _finish(
+        points,
+        cells,
+        pressure_cells,
+        np.arange(len(vertices)),
+        points[cells],
+        greedy_colouring(pressure_cells),
+        np.arange(n_groups),
+        {},
+        lambda keys: np.full(len(keys), -1),
+        check_geometry=False,
+    )
     return Coarsening(coarse, coarse.elements_with_ids(group), codes, rotation.astype(np.int8))
 
 

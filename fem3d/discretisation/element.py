@@ -5,6 +5,7 @@ Node order is tensor order: node ``a + (p+1)*b + (p+1)**2*c`` sits at
 element (27 velocity nodes) has xi_a in {-1, 0, 1}, node 13 its centre; the Q1
 element (8 pressure nodes) has xi_a in {-1, 1}.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -4,6 +4,7 @@ points, L2 norms of errors against exact solutions, and values at physical point
 
 Global vector layout: [u (n_nodes) | v (n_nodes) | w (n_nodes) | p (n_pressure)].
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -16,7 +17,7 @@ from .geometry import determinant, jacobians
 
 def split(x, n_nodes: int):
     """Views (u, v, w, p) of the global vector ``x``."""
-    return x[:n_nodes], x[n_nodes:2 * n_nodes], x[2 * n_nodes:3 * n_nodes], x[3 * n_nodes:]
+    return x[:n_nodes], x[n_nodes : 2 * n_nodes], x[2 * n_nodes : 3 * n_nodes], x[3 * n_nodes :]
 
 
 def nodal_velocity(xp, x, n_nodes: int):
@@ -31,8 +32,8 @@ def pressure_weights(backend, mesh, chunk: int = 8192):
     tables = ReferenceTables.build(xp, mesh.geometry.shape[1])
     local = xp.empty((mesh.n_elements, tables.M.shape[1]), dtype=np.float64)  # (E, 8) each element's integrals
     for s in range(0, mesh.n_elements, chunk):
-        wq = determinant(xp, jacobians(xp, backend.asarray(mesh.geometry[s:s + chunk]), tables.dG)) * tables.w
-        local[s:s + chunk] = wq @ tables.M
+        wq = determinant(xp, jacobians(xp, backend.asarray(mesh.geometry[s : s + chunk]), tables.dG)) * tables.w
+        local[s : s + chunk] = wq @ tables.M
     return ScatterPlan(backend, mesh.pressure_cells).add(xp.zeros(mesh.n_pressure, dtype=np.float64), local.ravel())
 
 
@@ -53,8 +54,8 @@ def l2_errors(backend, mesh, x, velocity, pressure, n_gauss: int = 4, chunk: int
     blocks = range(0, mesh.n_elements, chunk)
 
     def at_gauss_points(s):
-        geo = quadrature_geometry(xp, backend.asarray(mesh.geometry[s:s + chunk]), tables)
-        e_p = p_nodes[pcells[s:s + chunk]] @ tables.M.T - pressure(xp, geo["x"])
+        geo = quadrature_geometry(xp, backend.asarray(mesh.geometry[s : s + chunk]), tables)
+        e_p = p_nodes[pcells[s : s + chunk]] @ tables.M.T - pressure(xp, geo["x"])
         return geo, e_p
 
     total = total or (lambda a: a)
@@ -68,7 +69,7 @@ def l2_errors(backend, mesh, x, velocity, pressure, n_gauss: int = 4, chunk: int
     for s in blocks:
         geo, e_p = at_gauss_points(s)
         wq = geo["wq"]
-        uh = einsum(xp, "qn,eni->eqi", tables.N, vel[cells[s:s + chunk]])
+        uh = einsum(xp, "qn,eni->eqi", tables.N, vel[cells[s : s + chunk]])
         sq[:3] += backend.to_numpy((wq[..., None] * (uh - velocity(xp, geo["x"])) ** 2).sum(axis=(0, 1)))
         sq[3] += float((wq * (e_p - mean) ** 2).sum())
     return dict(zip("uvwp", np.sqrt(total(sq)).tolist()))
@@ -94,11 +95,13 @@ def locate(mesh, points: np.ndarray, candidates: int = 27, tol: float = 1e-8):
     elem = np.full(len(points), -1, dtype=np.int64)
     xi_found = np.zeros((len(points), 3))
 
-    def attempt(todo, cand):  # the points ``todo`` tried in their elements ``cand`` (m, j) at once, the first holding each taken
+    def attempt(
+        todo, cand
+    ):  # the points ``todo`` tried in their elements ``cand`` (m, j) at once, the first holding each taken
         j = cand.shape[1]
         rows = max(1, BATCH // max(j, 1))
         for s in range(0, len(todo) if j else 0, rows):
-            part, tried = todo[s:s + rows], cand[s:s + rows]
+            part, tried = todo[s : s + rows], cand[s : s + rows]
             xi = _reference(mesh, np.repeat(points[part], j, axis=0), tried.ravel()).reshape(len(part), j, 3)
             inside = (np.abs(xi) <= 1 + tol).all(axis=2)
             hit, first = inside.any(axis=1), np.argmax(inside, axis=1)
@@ -173,10 +176,13 @@ def nodal_fields(mesh, x: np.ndarray, chunk: int = 4096, node_sum=None) -> dict:
     dG = geometry_element(mesh.geometry.shape[1]).gradients(Q2.nodes)
     curl_sum = np.zeros((mesh.n_nodes, 3))
     for s in range(0, mesh.n_elements, chunk):
-        cells = mesh.cells[s:s + chunk]
-        _, Jinv = det_and_inverse(np, jacobians(np, mesh.geometry[s:s + chunk], dG))
+        cells = mesh.cells[s : s + chunk]
+        _, Jinv = det_and_inverse(np, jacobians(np, mesh.geometry[s : s + chunk], dG))
         grad = einsum(np, "tnk,etki,enc->etci", dN, Jinv, vel[cells])  # d u_c / d x_i at node t
-        curl = np.stack([grad[..., 2, 1] - grad[..., 1, 2], grad[..., 0, 2] - grad[..., 2, 0], grad[..., 1, 0] - grad[..., 0, 1]], axis=-1)
+        curl = np.stack(
+            [grad[..., 2, 1] - grad[..., 1, 2], grad[..., 0, 2] - grad[..., 2, 0], grad[..., 1, 0] - grad[..., 0, 1]],
+            axis=-1,
+        )
         for d in range(3):
             curl_sum[:, d] += np.bincount(cells.ravel(), weights=curl[..., d].ravel(), minlength=mesh.n_nodes)
     sums = np.concatenate([curl_sum, mesh.node_valence()[:, None].astype(np.float64)], axis=1)

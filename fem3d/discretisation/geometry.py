@@ -4,6 +4,7 @@ An element's shape is x(xi) = sum_g G_g(xi) X_g with G the Q1 (8 geometry nodes:
 trilinear map) or Q2 (27 nodes: triquadratic map) basis, nodes in tensor order.
 Arrays are batched over elements: X has shape (E, n_geo, 3).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -28,9 +29,11 @@ def jacobians(xp, X, dG):
 
 def determinant(xp, J):
     """Determinant (...) of batched 3x3 matrices J (..., 3, 3)."""
-    return (J[..., 0, 0] * (J[..., 1, 1] * J[..., 2, 2] - J[..., 1, 2] * J[..., 2, 1])
-            + J[..., 0, 1] * (J[..., 1, 2] * J[..., 2, 0] - J[..., 1, 0] * J[..., 2, 2])
-            + J[..., 0, 2] * (J[..., 1, 0] * J[..., 2, 1] - J[..., 1, 1] * J[..., 2, 0]))
+    return (
+        J[..., 0, 0] * (J[..., 1, 1] * J[..., 2, 2] - J[..., 1, 2] * J[..., 2, 1])
+        + J[..., 0, 1] * (J[..., 1, 2] * J[..., 2, 0] - J[..., 1, 0] * J[..., 2, 2])
+        + J[..., 0, 2] * (J[..., 1, 0] * J[..., 2, 1] - J[..., 1, 1] * J[..., 2, 0])
+    )
 
 
 def det_and_inverse(xp, J):
@@ -66,7 +69,7 @@ def sample_jacobians(X: np.ndarray):
     n_geo = X.shape[1]
     dG = geometry_element(n_geo).gradients(SAMPLES).transpose(1, 2, 0).reshape(n_geo, -1)  # (G, 3 S)
     for s in range(0, X.shape[0], CHUNK):
-        Xt = np.ascontiguousarray(X[s:s + CHUNK].transpose(0, 2, 1)).reshape(-1, n_geo)  # (e 3, G)
+        Xt = np.ascontiguousarray(X[s : s + CHUNK].transpose(0, 2, 1)).reshape(-1, n_geo)  # (e 3, G)
         yield slice(s, s + CHUNK), (Xt @ dG).reshape(-1, 3, 3, len(SAMPLES))  # one matrix product
 
 
@@ -110,7 +113,7 @@ def check_elements(X: np.ndarray, element_ids: np.ndarray | None = None, rel_tol
     bad = np.flatnonzero(~(min_determinant(X) > rel_tol * volume_scale(X)))  # NaN is bad
     if bad.size:
         e = bad[0]
-        det = determinant(np, jacobians(np, X[e:e + 1], geometry_element(X.shape[1]).gradients(SAMPLES)))[0]
+        det = determinant(np, jacobians(np, X[e : e + 1], geometry_element(X.shape[1]).gradients(SAMPLES)))[0]
         q = int(np.argmin(det))
         eid = int(element_ids[e]) if element_ids is not None else int(e)
         where = tuple(float(v) for v in SAMPLES[q])

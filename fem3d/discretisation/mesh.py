@@ -12,6 +12,7 @@ input; colours by greedy colouring). Meshes other than boxes are checked
 (fem3d.discretisation.mesh_checks): coincident nodes of a file are merged, and broken meshes
 (duplicated elements, cracks, several parts, inverted elements) are input errors.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -32,12 +33,37 @@ from .mesh_checks import check_elements_distinct, check_faces, check_points, coi
 # VTK/meshio node order -> tensor order (tensor node t is VTK node ORDER[t]).
 VTK_HEX8_TO_TENSOR = np.array([0, 1, 3, 2, 4, 5, 7, 6])
 _VTK27_ABC = [
-    (0, 0, 0), (2, 0, 0), (2, 2, 0), (0, 2, 0), (0, 0, 2), (2, 0, 2), (2, 2, 2), (0, 2, 2),
-    (1, 0, 0), (2, 1, 0), (1, 2, 0), (0, 1, 0), (1, 0, 2), (2, 1, 2), (1, 2, 2), (0, 1, 2),
-    (0, 0, 1), (2, 0, 1), (2, 2, 1), (0, 2, 1),
-    (0, 1, 1), (2, 1, 1), (1, 0, 1), (1, 2, 1), (1, 1, 0), (1, 1, 2), (1, 1, 1),
+    (0, 0, 0),
+    (2, 0, 0),
+    (2, 2, 0),
+    (0, 2, 0),
+    (0, 0, 2),
+    (2, 0, 2),
+    (2, 2, 2),
+    (0, 2, 2),
+    (1, 0, 0),
+    (2, 1, 0),
+    (1, 2, 0),
+    (0, 1, 0),
+    (1, 0, 2),
+    (2, 1, 2),
+    (1, 2, 2),
+    (0, 1, 2),
+    (0, 0, 1),
+    (2, 0, 1),
+    (2, 2, 1),
+    (0, 2, 1),
+    (0, 1, 1),
+    (2, 1, 1),
+    (1, 0, 1),
+    (1, 2, 1),
+    (1, 1, 0),
+    (1, 1, 2),
+    (1, 1, 1),
 ]
-TENSOR27_TO_VTK = np.array([a + 3 * b + 9 * c for a, b, c in _VTK27_ABC])  # VTK node k is tensor node TENSOR27_TO_VTK[k]
+TENSOR27_TO_VTK = np.array(
+    [a + 3 * b + 9 * c for a, b, c in _VTK27_ABC]
+)  # VTK node k is tensor node TENSOR27_TO_VTK[k]
 VTK_HEX27_TO_TENSOR = np.argsort(TENSOR27_TO_VTK)
 
 Q2_FACE_NODES = face_nodes(Q2)  # (6, 9)
@@ -218,13 +244,14 @@ class HexMesh:
         """(n_dofs,) float64 number of elements holding each unknown (np.bincount(dofs().ravel()),
         from the nodes' counts: a third of the indices)."""
         velocity = self.node_valence()
-        return np.concatenate([velocity, velocity, velocity, np.bincount(self.pressure_cells.ravel(), minlength=self.n_pressure)]
-                              ).astype(np.float64)
+        return np.concatenate(
+            [velocity, velocity, velocity, np.bincount(self.pressure_cells.ravel(), minlength=self.n_pressure)]
+        ).astype(np.float64)
 
     def colour_is_race_free(self) -> bool:
         """True when no two elements of one colour share a Q2 node."""
         for c in range(self.n_colours):
-            nodes = self.cells[self.colour_offsets[c]:self.colour_offsets[c + 1]].ravel()
+            nodes = self.cells[self.colour_offsets[c] : self.colour_offsets[c + 1]].ravel()
             if distinct(nodes).size != nodes.size:
                 return False
         return True
@@ -236,8 +263,22 @@ def face_keys(pressure_cells: np.ndarray) -> np.ndarray:
     return np.sort(pressure_cells[:, Q1_FACE_NODES], axis=2).reshape(-1, 4)
 
 
-def _finish(points, cells, pressure_cells, pressure_nodes, geometry, colours, element_ids, tag_names, face_tag_of=None,
-            grid=None, check_topology=False, check_geometry=True, boundary=None, faces=None):
+def _finish(
+    points,
+    cells,
+    pressure_cells,
+    pressure_nodes,
+    geometry,
+    colours,
+    element_ids,
+    tag_names,
+    face_tag_of=None,
+    grid=None,
+    check_topology=False,
+    check_geometry=True,
+    boundary=None,
+    faces=None,
+):
     """Sort elements by colour, find boundary faces, check the geometry, build the HexMesh.
 
     Boundary faces are the faces of one element, found by matching the faces' vertex keys;
@@ -255,7 +296,12 @@ def _finish(points, cells, pressure_cells, pressure_nodes, geometry, colours, el
     offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
     if (np.diff(colours) < 0).any():  # not yet in colour order
         order = np.argsort(colours, kind="stable")
-        cells, pressure_cells, geometry, element_ids = cells[order], pressure_cells[order], geometry[order], element_ids[order]
+        cells, pressure_cells, geometry, element_ids = (
+            cells[order],
+            pressure_cells[order],
+            geometry[order],
+            element_ids[order],
+        )
         boundary = None if boundary is None else boundary[order]
         if faces is not None:
             rank = np.empty_like(order)
@@ -312,13 +358,20 @@ def element_dofs(xp, cells, pressure_cells, n_nodes: int, dtype=np.int64):
     element are uploaded, not 89."""
     out = xp.empty((cells.shape[0], 89), dtype=dtype)
     for d in range(3):
-        xp.add(cells, d * n_nodes, out=out[:, 27 * d:27 * d + 27])
+        xp.add(cells, d * n_nodes, out=out[:, 27 * d : 27 * d + 27])
     xp.add(pressure_cells, 3 * n_nodes, out=out[:, 81:])
     return out
 
 
-def box_mesh(nx: int, ny: int | None = None, nz: int | None = None, lengths=(1.0, 1.0, 1.0), origin=(0.0, 0.0, 0.0), grading=0.0,
-             vertices=None) -> HexMesh:
+def box_mesh(
+    nx: int,
+    ny: int | None = None,
+    nz: int | None = None,
+    lengths=(1.0, 1.0, 1.0),
+    origin=(0.0, 0.0, 0.0),
+    grading=0.0,
+    vertices=None,
+) -> HexMesh:
     """Structured box of nx*ny*nz elements; tags x0, x1, y0, y1, z0, z1 on its faces.
 
     ``grading`` (a number or one per axis, >= 0) clusters elements toward the walls
@@ -339,9 +392,14 @@ def box_mesh(nx: int, ny: int | None = None, nz: int | None = None, lengths=(1.0
     lengths = np.asarray(lengths, dtype=float)
     if (lengths <= 0).any():
         raise InputError(f"box lengths must be > 0 (got {lengths.tolist()})")
-    vert = [origin[d] + graded_coordinates(n[d], lengths[d], grading[d]) for d in range(3)] if vertices is None else \
-        [np.asarray(v, dtype=float) for v in vertices]
-    for d, v in enumerate(vert):  # increasing coordinates: every element is a box of positive volume (no Jacobians to check)
+    vert = (
+        [origin[d] + graded_coordinates(n[d], lengths[d], grading[d]) for d in range(3)]
+        if vertices is None
+        else [np.asarray(v, dtype=float) for v in vertices]
+    )
+    for d, v in enumerate(
+        vert
+    ):  # increasing coordinates: every element is a box of positive volume (no Jacobians to check)
         if v.shape != (n[d] + 1,) or not (np.isfinite(v).all() and (np.diff(v) > 0).all()):
             raise InputError(f"box vertices along {'xyz'[d]} must be {n[d] + 1} increasing finite numbers")
     q2 = [_with_midpoints(v) for v in vert]
@@ -358,11 +416,24 @@ def box_mesh(nx: int, ny: int | None = None, nz: int | None = None, lengths=(1.0
     cells = _grid_id(2 * ex, 2 * ey, 2 * ez, m)[:, None] + _grid_id(*Q2.node_indices.T, m)
     pressure_cells = _grid_id(ex, ey, ez, pm)[:, None] + _grid_id(*Q1.node_indices.T, pm)
     pressure_nodes = _grid_id(*(2 * _vertex_indices(n)).T, m)
-    geometry = np.stack([v[e[:, None] + Q1.node_indices[:, d]] for d, (v, e) in enumerate(zip(vert, (ex, ey, ez)))], axis=2)
+    geometry = np.stack(
+        [v[e[:, None] + Q1.node_indices[:, d]] for d, (v, e) in enumerate(zip(vert, (ex, ey, ez)))], axis=2
+    )
     colours = (ex % 2) + 2 * (ey % 2) + 4 * (ez % 2)
     boundary = np.stack([ex == 0, ex == nx - 1, ey == 0, ey == ny - 1, ez == 0, ez == nz - 1], axis=1)  # FACES order
-    return _finish(points, cells, pressure_cells, pressure_nodes, geometry, colours, ids, BOX_TAGS,
-                   grid=(int(nx), int(ny), int(nz)), check_geometry=False, boundary=boundary)
+    return _finish(
+        points,
+        cells,
+        pressure_cells,
+        pressure_nodes,
+        geometry,
+        colours,
+        ids,
+        BOX_TAGS,
+        grid=(int(nx), int(ny), int(nz)),
+        check_geometry=False,
+        boundary=boundary,
+    )
 
 
 def _with_midpoints(v: np.ndarray) -> np.ndarray:
@@ -505,8 +576,18 @@ def _finish_general(points, cells, vcells, geometry, original_vertex_id, face_ta
         orig = np.sort(original_vertex_id[keys], axis=1)
         return np.array([tag_map.get(tuple(k), -1) for k in orig.tolist()], dtype=np.int64)
 
-    return _finish(points, cells, vcells, np.arange(vcells.max() + 1), geometry, colours, element_ids, tag_names or {}, face_tag_of,
-                   check_topology=True)
+    return _finish(
+        points,
+        cells,
+        vcells,
+        np.arange(vcells.max() + 1),
+        geometry,
+        colours,
+        element_ids,
+        tag_names or {},
+        face_tag_of,
+        check_topology=True,
+    )
 
 
 def read_mesh(path: str, tag_field: str | None = None) -> HexMesh:
@@ -559,8 +640,9 @@ def _hexahedra(m) -> tuple[np.ndarray, str]:
         found = ", ".join(sorted({b.type for b in m.cells})) or "none"
         raise InputError(f"no hexahedron or hexahedron27 cells (cell types: {found})")
     if len(solids) > 1:
-        raise InputError(f"the mesh mixes the solid cell types {', '.join(solids)}; it must be all hexahedron or all "
-                         "hexahedron27")
+        raise InputError(
+            f"the mesh mixes the solid cell types {', '.join(solids)}; it must be all hexahedron or all hexahedron27"
+        )
     kind = solids[0]
     return np.concatenate([np.asarray(b.data, dtype=np.int64) for b in m.cells if b.type == kind]), kind
 
@@ -568,11 +650,16 @@ def _hexahedra(m) -> tuple[np.ndarray, str]:
 def _boundary_tags(m, tag_field: str | None, merge: np.ndarray) -> tuple[dict, dict]:
     """(sorted merged vertex ids of each tagged quad -> tag, tag name -> tag) from the quad/quad9
     cells with integer cell data ``tag_field`` (or the first of TAG_FIELDS present)."""
-    integer = sorted(name for name, blocks in m.cell_data.items()
-                     if all(np.issubdtype(np.asarray(b).dtype, np.integer) for b in blocks))
+    integer = sorted(
+        name
+        for name, blocks in m.cell_data.items()
+        if all(np.issubdtype(np.asarray(b).dtype, np.integer) for b in blocks)
+    )
     if tag_field is not None and tag_field not in integer:
-        raise InputError(f"--tag-field {tag_field!r} is not integer cell data of the file (integer cell data: "
-                         f"{', '.join(integer) or 'none'})")
+        raise InputError(
+            f"--tag-field {tag_field!r} is not integer cell data of the file (integer cell data: "
+            f"{', '.join(integer) or 'none'})"
+        )
     field_name = tag_field or next((f for f in TAG_FIELDS if f in m.cell_data), None)
     face_tags, names = {}, {}
     if field_name is not None:
@@ -582,8 +669,10 @@ def _boundary_tags(m, tag_field: str | None, merge: np.ndarray) -> tuple[dict, d
                 for quad, tag in zip(quads.tolist(), np.asarray(data).ravel().tolist()):
                     if face_tags.setdefault(tuple(quad), int(tag)) != int(tag):
                         centre = np.asarray(m.points, dtype=float)[quad].mean(axis=0)
-                        raise InputError(f"the boundary face at {point_text(centre)} carries two tags, "
-                                         f"{face_tags[tuple(quad)]} and {int(tag)}; give each face one")
+                        raise InputError(
+                            f"the boundary face at {point_text(centre)} carries two tags, "
+                            f"{face_tags[tuple(quad)]} and {int(tag)}; give each face one"
+                        )
     for name, val in (m.field_data or {}).items():
         if np.asarray(val).size >= 2 and int(np.asarray(val).ravel()[1]) == 2:
             names[name] = int(np.asarray(val).ravel()[0])
@@ -594,5 +683,5 @@ def _boundary_tags(m, tag_field: str | None, merge: np.ndarray) -> tuple[dict, d
 
 
 def point_text(p) -> str:
-    """"(x, y, z)" of a point (3,), for messages."""
+    """ "(x, y, z)" of a point (3,), for messages."""
     return "(" + ", ".join(f"{v:.6g}" for v in p) + ")"

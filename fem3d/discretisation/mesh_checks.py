@@ -11,6 +11,7 @@ vertices, a face shared by more than two elements, two boundary faces lying on e
 mesh in several parts (elements joined through shared faces). Box meshes are built
 consistently and skip these checks.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -60,13 +61,17 @@ def check_points(points: np.ndarray, cells: np.ndarray) -> None:
     if points.ndim != 2 or points.shape[1] != 3:
         raise InputError(f"points must have 3 coordinates (got an array of shape {points.shape})")
     if cells.size and (cells.min() < 0 or cells.max() >= len(points)):
-        raise InputError(f"cells refer to point {int(cells.max() if cells.max() >= len(points) else cells.min())}, "
-                         f"but the mesh has points 0..{len(points) - 1}")
+        raise InputError(
+            f"cells refer to point {int(cells.max() if cells.max() >= len(points) else cells.min())}, "
+            f"but the mesh has points 0..{len(points) - 1}"
+        )
     used = distinct(cells)
     bad = used[~np.isfinite(points[used]).all(axis=1)]
     if bad.size:
-        raise InputError(f"point {int(bad[0])} of the mesh has a non-finite coordinate {points[bad[0]].tolist()} "
-                         f"({bad.size} such point(s) used by elements)")
+        raise InputError(
+            f"point {int(bad[0])} of the mesh has a non-finite coordinate {points[bad[0]].tolist()} "
+            f"({bad.size} such point(s) used by elements)"
+        )
 
 
 def coincident_nodes(points: np.ndarray, cells: np.ndarray, tol: float = MERGE_TOL) -> tuple[np.ndarray, int]:
@@ -99,18 +104,23 @@ def check_elements_distinct(vertex_cells: np.ndarray, element_ids: np.ndarray) -
     ordered = np.sort(vertex_cells, axis=1)
     collapsed = np.flatnonzero((np.diff(ordered, axis=1) == 0).any(axis=1))
     if collapsed.size:
-        raise InputError(f"element {int(element_ids[collapsed[0]])} has coincident vertices (after merging nodes closer "
-                         f"than {MERGE_TOL:g} times the mesh size); {collapsed.size} such element(s)")
+        raise InputError(
+            f"element {int(element_ids[collapsed[0]])} has coincident vertices (after merging nodes closer "
+            f"than {MERGE_TOL:g} times the mesh size); {collapsed.size} such element(s)"
+        )
     first, inverse, counts = unique_rows(ordered)
     twice = np.flatnonzero(counts[inverse] > 1)
     if twice.size:
         e = twice[np.flatnonzero(twice != first[inverse[twice]])[0]]
-        raise InputError(f"elements {int(element_ids[first[inverse[e]]])} and {int(element_ids[e])} are the same element "
-                         f"(the same 8 vertices); {int((counts - 1)[counts > 1].sum())} duplicated element(s)")
+        raise InputError(
+            f"elements {int(element_ids[first[inverse[e]]])} and {int(element_ids[e])} are the same element "
+            f"(the same 8 vertices); {int((counts - 1)[counts > 1].sum())} duplicated element(s)"
+        )
 
 
-def check_faces(keys: np.ndarray, inverse: np.ndarray, counts: np.ndarray, vertices: np.ndarray,
-                element_ids: np.ndarray) -> None:
+def check_faces(
+    keys: np.ndarray, inverse: np.ndarray, counts: np.ndarray, vertices: np.ndarray, element_ids: np.ndarray
+) -> None:
     """InputError for a face of more than two elements, boundary faces lying on each other, or
     a mesh in several parts. ``keys`` (E*6, 4): sorted vertex ids of the six faces of each
     element (element e owns rows 6e..6e+5); ``inverse`` (E*6,), ``counts``: np.unique of keys
@@ -124,8 +134,10 @@ def check_faces(keys: np.ndarray, inverse: np.ndarray, counts: np.ndarray, verti
     crowded = np.flatnonzero(per_face > 2)
     if crowded.size:
         owners = np.flatnonzero(inverse == inverse[crowded[0]]) // 6
-        raise InputError(f"a face is shared by {len(owners)} elements ({', '.join(str(int(element_ids[e])) for e in owners)}); "
-                         "a face may belong to two elements at most")
+        raise InputError(
+            f"a face is shared by {len(owners)} elements ({', '.join(str(int(element_ids[e])) for e in owners)}); "
+            "a face may belong to two elements at most"
+        )
     boundary = np.flatnonzero(per_face == 1)
     corners = vertices[keys[boundary]]  # (F, 4, 3)
     centres = corners.mean(axis=1)
@@ -133,15 +145,19 @@ def check_faces(keys: np.ndarray, inverse: np.ndarray, counts: np.ndarray, verti
     pairs = cKDTree(centres).query_pairs(CRACK_TOL * size, output_type="ndarray") if len(boundary) else []
     if len(pairs):
         (p, q), gap = pairs[0], float(np.linalg.norm(centres[pairs[0, 0]] - centres[pairs[0, 1]]))
-        raise InputError(f"{2 * len(pairs)} boundary faces lie inside the domain: a face of element "
-                         f"{int(element_ids[boundary[p] // 6])} lies on a face of element {int(element_ids[boundary[q] // 6])} "
-                         f"(centres {gap:.2g} apart; their nodes are further apart than the merge tolerance, {MERGE_TOL:g} "
-                         "times the mesh size): join the nodes of the two sides")
+        raise InputError(
+            f"{2 * len(pairs)} boundary faces lie inside the domain: a face of element "
+            f"{int(element_ids[boundary[p] // 6])} lies on a face of element {int(element_ids[boundary[q] // 6])} "
+            f"(centres {gap:.2g} apart; their nodes are further apart than the merge tolerance, {MERGE_TOL:g} "
+            "times the mesh size): join the nodes of the two sides"
+        )
     grouped = np.argsort(inverse, kind="stable")
     grouped = grouped[per_face[grouped] == 2].reshape(-1, 2) // 6  # the two elements of each shared face
     graph = coo_matrix((np.ones(len(grouped)), (grouped[:, 0], grouped[:, 1])), shape=(n_elem, n_elem))
     parts, label = connected_components(graph, directed=False)
     if parts > 1:
         sizes = np.bincount(label)
-        raise InputError(f"the mesh has {parts} disconnected parts (elements joined through shared faces; part sizes "
-                         f"{', '.join(map(str, sizes[:8].tolist()))}{' ...' if parts > 8 else ''}): a flow domain must be one piece")
+        raise InputError(
+            f"the mesh has {parts} disconnected parts (elements joined through shared faces; part sizes "
+            f"{', '.join(map(str, sizes[:8].tolist()))}{' ...' if parts > 8 else ''}): a flow domain must be one piece"
+        )

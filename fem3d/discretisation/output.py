@@ -1,5 +1,6 @@
 """fem3d result files: VTU (hexahedron27 cells, read by ParaView and PyVista) and the
 centre-line profiles as CSV (gpucfd.output writes them atomically)."""
+
 from __future__ import annotations
 
 import csv
@@ -21,7 +22,9 @@ def write_vtu(path: str, mesh, x: np.ndarray, node_sum=None) -> dict:
     fields = nodal_fields(mesh, x, node_sum=node_sum)
     cells = mesh.cells[:, TENSOR27_TO_VTK]
     with atomic_path(path) as tmp:
-        meshio.write(tmp, meshio.Mesh(mesh.points, [("hexahedron27", cells)], point_data=fields), file_format="vtu", binary=True)
+        meshio.write(
+            tmp, meshio.Mesh(mesh.points, [("hexahedron27", cells)], point_data=fields), file_format="vtu", binary=True
+        )
     return {name: (1 if v.ndim == 1 else v.shape[1]) for name, v in fields.items()}
 
 
@@ -29,8 +32,9 @@ def write_pvtu(path: str, pieces: list, components: dict) -> None:
     """A parallel VTU file ``path`` that joins the VTU ``pieces`` (file names relative to
     it, written by :func:`write_vtu`) into one dataset for ParaView and PyVista;
     ``components`` is {point field: number of components}."""
-    arrays = "\n".join(f'      <PDataArray type="Float64" Name="{name}" NumberOfComponents="{k}"/>'
-                       for name, k in components.items())
+    arrays = "\n".join(
+        f'      <PDataArray type="Float64" Name="{name}" NumberOfComponents="{k}"/>' for name, k in components.items()
+    )
     sources = "\n".join(f'    <Piece Source="{piece}"/>' for piece in pieces)
     with atomic_path(path) as tmp, open(tmp, "w") as fh:
         fh.write(f"""<?xml version="1.0"?>

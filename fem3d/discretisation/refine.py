@@ -22,6 +22,7 @@ twice (368,572 unknowns, Re 400, CPU) took 6 Newton steps and 14 FGMRES iteratio
 graded 24^3 box of the same size 6 and 19; the annulus refined twice with its end plates
 sliding (116,160 unknowns) 6 and 15, a graded 16^3 box 6 and 16.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -33,13 +34,19 @@ from .mesh import HexMesh, _finish, greedy_colouring
 from .mesh_checks import unique_rows
 
 REFINE_MAX = 10  # most refinements accepted (8**10 children per element; memory is checked separately)
-SHIFTS = np.array([[c % 2, (c // 2) % 2, c // 4] for c in range(8)]) * 2 - 1  # (8, 3) child centre in the parent, times 2
-CHILD_VERTICES = np.array([[(i + a) + 3 * (j + b) + 9 * (k + g) for a, b, g in Q1.node_indices]
-                           for i, j, k in (SHIFTS + 1) // 2])  # (8, 8) parent Q2 node at each child vertex
-LATTICE = np.stack(np.meshgrid(*[np.arange(5)] * 3, indexing="ij"), axis=-1).reshape(-1, 3)[:, ::-1]  # (125, 3) a parent's
+SHIFTS = (
+    np.array([[c % 2, (c // 2) % 2, c // 4] for c in range(8)]) * 2 - 1
+)  # (8, 3) child centre in the parent, times 2
+CHILD_VERTICES = np.array(
+    [[(i + a) + 3 * (j + b) + 9 * (k + g) for a, b, g in Q1.node_indices] for i, j, k in (SHIFTS + 1) // 2]
+)  # (8, 8) parent Q2 node at each child vertex
+LATTICE = np.stack(np.meshgrid(*[np.arange(5)] * 3, indexing="ij"), axis=-1).reshape(-1, 3)[
+    :, ::-1
+]  # (125, 3) a parent's
 # fine Q2 nodes (x, y, z) in 0..4 along its xi, eta, zeta, lattice point x + 5 y + 25 z
-CHILD_LATTICE = np.array([[(2 * i + a) + 5 * (2 * j + b) + 25 * (2 * k + c) for a, b, c in Q2.node_indices]
-                          for i, j, k in (SHIFTS + 1) // 2])  # (8, 27) lattice point of each child's Q2 node
+CHILD_LATTICE = np.array(
+    [[(2 * i + a) + 5 * (2 * j + b) + 25 * (2 * k + c) for a, b, c in Q2.node_indices] for i, j, k in (SHIFTS + 1) // 2]
+)  # (8, 27) lattice point of each child's Q2 node
 
 
 def child_maps(element, at) -> np.ndarray:
@@ -65,8 +72,10 @@ def refine(mesh: HexMesh, times: int = 1) -> HexMesh:
         try:
             mesh = _refine_once(mesh)
         except InputError as exc:
-            raise InputError(f"--refine {times}: refinement {level + 1} (its element 8 k + c is child c of element k "
-                             f"before it): {exc}") from None
+            raise InputError(
+                f"--refine {times}: refinement {level + 1} (its element 8 k + c is child c of element k "
+                f"before it): {exc}"
+            ) from None
     return mesh
 
 
@@ -77,7 +86,9 @@ def _tensor(abc) -> np.ndarray:
 
 _ODD = LATTICE % 2 == 1
 _KEPT = np.flatnonzero(~_ODD.any(axis=1))  # (27,) the parent's Q2 nodes
-_SHARED = np.flatnonzero(_ODD.any(axis=1) & (LATTICE % 4 == 0).any(axis=1))  # (72,) new, on the parent's faces and edges
+_SHARED = np.flatnonzero(
+    _ODD.any(axis=1) & (LATTICE % 4 == 0).any(axis=1)
+)  # (72,) new, on the parent's faces and edges
 _INSIDE = np.flatnonzero(_ODD.any(axis=1) & ~(LATTICE % 4 == 0).any(axis=1))  # (26,) new, inside the parent
 _NEAR = _tensor(np.where(_ODD, 2, LATTICE)[_SHARED] // 2)  # the lattice cell's corner nearest the parent's centre
 _FAR = _tensor(np.where(_ODD, np.where(LATTICE == 1, 0, 4), LATTICE)[_SHARED] // 2)  # and the opposite corner
@@ -117,7 +128,20 @@ def _refine_once(mesh: HexMesh) -> HexMesh:
     points = np.empty((n_nodes, 3))
     points[lattice.ravel()] = np.matmul(geo.values(LATTICE / 2 - 1), mesh.geometry).reshape(-1, 3)
     element_ids = (8 * mesh.element_ids[:, None] + np.arange(8)).ravel()  # child 8 e + c
-    fine = _finish(points, cells, vertex_cells, np.arange(mesh.n_nodes), geometry, greedy_colouring(vertex_cells), element_ids,
-                   mesh.tag_names, faces=_child_faces(mesh))  # the children put in colour order
-    fine.coarser, fine.parent, fine.child_position = mesh, mesh.elements_with_ids(fine.element_ids // 8), fine.element_ids % 8
+    fine = _finish(
+        points,
+        cells,
+        vertex_cells,
+        np.arange(mesh.n_nodes),
+        geometry,
+        greedy_colouring(vertex_cells),
+        element_ids,
+        mesh.tag_names,
+        faces=_child_faces(mesh),
+    )  # the children put in colour order
+    fine.coarser, fine.parent, fine.child_position = (
+        mesh,
+        mesh.elements_with_ids(fine.element_ids // 8),
+        fine.element_ids % 8,
+    )
     return fine

@@ -21,6 +21,7 @@ Since h_k = 2 |dx/dxi_k|, a_k h_k / 2 = |a . dx/dxi_k|: tau_i depends on a only 
 s_k = a . dx/dxi_k and |a|^2, which :func:`tau_and_derivative` differentiates for the
 Newton Jacobian of the stabilised equations.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -48,9 +49,22 @@ def delta_end(xp, pe):
     p = xp.where(small, 1.0, xp.minimum(pe, LARGE))
     t = xp.exp(-p)
     t2, t3 = t * t, t * t * t
-    closed = (p * (1 - 3 * t - 3 * t2 + t3) - 1 + 7 * t - 7 * t2 + t3) / (p * (1 - 7 * t + 7 * t2 - t3) + 6 * (1 - t - t2 + t3))
+    closed = (p * (1 - 3 * t - 3 * t2 + t3) - 1 + 7 * t - 7 * t2 + t3) / (
+        p * (1 - 7 * t + 7 * t2 - t3) + 6 * (1 - t - t2 + t3)
+    )
     p2 = pe * pe
-    series = pe * (1.0 / 12 + p2 * (1.0 / 1440 + p2 * (-109.0 / 241920 + p2 * (277.0 / 1935360 + p2 * (-337571.0 / 7664025600 + p2 * 1131324167.0 / 83691159552000)))))
+    series = pe * (
+        1.0 / 12
+        + p2
+        * (
+            1.0 / 1440
+            + p2
+            * (
+                -109.0 / 241920
+                + p2 * (277.0 / 1935360 + p2 * (-337571.0 / 7664025600 + p2 * 1131324167.0 / 83691159552000))
+            )
+        )
+    )
     return xp.where(small, series, closed)
 
 
@@ -77,8 +91,14 @@ def delta_end_derivative(xp, pe):
     d_den = (1 - 7 * t + 7 * t2 - t3) + p * (7 * t - 14 * t2 + 3 * t3) + 6 * (t + 2 * t2 - 3 * t3)
     closed = (d_num * den - num * d_den) / (den * den)
     p2 = pe * pe
-    series = (1.0 / 12 + p2 * (3.0 / 1440 + p2 * (-5 * 109.0 / 241920 + p2 * (7 * 277.0 / 1935360 + p2 * (
-        -9 * 337571.0 / 7664025600 + p2 * 11 * 1131324167.0 / 83691159552000)))))
+    series = 1.0 / 12 + p2 * (
+        3.0 / 1440
+        + p2
+        * (
+            -5 * 109.0 / 241920
+            + p2 * (7 * 277.0 / 1935360 + p2 * (-9 * 337571.0 / 7664025600 + p2 * 11 * 1131324167.0 / 83691159552000))
+        )
+    )
     return xp.where(small, series, closed)
 
 
@@ -146,7 +166,9 @@ def tau_and_derivative_by_direction(xp, a, J, re):
     s, a2, safe, pe, w = _directional(xp, a, J, re)
     sJ = xp.sign(s)[..., None, :] * J  # (E, Q, c, k): d|s_k| / d a_c
     moving = (a2 > 0)[..., None, None]
-    dw = xp.where(moving, sJ / safe[..., None] - 2.0 * xp.abs(s)[..., None, :] * a[..., :, None] / (safe * safe)[..., None], 0.0)
+    dw = xp.where(
+        moving, sJ / safe[..., None] - 2.0 * xp.abs(s)[..., None, :] * a[..., :, None] / (safe * safe)[..., None], 0.0
+    )
     dw = dw.transpose(0, 1, 3, 2)  # (E, Q, k, c)
     dpe = re * sJ.transpose(0, 1, 3, 2)
     out = []

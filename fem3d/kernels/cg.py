@@ -8,6 +8,7 @@ the ranks with ``allreduce`` (None: one process) and derives alpha, beta; ``upda
 then advances all vectors in one pass, or leaves them as they are once the breakdown
 flag is set (the solver restarts from the true residual at its next check).
 """
+
 from __future__ import annotations
 
 import numpy as np

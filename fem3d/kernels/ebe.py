@@ -19,6 +19,7 @@ so every stored entry lies in [-1, 1], with the row's float32 scale beside it: 8
 + 89 * 4 bytes per element instead of 89 * 89 * 4, each entry within about 2^-12 of its
 row's largest (half float's rounding).
 """
+
 from __future__ import annotations
 
 import functools
@@ -59,7 +60,7 @@ def quantise(mats, half, scale, at=slice(None)):
     (or whose largest entry overflows float32)."""
     rows = mats[:, :, :NL]
     s = abs(rows).max(axis=2).astype(np.float32)
-    s += (s == 0)
+    s += s == 0
     half[at, :, :NL] = rows / s[:, :, None]
     scale[at] = s
 
@@ -83,8 +84,10 @@ def _options(dtype: np.dtype, ld: int) -> tuple[str, ...]:
 def _check_scale(mats, row_scale):
     """ValueError unless ``row_scale`` comes with float16 ``mats``, as (E, NL) float32."""
     if (mats.dtype == np.float16) != (row_scale is not None):
-        raise ValueError(f"row_scale comes with float16 element matrices and only with them (matrices {mats.dtype}, "
-                         f"row_scale {'None' if row_scale is None else 'given'})")
+        raise ValueError(
+            f"row_scale comes with float16 element matrices and only with them (matrices {mats.dtype}, "
+            f"row_scale {'None' if row_scale is None else 'given'})"
+        )
     if row_scale is not None and (row_scale.dtype != np.float32 or row_scale.shape != mats.shape[:2]):
         raise ValueError(f"row_scale must be {mats.shape[:2]} float32 (got {row_scale.shape} {row_scale.dtype})")
 
@@ -137,7 +140,9 @@ def apply_cuda(mats, dofs, x, y, colours, transpose=False, row_scale=None, accum
     applied in the kernel."""
     _check_scale(mats, row_scale)
     scale = _NULL if row_scale is None else row_scale
-    kernel = cuda_module("fem3d.kernels", "ebe.cu", matrix_options(mats)).get_function("ebe_apply_t" if transpose else "ebe_apply")
+    kernel = cuda_module("fem3d.kernels", "ebe.cu", matrix_options(mats)).get_function(
+        "ebe_apply_t" if transpose else "ebe_apply"
+    )
     threads = 96 if transpose else 32 * _WARPS
     if not accumulate:
         y.fill(0)

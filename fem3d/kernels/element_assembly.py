@@ -3,6 +3,7 @@ one thread block per element, for CuPy arrays: the GPU side of
 fem3d.discretisation.assembly.element_matrices_chunk, whose array code is the NumPy
 reference (the function calls this for CuPy arrays).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -46,11 +47,18 @@ def element_matrices_cuda(geo: dict, a, tau, dtau, u_nodes, p_nodes, f, N, M, nu
     dofs, fixed, valence = (None, None, None) if prescribed is None else prescribed
     if E:
         shared = 8 * shared_doubles(Q, dtau is not None)
-        args = (np.int32(Q), np.float64(nu), *(c64(v) for v in (geo["wq"], geo["dN"], geo["dM"], geo["lap"], a, tau, dtau,
-                                                                 u_nodes, p_nodes, f, N, M)),
-                _NULL if dofs is None else cupy.ascontiguousarray(dofs, dtype=np.int32),
-                _NULL if fixed is None else cupy.ascontiguousarray(fixed, dtype=bool), c64(valence),
-                _NULL if mats is None else mats, np.int32(NL if mats is None else mats.shape[2]), load,
-                _NULL if residual is None else residual, row_sq)
+        args = (
+            np.int32(Q),
+            np.float64(nu),
+            *(c64(v) for v in (geo["wq"], geo["dN"], geo["dM"], geo["lap"], a, tau, dtau, u_nodes, p_nodes, f, N, M)),
+            _NULL if dofs is None else cupy.ascontiguousarray(dofs, dtype=np.int32),
+            _NULL if fixed is None else cupy.ascontiguousarray(fixed, dtype=bool),
+            c64(valence),
+            _NULL if mats is None else mats,
+            np.int32(NL if mats is None else mats.shape[2]),
+            load,
+            _NULL if residual is None else residual,
+            row_sq,
+        )
         _kernel(shared)((E,), (THREADS,), args, shared_mem=shared)
     return load, residual, row_sq

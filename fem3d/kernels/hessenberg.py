@@ -9,6 +9,7 @@ H[j + 1, j] <= 1e-14 beta (the Krylov space is exhausted) is the last one used (
 coefficients after it are 0). The problem is solved by Givens rotations; a zero pivot of
 the triangular factor leaves its coefficient 0. m <= M_MAX.
 """
+
 from __future__ import annotations
 
 import math
@@ -29,22 +30,22 @@ def lstsq_numpy(H):
         return y if beta == 0 else y + math.nan
     k = m
     for j in range(m):
-        if not np.all(np.isfinite(H[:j + 2, j])):
+        if not np.all(np.isfinite(H[: j + 2, j])):
             return y + math.nan
         if H[j + 1, j] <= 1e-14 * beta:
             k = j + 1
             break
-    r = H[:k + 1, :k].copy()
+    r = H[: k + 1, :k].copy()
     g = np.zeros(k + 1)
     g[0] = beta
     for j in range(k):
         a, b = r[j, j], r[j + 1, j]
         d = math.hypot(a, b)
         c, s = (a / d, b / d) if d > 0 else (1.0, 0.0)
-        r[j:j + 2, j:] = np.array([[c, s], [-s, c]]) @ r[j:j + 2, j:]
+        r[j : j + 2, j:] = np.array([[c, s], [-s, c]]) @ r[j : j + 2, j:]
         g[j], g[j + 1] = c * g[j], -s * g[j]
     for i in range(k - 1, -1, -1):
-        v = g[i] - r[i, i + 1:k] @ y[i + 1:k]
+        v = g[i] - r[i, i + 1 : k] @ y[i + 1 : k]
         y[i] = v / r[i, i] if r[i, i] != 0 else 0.0
     return y
 

@@ -7,6 +7,7 @@ recv   (r, ...) the peers' partial sums, concatenated
 ptr    (m + 1,) int32: slot j's contributions are src[ptr[j]:ptr[j + 1]], in rank order
 src    int32: -1 for this rank's own partial sum, k >= 0 for recv[k]
 """
+
 from __future__ import annotations
 
 import numpy as np

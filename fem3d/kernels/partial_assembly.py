@@ -22,6 +22,7 @@ colour_offsets  host sequence: colour c is elements colour_offsets[c]:colour_off
 x, the prescribed rows and the scatter-add (a plain read-add-write, race-free within a
 colour, so the sums are the same bits in every run) inside.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -31,13 +32,20 @@ from gpucfd.backend import cuda_module, einsum
 GRAD = [1, 3, 9]  # first derivatives along xi, eta, zeta among the 27 orders (3 per direction) of to_points
 HESS = [2, 6, 18, 4, 10, 12]  # second derivatives 00, 11, 22, 01, 02, 12
 GRAD1 = [1, 2, 4]  # the same among 8 orders (2 per direction): the Q1 table, the test contractions
-PACK, SYM = [0, 4, 8, 1, 2, 5], [[0, 3, 4], [3, 1, 5], [4, 5, 2]]  # symmetric (3, 3) <-> packed (00, 11, 22, 01, 02, 12)
+PACK, SYM = (
+    [0, 4, 8, 1, 2, 5],
+    [[0, 3, 4], [3, 1, 5], [4, 5, 2]],
+)  # symmetric (3, 3) <-> packed (00, 11, 22, 01, 02, 12)
 PICARD = (("jinv", (3, 3)), ("wq", ()), ("metric", (6,)), ("curv", (3,)), ("adv", (3,)), ("tau", (4,)))
 NEWTON = PICARD + (("grad_a", (3, 3)), ("strong", (3,)), ("dtau", (4, 3)))
 FIELDS = {False: PICARD, True: NEWTON}  # by ``jacobian``; the offsets F_* in partial_assembly.cu follow this order
 ELEMENTS_PER_BLOCK = 8  # EB of partial_assembly.cu
-_ALONG = np.stack([np.arange(27) % 3, np.arange(27) // 3 % 3, np.arange(27) // 9])  # (3, 27) node index along xi, eta, zeta
-CLASSES = np.concatenate([np.ones((1, 27)), _ALONG == 1])  # (4, 27) mask_m(i): all nodes, the middle ones along xi, eta, zeta
+_ALONG = np.stack(
+    [np.arange(27) % 3, np.arange(27) // 3 % 3, np.arange(27) // 9]
+)  # (3, 27) node index along xi, eta, zeta
+CLASSES = np.concatenate(
+    [np.ones((1, 27)), _ALONG == 1]
+)  # (4, 27) mask_m(i): all nodes, the middle ones along xi, eta, zeta
 
 
 def split_tables(t):
@@ -87,7 +95,7 @@ def unpack(points, E: int, jacobian: bool) -> dict:
     views, offset = {}, 0
     for name, shape in FIELDS[jacobian]:
         size = int(np.prod(shape))
-        views[name] = points[offset:offset + size, :, :E].reshape(shape + (27, E))
+        views[name] = points[offset : offset + size, :, :E].reshape(shape + (27, E))
         offset += size
     return views
 
@@ -118,7 +126,9 @@ def element_products(local, d, T2, T1, nu: float, jacobian: bool):
     test[0, 0] = v * wq
     nodes = to_nodes(test.reshape(8, 12, 27, E), T2[:2]).reshape(4, 3, 27, E)
     div = einsum(xp, "kcqe,kcqe->qe", g, jinv) * wq
-    return xp.concatenate([einsum(xp, "mcne,mn->cne", nodes, CLASSES).reshape(81, E), to_nodes(div[None, None], T1[:1])[0]])
+    return xp.concatenate(
+        [einsum(xp, "mcne,mn->cne", nodes, CLASSES).reshape(81, E), to_nodes(div[None, None], T1[:1])[0]]
+    )
 
 
 def transposed_products(local, d, T2, T1, nu: float, jacobian: bool):
@@ -146,8 +156,19 @@ def transposed_products(local, d, T2, T1, nu: float, jacobian: bool):
     return xp.concatenate([to_nodes(U, T2).reshape(81, E), to_nodes(P, T1)[0]])
 
 
-def products_numpy(points, tables, local_dofs, pres, nu: float, jacobian: bool, transpose: bool, x, out, colour_offsets=None,
-                   chunk: int = 128):
+def products_numpy(
+    points,
+    tables,
+    local_dofs,
+    pres,
+    nu: float,
+    jacobian: bool,
+    transpose: bool,
+    x,
+    out,
+    colour_offsets=None,
+    chunk: int = 128,
+):
     """NumPy reference, ``chunk`` elements at a time (temporaries of about 60 kB each per
     element); ``colour_offsets`` unused (bincount adds race-free in a fixed order)."""
     E = local_dofs.shape[1]
@@ -167,8 +188,9 @@ def products_numpy(points, tables, local_dofs, pres, nu: float, jacobian: bool, 
     out += np.bincount(local_dofs.ravel(), weights=y.ravel(), minlength=out.size)
 
 
-def products_cuda(points, tables, local_dofs, pres, nu: float, jacobian: bool, transpose: bool, x, out, colour_offsets,
-                  chunk: int = 0):
+def products_cuda(
+    points, tables, local_dofs, pres, nu: float, jacobian: bool, transpose: bool, x, out, colour_offsets, chunk: int = 0
+):
     """CuPy: one launch per colour of pa_picard, pa_newton, pa_picard_t or pa_newton_t
     (partial_assembly.cu) over the colour's elements, ELEMENTS_PER_BLOCK of them per block
     of 8 x 27 threads (``chunk`` unused)."""
@@ -178,12 +200,25 @@ def products_cuda(points, tables, local_dofs, pres, nu: float, jacobian: bool, t
     for c in range(len(colour_offsets) - 1):
         e0, e1 = int(colour_offsets[c]), int(colour_offsets[c + 1])
         if e1 > e0:
-            kernel((-(-(e1 - e0) // ELEMENTS_PER_BLOCK),), (ELEMENTS_PER_BLOCK, 27),
-                   (points, ld, local_dofs, np.int32(E), np.int32(e0), np.int32(e1 - e0), tables, pres, x, out,
-                    np.float64(nu)))
+            kernel(
+                (-(-(e1 - e0) // ELEMENTS_PER_BLOCK),),
+                (ELEMENTS_PER_BLOCK, 27),
+                (
+                    points,
+                    ld,
+                    local_dofs,
+                    np.int32(E),
+                    np.int32(e0),
+                    np.int32(e1 - e0),
+                    tables,
+                    pres,
+                    x,
+                    out,
+                    np.float64(nu),
+                ),
+            )
 
 
 def for_backend(backend):
     """The implementation for ``backend``."""
     return products_cuda if backend.is_gpu else products_numpy
-

@@ -8,6 +8,7 @@ fem3d.discretisation (the sum-factorised operator uses its parts): the functions
 call these for CuPy arrays, the array code for NumPy ones. Both sides take and return
 the same arrays (shapes and layouts below, all float64, C-contiguous).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -35,13 +36,38 @@ def geometry_cuda(X, w, G, dG, HG, dN, HN, dM) -> dict:
     X, w, G, dG, HG, dN, HN, dM = (cupy.ascontiguousarray(v, dtype=np.float64) for v in (X, w, G, dG, HG, dN, HN, dM))
     E, g = X.shape[:2]
     Q = w.shape[0]
-    out = dict(J=cupy.empty((E, Q, 3, 3)), wq=cupy.empty((E, Q)), dN=cupy.empty((E, Q, 27, 3)),
-               dM=cupy.empty((E, Q, 8, 3)), lap=cupy.empty((E, Q, 27)), x=cupy.empty((E, Q, 3)))
+    out = dict(
+        J=cupy.empty((E, Q, 3, 3)),
+        wq=cupy.empty((E, Q)),
+        dN=cupy.empty((E, Q, 27, 3)),
+        dM=cupy.empty((E, Q, 8, 3)),
+        lap=cupy.empty((E, Q, 27)),
+        x=cupy.empty((E, Q, 3)),
+    )
     if E:
         _module().get_function("quadrature_geometry")(
-            (-(-E // _THREADS), Q), (_THREADS,),
-            (X, np.int32(E), np.int32(g), np.int32(Q), w, G, dG, HG, dN, HN, dM,
-             out["J"], out["wq"], out["dN"], out["dM"], out["lap"], out["x"]))
+            (-(-E // _THREADS), Q),
+            (_THREADS,),
+            (
+                X,
+                np.int32(E),
+                np.int32(g),
+                np.int32(Q),
+                w,
+                G,
+                dG,
+                HG,
+                dN,
+                HN,
+                dM,
+                out["J"],
+                out["wq"],
+                out["dN"],
+                out["dM"],
+                out["lap"],
+                out["x"],
+            ),
+        )
     return out
 
 

@@ -7,6 +7,7 @@ target's values in that order, one CUDA thread per target (scatter.cu: no atomic
 order changes from run to run and with it the rounding), or NumPy's bincount, which adds
 in the same order: both backends give the same bits.
 """
+
 from __future__ import annotations
 
 import numpy as np

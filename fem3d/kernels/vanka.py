@@ -15,6 +15,7 @@ out      (T, NL, NL) float32 or float64 blocks of the targets, added to
 
 and their inverses (invert_numpy, invert_cuda).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -42,7 +43,7 @@ def accumulate_numpy(A, slot, targets, nbr, pattern, ia, ja, starts, out):
     row, col = np.repeat(starts[:-1], sq) + q // np.repeat(m, sq), np.repeat(starts[:-1], sq) + q % np.repeat(m, sq)
     to_table, from_table = ia[row] * NL + ia[col], ja[row] * ld + ja[col]
     for first in range(0, out.shape[0], TARGETS):
-        batch = targets[first:first + TARGETS]
+        batch = targets[first : first + TARGETS]
         own, nb = slot[batch], nbr[batch]
         theirs = np.where(nb >= 0, slot[nb], -1)
         e, k = np.nonzero(theirs >= 0)
@@ -55,7 +56,7 @@ def accumulate_numpy(A, slot, targets, nbr, pattern, ia, ja, starts, out):
         to = np.repeat(e * NL * NL, sq[p]) + to_table[idx]
         frm = np.repeat(f * NL * ld, sq[p]) + from_table[idx]
         block.reshape(-1)[:] += np.bincount(to, weights=A.reshape(-1)[frm], minlength=block.size)
-        out[first:first + len(own)] += block.astype(out.dtype, copy=False)
+        out[first : first + len(own)] += block.astype(out.dtype, copy=False)
 
 
 def accumulate_cuda(A, slot, targets, nbr, pattern, ia, ja, starts, out):

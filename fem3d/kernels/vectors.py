@@ -14,6 +14,7 @@ CUB block reductions compiled for each block size, which it picks from the array
 2,048 entries and widens past 2^31 entries, so that a new mesh size could compile a new one
 (3.4 s each on an H100: 5.1 s of a 41^3 run, 4.1 s of 112^3).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -68,24 +69,29 @@ class CudaVectors:
         blocks = cls._blocks(n)
         part = cupy.empty((blocks, m), dtype=np.float64)
         out = cupy.empty(m, dtype=np.float64)
-        cls._kernel("multi_dot_partial")((blocks, -(-m // _GROUP)), (_THREADS,),
-                                         (V, np.int64(V.strides[0] // 8), w, part, np.int32(m), np.int64(n)))
+        cls._kernel("multi_dot_partial")(
+            (blocks, -(-m // _GROUP)), (_THREADS,), (V, np.int64(V.strides[0] // 8), w, part, np.int32(m), np.int64(n))
+        )
         cls._kernel("sum_parts")((-(-m // 32),), (32,), (part, out, np.int32(m), np.int32(blocks)))
         return out
 
     @classmethod
     def combine(cls, V, h, x, sign: float = 1.0):
         m, n = V.shape
-        cls._kernel("combine")((cls._blocks(n),), (_THREADS,),
-                               (V, np.int64(V.strides[0] // 8), h, x, np.int32(m), np.int64(n), np.float64(sign)))
+        cls._kernel("combine")(
+            (cls._blocks(n),),
+            (_THREADS,),
+            (V, np.int64(V.strides[0] // 8), h, x, np.int32(m), np.int64(n), np.float64(sign)),
+        )
         return x
 
     @classmethod
     def rows_times(cls, a, P, out, transpose: bool = False):
         rows, k = a.shape
         if rows:
-            cls._kernel("rows_times")((-(-rows * k // _THREADS),), (_THREADS,),
-                                      (a, P, out, np.int64(rows), np.int32(k), np.int32(transpose)))
+            cls._kernel("rows_times")(
+                (-(-rows * k // _THREADS),), (_THREADS,), (a, P, out, np.int64(rows), np.int32(k), np.int32(transpose))
+            )
         return out
 
     @classmethod
@@ -102,8 +108,11 @@ class CudaVectors:
         import cupy
 
         a = cupy.ascontiguousarray(a)
-        kernel = {np.dtype(np.float16): "nonfinite_f16", np.dtype(np.float32): "nonfinite_f32",
-                  np.dtype(np.float64): "nonfinite_f64"}[a.dtype]  # KeyError: other types
+        kernel = {
+            np.dtype(np.float16): "nonfinite_f16",
+            np.dtype(np.float32): "nonfinite_f32",
+            np.dtype(np.float64): "nonfinite_f64",
+        }[a.dtype]  # KeyError: other types
         flag = cupy.zeros(1, dtype=np.int32)
         cls._kernel(kernel)((cls._blocks(a.size),), (_THREADS,), (a, np.int64(a.size), flag))
         return not int(flag.get()[0])

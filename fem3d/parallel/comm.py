@@ -21,6 +21,7 @@ and their bytes; the set-up's collectives of Python objects are not counted.
 :func:`setup` picks the communicator and this rank's device: under MPI each rank takes
 GPU ``local_rank % n_gpus`` (local rank from a shared-memory split of COMM_WORLD).
 """
+
 from __future__ import annotations
 
 import os
@@ -35,12 +36,16 @@ from gpucfd.backend import cupy_module, get_backend
 from gpucfd.errors import InputError, set_communicator
 
 COMMS = ("auto", "serial", "mpi", "nccl")
+
+
 class SerialComm:
     """A run of one process."""
 
     name = "serial"
     rank, size, local_rank, local_size = 0, 1, 0, 1
-    overlap = False  # products overlap their interface sums with the interior elements (--overlap; never on one process)
+    overlap = (
+        False  # products overlap their interface sums with the interior elements (--overlap; never on one process)
+    )
 
     def __init__(self):
         self._seconds = 0.0
@@ -256,8 +261,8 @@ class NcclComm(MPIComm):
         buf = cp.zeros(2 * len(new) + 1)
         nccl.groupStart()
         for k, q in enumerate(new):
-            nc.send(buf[2 * k:].data.ptr, 1, nccl.NCCL_FLOAT64, q, stream.ptr)
-            nc.recv(buf[2 * k + 1:].data.ptr, 1, nccl.NCCL_FLOAT64, q, stream.ptr)
+            nc.send(buf[2 * k :].data.ptr, 1, nccl.NCCL_FLOAT64, q, stream.ptr)
+            nc.recv(buf[2 * k + 1 :].data.ptr, 1, nccl.NCCL_FLOAT64, q, stream.ptr)
         nccl.groupEnd()
         if first:  # every rank's first connect: the reduction's links too
             nc.allReduce(buf[-1:].data.ptr, buf[-1:].data.ptr, 1, nccl.NCCL_FLOAT64, nccl.NCCL_SUM, stream.ptr)
@@ -287,7 +292,9 @@ class NcclComm(MPIComm):
         if isinstance(buf, np.ndarray):
             return super().allreduce(buf)
         nc, nccl = self.nc, self.nccl
-        kind = {np.dtype(np.float64): nccl.NCCL_FLOAT64, np.dtype(np.float32): nccl.NCCL_FLOAT32}[buf.dtype]  # KeyError: other types
+        kind = {np.dtype(np.float64): nccl.NCCL_FLOAT64, np.dtype(np.float32): nccl.NCCL_FLOAT32}[
+            buf.dtype
+        ]  # KeyError: other types
         if not buf.flags.c_contiguous:
             raise ValueError("NCCL allreduce needs a contiguous buffer")
         self._count_reduction(buf.nbytes)
@@ -362,8 +369,10 @@ def setup(device: str = "auto", comm: str = "auto", allow_shared_gpu: bool = Fal
         n_gpus = cp.cuda.runtime.getDeviceCount()
         shared = host.local_size > n_gpus
         if shared and not allow_shared_gpu:
-            raise InputError(f"{host.local_size} ranks on this node but only {n_gpus} GPU(s); start at most {n_gpus} ranks "
-                             "per node or pass --allow-shared-gpu")
+            raise InputError(
+                f"{host.local_size} ranks on this node but only {n_gpus} GPU(s); start at most {n_gpus} ranks "
+                "per node or pass --allow-shared-gpu"
+            )
     backend = get_backend(device, host.local_rank)
     use_nccl = wants_nccl(comm, backend.is_gpu and _has_nccl(), host.size, shared)
     world = (NcclComm if use_nccl else MPIComm)(host.comm, backend)
@@ -379,8 +388,10 @@ def wants_nccl(comm: str, nccl_available: bool, ranks: int, shared_gpu: bool) ->
     if comm == "nccl" and not nccl_available:
         raise InputError("--comm nccl needs GPUs and CuPy built with NCCL")
     if comm == "nccl" and shared_gpu:
-        raise InputError("--comm nccl needs one GPU per rank (NCCL refuses two ranks on one GPU); "
-                         "use --comm mpi with --allow-shared-gpu")
+        raise InputError(
+            "--comm nccl needs one GPU per rank (NCCL refuses two ranks on one GPU); "
+            "use --comm mpi with --allow-shared-gpu"
+        )
     return comm == "nccl" or (comm == "auto" and nccl_available and ranks > 1 and not shared_gpu)
 
 
@@ -390,8 +401,10 @@ def _mpi_world() -> MPIComm:
     try:
         from mpi4py import MPI
     except ImportError:
-        raise InputError(f"started as {launched_ranks()} MPI ranks, or --comm mpi/nccl given, but mpi4py is not "
-                         "installed (pip install mpi4py)") from None
+        raise InputError(
+            f"started as {launched_ranks()} MPI ranks, or --comm mpi/nccl given, but mpi4py is not "
+            "installed (pip install mpi4py)"
+        ) from None
     world = MPIComm(MPI.COMM_WORLD, get_backend("cpu"))
     set_communicator(world)
     return world
@@ -427,5 +440,7 @@ def check_same_arguments(comm, argv) -> None:
     every = comm.allgather(list(argv))
     differ = [r for r, a in enumerate(every) if a != every[0]]
     if differ:
-        raise InputError(f"ranks disagree on the arguments: rank {differ[0]} got {' '.join(every[differ[0]])!r}, "
-                         f"rank 0 got {' '.join(every[0])!r}; give every rank the same command line")
+        raise InputError(
+            f"ranks disagree on the arguments: rank {differ[0]} got {' '.join(every[differ[0]])!r}, "
+            f"rank 0 got {' '.join(every[0])!r}; give every rank the same command line"
+        )

@@ -7,6 +7,7 @@ that every rank leaves at the same point and the results can still be gathered a
 written. A second signal ends the process at once, as without the handler. Exit codes
 follow the shell's convention: 128 + the signal number (130 for SIGINT, 143 for SIGTERM).
 """
+
 from __future__ import annotations
 
 import signal

@@ -12,6 +12,7 @@ over the ranks.
 One process is the same code with :meth:`Distribution.serial` (no interface, every
 entry owned, a no-op communicator).
 """
+
 from __future__ import annotations
 
 import math
@@ -38,7 +39,9 @@ def slab_owners(grid, parts: int, align: int = 1) -> np.ndarray:
     layers = grid[axis]
     units = layers // align
     if parts > units:
-        what = f"{layers} element layers along {AXES[axis]}" + (f" (in {units} blocks of {align} for multigrid)" if align > 1 else "")
+        what = f"{layers} element layers along {AXES[axis]}" + (
+            f" (in {units} blocks of {align} for multigrid)" if align > 1 else ""
+        )
         raise InputError(f"{parts} ranks but the mesh has only {what}; start at most {units} ranks")
     nx, ny, _ = grid
     ids = np.arange(int(np.prod(grid)))
@@ -61,7 +64,9 @@ def partition_elements(mesh: HexMesh, parts: int, align: int = 1) -> np.ndarray:
     if mesh.grid is not None:
         return slab_owners(mesh.grid, parts, align)[mesh.element_ids]
     if parts > mesh.n_elements:
-        raise InputError(f"{parts} ranks but the mesh has only {mesh.n_elements} elements; start at most {mesh.n_elements} ranks")
+        raise InputError(
+            f"{parts} ranks but the mesh has only {mesh.n_elements} elements; start at most {mesh.n_elements} ranks"
+        )
     return graph_parts(mesh, parts)
 
 
@@ -71,8 +76,10 @@ def element_graph(mesh: HexMesh) -> tuple[np.ndarray, np.ndarray]:
     import scipy.sparse as sp
 
     e, k = mesh.cells.shape
-    incidence = sp.csr_matrix((np.ones(mesh.cells.size, dtype=np.int32), (np.repeat(np.arange(e), k), mesh.cells.ravel())),
-                              shape=(e, mesh.n_nodes))
+    incidence = sp.csr_matrix(
+        (np.ones(mesh.cells.size, dtype=np.int32), (np.repeat(np.arange(e), k), mesh.cells.ravel())),
+        shape=(e, mesh.n_nodes),
+    )
     shared = (incidence @ incidence.T).tocsr()  # Q2 nodes each pair of elements shares
     shared.setdiag(0)
     shared.data[shared.data < FACE_NODES] = 0
@@ -90,7 +97,9 @@ def graph_parts(mesh: HexMesh, parts: int) -> np.ndarray:
     try:
         import pymetis
     except ImportError:
-        raise InputError(f"{parts} ranks on a mesh that is not a box need pymetis to partition it: pip install pymetis") from None
+        raise InputError(
+            f"{parts} ranks on a mesh that is not a box need pymetis to partition it: pip install pymetis"
+        ) from None
     xadj, adjncy = element_graph(mesh)
     if hasattr(pymetis, "CSRAdjacency"):  # pymetis 2025.2 and later
         graph = {"adjacency": pymetis.CSRAdjacency(adj_starts=xadj, adjacent=adjncy)}
@@ -100,8 +109,10 @@ def graph_parts(mesh: HexMesh, parts: int) -> np.ndarray:
     part = np.asarray(membership, dtype=np.int64)
     empty = np.flatnonzero(np.bincount(part, minlength=parts) == 0)
     if empty.size:
-        raise InputError(f"partitioning the mesh's {mesh.n_elements} elements for {parts} ranks leaves rank {empty[0]} without "
-                         "elements; start fewer ranks")
+        raise InputError(
+            f"partitioning the mesh's {mesh.n_elements} elements for {parts} ranks leaves rank {empty[0]} without "
+            "elements; start fewer ranks"
+        )
     return part
 
 
@@ -193,7 +204,9 @@ class Distribution:
         ptr = np.concatenate([[0], np.cumsum(np.bincount(slot, minlength=m))])
         self.interface = iface
         self._host = {"send": send, "iface": iface, "ptr": ptr, "src": src[order]}
-        self._dev = {k: self.backend.asarray(v, dtype=np.int32 if k != "send" else np.int64) for k, v in self._host.items()}
+        self._dev = {
+            k: self.backend.asarray(v, dtype=np.int32 if k != "send" else np.int64) for k, v in self._host.items()
+        }
         self._buffers = None
 
     @classmethod
@@ -229,8 +242,9 @@ class Distribution:
             send = v[plan["send"]]
             recv = np.empty_like(send) if isinstance(v, np.ndarray) else self.backend.xp.empty_like(send)
         self.values_sent += int(send.size)
-        pending = self.comm.start_exchange({q: send[a:b] for q, (a, b) in self._blocks.items()},
-                                           {q: recv[a:b] for q, (a, b) in self._blocks.items()})
+        pending = self.comm.start_exchange(
+            {q: send[a:b] for q, (a, b) in self._blocks.items()}, {q: recv[a:b] for q, (a, b) in self._blocks.items()}
+        )
         return plan, send, recv, pending
 
     def end_sum(self, v, started):
@@ -302,7 +316,9 @@ def distribute(mesh: HexMesh, comm, backend, align: int = 1) -> Partition:
     """This rank's part of ``mesh`` among ``comm.size`` ranks (every rank calls it);
     ``align``: see :func:`partition_elements`."""
     if comm.size == 1:
-        return Partition(mesh, Distribution.serial(backend, mesh.n_dofs), np.arange(mesh.n_nodes), np.arange(mesh.n_elements))
+        return Partition(
+            mesh, Distribution.serial(backend, mesh.n_dofs), np.arange(mesh.n_nodes), np.arange(mesh.n_elements)
+        )
     return distribute_owned(mesh, partition_elements(mesh, comm.size, align), comm, backend)
 
 

@@ -17,6 +17,7 @@ prescribed velocities (in the order given), then the slip planes' normal compone
 node on two slip planes keeps both at zero); outflow prescribes nothing. A flow without
 outflow is enclosed: its pressure is defined up to a constant.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -76,8 +77,9 @@ def condition_from_spec(name: str, spec):
         if not isinstance(value, (list, tuple)) or len(value) != 3:
             raise InputError(f"{where}: velocity must be a list of 3 numbers or expressions [u, v, w] (got {value!r})")
         return Velocity(*value, where=f"{where} velocity")
-    raise InputError(f"{where}: the condition must be one of \"wall\", \"outflow\", \"slip\" or {{velocity = [u, v, w]}} "
-                     f"(got {spec!r})")
+    raise InputError(
+        f'{where}: the condition must be one of "wall", "outflow", "slip" or {{velocity = [u, v, w]}} (got {spec!r})'
+    )
 
 
 @dataclass
@@ -102,19 +104,28 @@ def constraints_by_tag(mesh, conditions: dict) -> Constraints:
         raise InputError("boundary: no boundary conditions given (give one of wall, velocity, outflow, slip per tag)")
     unknown = [t for t in conditions if t not in mesh.tag_names]
     if unknown:
-        raise InputError(f"boundary: tag(s) {', '.join(map(repr, unknown))} not in the mesh (its tags: "
-                         f"{', '.join(sorted(mesh.tag_names)) or 'none'})")
+        raise InputError(
+            f"boundary: tag(s) {', '.join(map(repr, unknown))} not in the mesh (its tags: "
+            f"{', '.join(sorted(mesh.tag_names)) or 'none'})"
+        )
     untagged = np.flatnonzero(mesh.boundary_tags < 0)
     if untagged.size:
-        raise InputError(f"boundary: {untagged.size} boundary face(s) carry no tag, the first at "
-                         f"{_face_centre(mesh, untagged[0])}; tag every boundary face in the mesh file")
+        raise InputError(
+            f"boundary: {untagged.size} boundary face(s) carry no tag, the first at "
+            f"{_face_centre(mesh, untagged[0])}; tag every boundary face in the mesh file"
+        )
     named = {t: mesh.tag_names[t] for t in conditions}
-    missing = sorted({name for name, t in mesh.tag_names.items() if t not in named.values()
-                      and (mesh.boundary_tags == t).any()})
+    missing = sorted(
+        {name for name, t in mesh.tag_names.items() if t not in named.values() and (mesh.boundary_tags == t).any()}
+    )
     if missing:
-        raise InputError(f"boundary: faces tagged {', '.join(map(repr, missing))} have no condition "
-                         f"(give each one of {', '.join(CONDITIONS)})")
-    groups = [(name, mesh.boundary_tags == named[name], condition_from_spec(name, spec)) for name, spec in conditions.items()]
+        raise InputError(
+            f"boundary: faces tagged {', '.join(map(repr, missing))} have no condition "
+            f"(give each one of {', '.join(CONDITIONS)})"
+        )
+    groups = [
+        (name, mesh.boundary_tags == named[name], condition_from_spec(name, spec)) for name, spec in conditions.items()
+    ]
     return constraints(mesh, groups)
 
 
@@ -141,8 +152,10 @@ def constraints(mesh, groups: list) -> Constraints:
             v = condition.values(mesh.points[free])
             bad = ~np.isfinite(v).all(axis=1)
             if bad.any():
-                raise InputError(f'boundary "{name}": the velocity {condition!r} is not finite at '
-                                 f"{point_text(mesh.points[free[bad][0]])}")
+                raise InputError(
+                    f'boundary "{name}": the velocity {condition!r} is not finite at '
+                    f"{point_text(mesh.points[free[bad][0]])}"
+                )
             value[free] = v
         mask[free] = True
     nodes = np.flatnonzero(mask[:, 0] | mask[:, 1] | mask[:, 2])  # 10 times faster than mask.any(axis=1)
@@ -159,8 +172,10 @@ def _slip_components(mesh, name: str, face_nodes: np.ndarray):
     axis = np.argmin(spread, axis=1)
     bad = spread[np.arange(len(axis)), axis] > tol
     if bad.any():
-        raise InputError(f'boundary "{name}": slip needs faces in planes x, y or z = constant; the face at '
-                         f"{point_text(xyz[bad][0].mean(axis=0))} is not")
+        raise InputError(
+            f'boundary "{name}": slip needs faces in planes x, y or z = constant; the face at '
+            f"{point_text(xyz[bad][0].mean(axis=0))} is not"
+        )
     return face_nodes.ravel(), np.repeat(axis, face_nodes.shape[1])
 
 

@@ -28,6 +28,7 @@
 Velocity components are numbers or expressions of x, y, z (fem3d.problems.expressions: a
 whitelisted grammar, never eval). Unknown sections and keys are input errors.
 """
+
 from __future__ import annotations
 
 import os
@@ -118,8 +119,14 @@ def _case(path: str, data: dict) -> Case:
         if key in fluid:
             _number(f"[fluid] {key}", fluid[key], low=1e-5, high=1e5)
     boundaries = {tag: condition_from_spec(tag, spec) for tag, spec in data["boundary"].items()}
-    case = Case(path=path, mesh_file=os.path.join(os.path.dirname(os.path.abspath(path)), mesh["file"]),
-                tag_field=mesh.get("tag_field"), nu=fluid.get("nu"), re=fluid.get("re"), boundaries=boundaries)
+    case = Case(
+        path=path,
+        mesh_file=os.path.join(os.path.dirname(os.path.abspath(path)), mesh["file"]),
+        tag_field=mesh.get("tag_field"),
+        nu=fluid.get("nu"),
+        re=fluid.get("re"),
+        boundaries=boundaries,
+    )
     if "refine" in mesh:
         case.refine = int(_number("[mesh] refine", mesh["refine"], low=0, high=REFINE_MAX, integer=True))
     if "solver" in solver:
@@ -131,10 +138,12 @@ def _case(path: str, data: dict) -> Case:
     if "max_steps" in solver:
         case.max_steps = int(_number("[solver] max_steps", solver["max_steps"], low=1, high=10000, integer=True))
     if "smoothing_steps" in solver:
-        case.smoothing_steps = int(_number("[solver] smoothing_steps", solver["smoothing_steps"], low=1, high=20, integer=True))
+        case.smoothing_steps = int(
+            _number("[solver] smoothing_steps", solver["smoothing_steps"], low=1, high=20, integer=True)
+        )
     if "continuation" in solver:
         if not isinstance(solver["continuation"], str):
-            raise InputError("[solver] continuation must be a string: none, auto or Reynolds numbers like \"5,10\"")
+            raise InputError('[solver] continuation must be a string: none, auto or Reynolds numbers like "5,10"')
         case.continuation = solver["continuation"]
     case.forces = _forces(report.get("forces", {}))
     case.points = _points(report.get("points", {}))
@@ -185,7 +194,8 @@ def _differences(spec, points: dict) -> dict:
         raise InputError("[report] differences must be a table {name = [point a, point b]}")
     for name, pair in spec.items():
         if not isinstance(pair, list) or len(pair) != 2 or any(p not in points for p in pair):
-            raise InputError(f"[report] differences.{name} must name two points of [report] points "
-                             f"({', '.join(points) or 'none given'}), got {pair!r}")
+            raise InputError(
+                f"[report] differences.{name} must name two points of [report] points "
+                f"({', '.join(points) or 'none given'}), got {pair!r}"
+            )
     return dict(spec)
-

@@ -7,6 +7,7 @@ rank got the same command line, fem3d.parallel.partition.distribute cuts the mes
 rank) or a piece per rank joined by a PVTU file, and :func:`rank_report` gathers
 what each rank did and how long it computed and communicated.
 """
+
 from __future__ import annotations
 
 import os
@@ -22,12 +23,20 @@ from ..discretisation.output import write_pvtu, write_vtu
 def add_parallel_arguments(ap) -> None:
     """--comm, --allow-shared-gpu and --overlap."""
     g = ap.add_argument_group("parallel runs (mpirun -n P python -m ...)")
-    g.add_argument("--comm", default="auto", help=f"{', '.join(COMMS)}: how ranks communicate (default auto: serial for one "
-                   "rank, NCCL between GPUs when CuPy has it, else MPI through host memory)")
+    g.add_argument(
+        "--comm",
+        default="auto",
+        help=f"{', '.join(COMMS)}: how ranks communicate (default auto: serial for one "
+        "rank, NCCL between GPUs when CuPy has it, else MPI through host memory)",
+    )
     g.add_argument("--allow-shared-gpu", action="store_true", help="let several ranks share one GPU (testing only)")
-    g.add_argument("--overlap", action="store_true", help="compute each product's interior elements while its interface "
-                   "sum travels (off by default: on 4 H200s with NCCL it was not faster, the exchanges waiting on the "
-                   "slowest rank rather than on the link)")
+    g.add_argument(
+        "--overlap",
+        action="store_true",
+        help="compute each product's interior elements while its interface "
+        "sum travels (off by default: on 4 H200s with NCCL it was not faster, the exchanges waiting on the "
+        "slowest rank rather than on the link)",
+    )
 
 
 def start(args, argv):
@@ -38,8 +47,15 @@ def start(args, argv):
     return backend, comm
 
 
-def partitioned_system(problem, part, backend, matrix_dtype: str = "float64", prepared_since: float | None = None,
-                       assembly: str = "element", timer=None) -> NavierStokesSystem:
+def partitioned_system(
+    problem,
+    part,
+    backend,
+    matrix_dtype: str = "float64",
+    prepared_since: float | None = None,
+    assembly: str = "element",
+    timer=None,
+) -> NavierStokesSystem:
     """The equations of ``problem`` on this rank's part (fem3d.parallel.partition.distribute)
     (collective: every rank calls it), with the run's data preparation charged to its
     timer once: from ``prepared_since`` (time.perf_counter() where the caller began to
@@ -56,10 +72,12 @@ def partitioned_system(problem, part, backend, matrix_dtype: str = "float64", pr
 
 def node_sum(part):
     """The function completing per-node host sums (n_nodes, k) of this rank's part over all ranks."""
+
     def complete(a):
         full = np.zeros((part.dist.n,) + a.shape[1:])
         full[: len(a)] = a
         return part.dist.sum_interface(full)[: len(a)]
+
     return complete
 
 
@@ -86,12 +104,21 @@ def rank_report(comm, system, part, backend, linear=None) -> list | None:
     solver ``linear`` its V-cycles and each level's interface sums (Multigrid.traffic; None
     for the paper solver)."""
     phases = system.timer.as_dict()
-    mine = {"rank": comm.rank, "elements": int(part.mesh.n_elements), "unknowns": int(part.dist.n),
-            "interface_unknowns": int(len(part.dist.interface)), "neighbours": [int(q) for q in part.dist.shared],
-            "device": backend.describe(), "communicator": comm.name, "overlap": comm.overlap, "times_s": phases,
-            "communication_s": comm.seconds,
-            "compute_s": max(0.0, sum(phases.values()) - comm.seconds), "traffic": dict(comm.traffic),
-            "multigrid": getattr(linear, "traffic", lambda: None)()}
+    mine = {
+        "rank": comm.rank,
+        "elements": int(part.mesh.n_elements),
+        "unknowns": int(part.dist.n),
+        "interface_unknowns": int(len(part.dist.interface)),
+        "neighbours": [int(q) for q in part.dist.shared],
+        "device": backend.describe(),
+        "communicator": comm.name,
+        "overlap": comm.overlap,
+        "times_s": phases,
+        "communication_s": comm.seconds,
+        "compute_s": max(0.0, sum(phases.values()) - comm.seconds),
+        "traffic": dict(comm.traffic),
+        "multigrid": getattr(linear, "traffic", lambda: None)(),
+    }
     return comm.gather(mine)
 
 
@@ -102,14 +129,19 @@ def partition_balance(per_rank: list | None) -> dict | None:
     if not per_rank or len(per_rank) < 2:
         return None
     elements = [r["elements"] for r in per_rank]
-    return {"elements": [min(elements), max(elements)], "imbalance": max(elements) * len(elements) / sum(elements),
-            "interface_unknowns": max(r["interface_unknowns"] for r in per_rank),
-            "neighbours": max(len(r["neighbours"]) for r in per_rank)}
+    return {
+        "elements": [min(elements), max(elements)],
+        "imbalance": max(elements) * len(elements) / sum(elements),
+        "interface_unknowns": max(r["interface_unknowns"] for r in per_rank),
+        "neighbours": max(len(r["neighbours"]) for r in per_rank),
+    }
 
 
 def partition_line(balance: dict) -> str:
     """One line of :func:`partition_balance`'s figures."""
     lo, hi = balance["elements"]
     n = balance["neighbours"]
-    return (f"partition: {lo}-{hi} elements per rank (imbalance {balance['imbalance']:.3f}); a rank shares at most "
-            f"{balance['interface_unknowns']} unknowns, with at most {n} other rank{'' if n == 1 else 's'}")
+    return (
+        f"partition: {lo}-{hi} elements per rank (imbalance {balance['imbalance']:.3f}); a rank shares at most "
+        f"{balance['interface_unknowns']} unknowns, with at most {n} other rank{'' if n == 1 else 's'}"
+    )

@@ -4,6 +4,7 @@ Each solution provides velocity(xp, x) -> (..., 3), pressure(xp, x) -> (...) and
 force(xp, x) -> (..., 3) = (u . grad) u - lap(u) / Re + grad p at points x (..., 3)
 (None where the flow needs no body force).
 """
+
 from __future__ import annotations
 
 import math
@@ -44,7 +45,14 @@ class TrigFlow:
     @staticmethod
     def _trig(xp, x):
         px = math.pi * x
-        return xp.sin(px[..., 0]), xp.sin(px[..., 1]), xp.sin(px[..., 2]), xp.cos(px[..., 0]), xp.cos(px[..., 1]), xp.cos(px[..., 2])
+        return (
+            xp.sin(px[..., 0]),
+            xp.sin(px[..., 1]),
+            xp.sin(px[..., 2]),
+            xp.cos(px[..., 0]),
+            xp.cos(px[..., 1]),
+            xp.cos(px[..., 2]),
+        )
 
     def velocity(self, xp, x):
         sx, sy, sz, cx, cy, cz = self._trig(xp, x)

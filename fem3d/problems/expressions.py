@@ -12,6 +12,7 @@ subscripts, comparisons, other names or calls, keywords, strings) is an InputErr
 names the offending piece. Evaluation walks the checked tree with the array module of
 the points (NumPy or CuPy), in float64.
 """
+
 from __future__ import annotations
 
 import ast

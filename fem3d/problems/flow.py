@@ -14,6 +14,7 @@ Under ``mpirun -n P`` every rank runs the same lines: each solves on its part of
 (one GPU per rank), and what a result returns is the same on every rank (``x``, the whole
 solution, is rank 0's alone). Density is 1; the Reynolds number of the equations is 1/nu.
 """
+
 from __future__ import annotations
 
 import os
@@ -54,9 +55,18 @@ class Flow:
     def re(self) -> float:
         return self.problem.re
 
-    def solve(self, device="auto", comm="auto", nonlinear: NonlinearOptions | None = None,
-              linear: LinearOptions | None = None, continuation: str = "none", initial=None, log=None,
-              progress=None, started: float | None = None) -> "FlowResult":
+    def solve(
+        self,
+        device="auto",
+        comm="auto",
+        nonlinear: NonlinearOptions | None = None,
+        linear: LinearOptions | None = None,
+        continuation: str = "none",
+        initial=None,
+        log=None,
+        progress=None,
+        started: float | None = None,
+    ) -> "FlowResult":
         """Newton's method (fem3d.solvers.nonlinear) with the linear solver of ``linear`` (default:
         FGMRES and multigrid), on ``device`` (auto, cpu, gpu) and,
         under MPI, every rank of ``comm`` (auto, mpi, nccl; see fem3d.parallel.comm.setup), or
@@ -75,18 +85,30 @@ class Flow:
         linear = linear or LinearOptions()
         linear = linear.for_mesh(self.mesh).resolved()
         part = distribute(self.mesh, communicator, backend, linear.alignment(self.mesh, communicator.size))
-        system = partitioned_system(self.problem, part, backend, linear.matrix_dtype, prepared_since=t_start, assembly=linear.assembly)
+        system = partitioned_system(
+            self.problem, part, backend, linear.matrix_dtype, prepared_since=t_start, assembly=linear.assembly
+        )
         linear_solver = make_linear_solver(linear, progress)
         solver = NonlinearSolver(system, linear_solver, nonlinear, InterruptCheck(communicator))
         x0 = None if initial is None else np.asarray(initial, dtype=np.float64)[part.dist.gdofs]
         done = solve_continuation(solver, stages, self.re, x0, log)
         last = done[-1].result
-        return FlowResult(flow=self, system=system, part=part, comm=communicator, x_local=last.x,
-                          x=part.dist.gather(last.x), converged=last.converged and done[-1].re == self.re,
-                          reason=last.reason, residual=last.residual, history=[s.as_dict() for s in done],
-                          options={"nonlinear": vars(nonlinear), "linear": vars(linear)},
-                          times_s=system.phase_seconds(),
-                          per_rank=rank_report(communicator, system, part, backend, linear_solver), device=backend.describe())
+        return FlowResult(
+            flow=self,
+            system=system,
+            part=part,
+            comm=communicator,
+            x_local=last.x,
+            x=part.dist.gather(last.x),
+            converged=last.converged and done[-1].re == self.re,
+            reason=last.reason,
+            residual=last.residual,
+            history=[s.as_dict() for s in done],
+            options={"nonlinear": vars(nonlinear), "linear": vars(linear)},
+            times_s=system.phase_seconds(),
+            per_rank=rank_report(communicator, system, part, backend, linear_solver),
+            device=backend.describe(),
+        )
 
 
 @dataclass
@@ -130,7 +152,7 @@ class FlowResult:
         along y, and the z component."""
         check_range("reference_velocity", reference_velocity, low=0, low_open=True)
         check_range("area", area, low=0, low_open=True)
-        return 2.0 * self.force(tag) / (reference_velocity ** 2 * area)
+        return 2.0 * self.force(tag) / (reference_velocity**2 * area)
 
     def values(self, points) -> tuple[np.ndarray, np.ndarray]:
         """(velocity (P, 3), pressure (P,)) at physical points (P, 3), the points located once;
@@ -150,14 +172,28 @@ class FlowResult:
         """What summary.json holds: the run, its convergence and the recorded quantities."""
         steps = self.steps
         mesh = self.flow.mesh
-        return {"re": self.flow.re, "nu": 1.0 / self.flow.re, "converged": self.converged, "reason": self.reason,
-                "residual": self.residual, "mesh": {"elements": mesh.n_elements, "velocity_nodes": mesh.n_nodes,
-                                                    "pressure_nodes": mesh.n_pressure},
-                "dofs": mesh.n_dofs, "device": self.device, "ranks": self.comm.size, "communicator": self.comm.name,
-                "nonlinear_steps": len(steps), "linear_iterations": sum(s["linear_iterations"] for s in steps),
-                "linear_iterations_per_step": sum(s["linear_iterations"] for s in steps) / max(len(steps), 1),
-                "quantities": self.quantities, "continuation": self.history, "times_s": self.times_s, **self.timing(),
-                "per_rank": self.per_rank, "partition": partition_balance(self.per_rank), "options": self.options}
+        return {
+            "re": self.flow.re,
+            "nu": 1.0 / self.flow.re,
+            "converged": self.converged,
+            "reason": self.reason,
+            "residual": self.residual,
+            "mesh": {"elements": mesh.n_elements, "velocity_nodes": mesh.n_nodes, "pressure_nodes": mesh.n_pressure},
+            "dofs": mesh.n_dofs,
+            "device": self.device,
+            "ranks": self.comm.size,
+            "communicator": self.comm.name,
+            "nonlinear_steps": len(steps),
+            "linear_iterations": sum(s["linear_iterations"] for s in steps),
+            "linear_iterations_per_step": sum(s["linear_iterations"] for s in steps) / max(len(steps), 1),
+            "quantities": self.quantities,
+            "continuation": self.history,
+            "times_s": self.times_s,
+            **self.timing(),
+            "per_rank": self.per_rank,
+            "partition": partition_balance(self.per_rank),
+            "options": self.options,
+        }
 
     def write(self, out: str, vtu: bool = True, extra: dict | None = None) -> list[str]:
         """solution.npy, flow.vtu (flow_<rank>.vtu pieces and flow.pvtu on several ranks;
@@ -176,4 +212,3 @@ class FlowResult:
         files.append("summary.json")
         write_json(os.path.join(out, "summary.json"), {**self.summary(), **(extra or {}), "files": files})
         return files
-

@@ -4,6 +4,7 @@ lid's faces, the boundary velocity, and the initial state of a restart.
 The lid moves at ``lid_velocity`` (default unit speed in +x); every other boundary face
 is a no-slip wall, and where the lid meets a wall the wall's zero velocity is imposed.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -34,7 +35,9 @@ def lid_faces(mesh, lid: str) -> np.ndarray:
     else:
         mask = np.isin(mesh.boundary_tags, mesh.tag_ids([lid]))
     if not mask.any():
-        raise InputError(f"--lid {lid}: no boundary face of the mesh is on the lid (tags: {', '.join(sorted(mesh.tag_names)) or 'none'})")
+        raise InputError(
+            f"--lid {lid}: no boundary face of the mesh is on the lid (tags: {', '.join(sorted(mesh.tag_names)) or 'none'})"
+        )
     return mask
 
 
@@ -53,5 +56,7 @@ def read_initial(path: str, n_dofs: int) -> np.ndarray:
     except (OSError, ValueError) as exc:
         raise InputError(f"--initial {path}: cannot read a .npy solution ({exc})") from None
     if x.shape != (n_dofs,) or not np.issubdtype(x.dtype, np.floating) or not np.all(np.isfinite(x)):
-        raise InputError(f"--initial {path}: expected {n_dofs} finite values for this mesh, got an array of shape {x.shape}")
+        raise InputError(
+            f"--initial {path}: expected {n_dofs} finite values for this mesh, got an array of shape {x.shape}"
+        )
     return x.astype(np.float64)

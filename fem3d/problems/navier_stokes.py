@@ -21,6 +21,7 @@ time): 11 kB of point data per element instead of 63 kB of float64 matrices.
 On several ranks each holds its part of the mesh (fem3d.parallel.partition): the same code, with
 a Distribution that completes interface sums and reduces dot products.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -67,7 +68,9 @@ class FlowProblem:
         self.bc_mask = np.asarray(mask, dtype=bool).reshape(len(self.bc_nodes), 3)
 
     @classmethod
-    def with_boundary_velocity(cls, mesh: HexMesh, re: float, velocity: Callable, tags=None, force=None) -> "FlowProblem":
+    def with_boundary_velocity(
+        cls, mesh: HexMesh, re: float, velocity: Callable, tags=None, force=None
+    ) -> "FlowProblem":
         """Velocity velocity(x) -> (n, 3) at host points x (n, 3), prescribed at every Q2
         node of the boundary faces tagged ``tags`` (None: all boundary faces)."""
         nodes = mesh.boundary_nodes(tags)
@@ -93,15 +96,24 @@ class FlowProblem:
         np.logical_or.at(prescribed, self.bc_nodes, self.bc_mask)
         free = 3 * self.mesh.n_nodes - int(prescribed.sum())
         if free < self.mesh.n_pressure - int(self.enclosed):
-            raise InputError(f"the mesh is too coarse: {free} free velocity unknowns for {self.mesh.n_pressure} pressure "
-                             "unknowns leave the equations without a solution; use more elements (for the cube, --n 2 or more)")
+            raise InputError(
+                f"the mesh is too coarse: {free} free velocity unknowns for {self.mesh.n_pressure} pressure "
+                "unknowns leave the equations without a solution; use more elements (for the cube, --n 2 or more)"
+            )
 
     def restricted(self, mesh: HexMesh, nodes: np.ndarray) -> "FlowProblem":
         """The same flow on a part of the mesh: ``mesh``, whose Q2 node k is node
         ``nodes[k]`` (sorted) of this problem's mesh."""
         keep = np.isin(self.bc_nodes, nodes)
-        return FlowProblem(mesh, self.re, np.searchsorted(nodes, self.bc_nodes[keep]), self.bc_values[keep], self.force,
-                           self.bc_mask[keep], self.enclosed)
+        return FlowProblem(
+            mesh,
+            self.re,
+            np.searchsorted(nodes, self.bc_nodes[keep]),
+            self.bc_values[keep],
+            self.force,
+            self.bc_mask[keep],
+            self.enclosed,
+        )
 
 
 @dataclass
@@ -130,7 +142,12 @@ def run_timing(times: dict, steps: int, elements: int) -> dict:
     disjoint intervals inside the process's life."""
     t_run = sum(times.get(k, 0.0) for k in RUN_PHASES)
     wall, since = process_seconds()
-    return {"t_run_s": t_run, "t_unit_us": t_run * 1e6 / (max(steps, 1) * elements), "wall_s": wall, "wall_since": since}
+    return {
+        "t_run_s": t_run,
+        "t_unit_us": t_run * 1e6 / (max(steps, 1) * elements),
+        "wall_s": wall,
+        "wall_since": since,
+    }
 
 
 class NavierStokesSystem:
@@ -146,8 +163,16 @@ class NavierStokesSystem:
     matrices (fem3d.solvers.operators.ElementOperator; ``op`` itself with "element"; None
     with "partial"); ``dofs`` (E, NL) int32 the unknowns of each element (device)."""
 
-    def __init__(self, problem: FlowProblem, backend, dist=None, matrix_dtype: str = "float64", chunk: int | None = None,
-                 assembly: str = "element", timer: PhaseTimer | None = None):
+    def __init__(
+        self,
+        problem: FlowProblem,
+        backend,
+        dist=None,
+        matrix_dtype: str = "float64",
+        chunk: int | None = None,
+        assembly: str = "element",
+        timer: PhaseTimer | None = None,
+    ):
         if assembly not in ASSEMBLIES:
             raise InputError(f"--assembly must be one of {', '.join(ASSEMBLIES)} (got {assembly!r})")
         storage = matrix_storage(matrix_dtype)
@@ -157,13 +182,18 @@ class NavierStokesSystem:
         xp = self.xp = backend.xp
         mesh = self.mesh = problem.mesh
         self.dist = dist or Distribution.serial(backend, mesh.n_dofs)
-        self.chunk = chunk or (8192 if backend.is_gpu else 128)  # CPU: temporaries of a few MB stay in the heap (fresh pages of larger ones cost more than the arithmetic)
+        self.chunk = chunk or (
+            8192 if backend.is_gpu else 128
+        )  # CPU: temporaries of a few MB stay in the heap (fresh pages of larger ones cost more than the arithmetic)
         self.tables = ReferenceTables.build(xp, mesh.geometry.shape[1])
         self.geometry = backend.asarray(mesh.geometry)
         self.cells = backend.asarray(mesh.cells)
         self.dofs = element_dofs(xp, self.cells, backend.asarray(mesh.pressure_cells), mesh.n_nodes, np.int32)
-        self.elements = ElementOperator(backend, self.dofs, mesh.colour_offsets, mesh.n_dofs, self.dist, storage) \
-            if assembly == "element" else None
+        self.elements = (
+            ElementOperator(backend, self.dofs, mesh.colour_offsets, mesh.n_dofs, self.dist, storage)
+            if assembly == "element"
+            else None
+        )
         n, nd = mesh.n_nodes, mesh.n_dofs
         nodes, values = problem.bc_nodes, problem.bc_values
         fixed = np.zeros(nd, dtype=bool)
@@ -232,12 +262,22 @@ class NavierStokesSystem:
         return self._linearise(self._sum_factorised(chunk), x, kind, scale)
 
     def _sum_factorised(self, chunk: int | None = None) -> PartialAssemblyOperator:
-        return PartialAssemblyOperator(self.backend, self.dofs, self.mesh.colour_offsets, self.n, self.dirichlet,
-                                       self.dist, chunk)
+        return PartialAssemblyOperator(
+            self.backend, self.dofs, self.mesh.colour_offsets, self.n, self.dirichlet, self.dist, chunk
+        )
 
     def _linearise(self, op: PartialAssemblyOperator, x, kind: str, scale=None) -> PartialAssemblyOperator:
-        op.linearise(self.geometry, nodal_velocity(self.xp, x, self.mesh.n_nodes), self.cells, self.problem.re,
-                     self.tables, self.problem.force, x[self.dofs[:, 81:]], kind == "newton", scale)
+        op.linearise(
+            self.geometry,
+            nodal_velocity(self.xp, x, self.mesh.n_nodes),
+            self.cells,
+            self.problem.re,
+            self.tables,
+            self.problem.force,
+            x[self.dofs[:, 81:]],
+            kind == "newton",
+            scale,
+        )
         return op
 
     def element_matrices(self, ids):
@@ -247,9 +287,17 @@ class NavierStokesSystem:
         assembly, computed on demand (the element matrices' cost again)."""
         x, velocity, kind = self._linearised
         dofs = self.dofs[ids]
-        return element_matrices_chunk(self.xp, self.geometry[ids], velocity[self.cells[ids]], self.problem.re, self.tables,
-                                      self.problem.force, x[dofs[:, 81:]], jacobian=kind == "newton",
-                                      prescribed=(dofs, self.fixed, self.valence))[0]
+        return element_matrices_chunk(
+            self.xp,
+            self.geometry[ids],
+            velocity[self.cells[ids]],
+            self.problem.re,
+            self.tables,
+            self.problem.force,
+            x[dofs[:, 81:]],
+            jacobian=kind == "newton",
+            prescribed=(dofs, self.fixed, self.valence),
+        )[0]
 
     def equation_residual(self, x):
         """F(x) (n,) of the discrete equations in every row, the prescribed ones too (where
@@ -269,10 +317,19 @@ class NavierStokesSystem:
         for s in range(0, mesh.n_elements, self.chunk):
             e = slice(s, min(s + self.chunk, mesh.n_elements))
             dofs = self.dofs[e]
-            mats, b_e, r_e, sq_e = element_matrices_chunk(xp, self.geometry[e], vel[self.cells[e]], self.problem.re,
-                                                          self.tables, self.problem.force, x[dofs[:, 81:]],
-                                                          jacobian=jacobian, out=op.mats[e] if direct else None,
-                                                          matrices=store, prescribed=(dofs, self.fixed, self.valence))
+            mats, b_e, r_e, sq_e = element_matrices_chunk(
+                xp,
+                self.geometry[e],
+                vel[self.cells[e]],
+                self.problem.re,
+                self.tables,
+                self.problem.force,
+                x[dofs[:, 81:]],
+                jacobian=jacobian,
+                out=op.mats[e] if direct else None,
+                matrices=store,
+                prescribed=(dofs, self.fixed, self.valence),
+            )
             if store and not direct:
                 op.mats[e] = mats
             plan = self._plans.get(s) or self._plans.setdefault(s, ScatterPlan(self.backend, dofs))
@@ -287,5 +344,5 @@ class NavierStokesSystem:
         outflow fixes the level of the others)."""
         if not self.problem.enclosed:
             return
-        p = x[3 * self.mesh.n_nodes:]
+        p = x[3 * self.mesh.n_nodes :]
         p -= self.dist.allreduce_scalar(float(self.p_weights @ p)) / self.volume

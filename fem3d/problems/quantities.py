@@ -13,6 +13,7 @@ force that the fluid exerts on the body, consistent with the discrete equations,
 converges faster than a surface integral of the stresses. Units: those of the
 equations (density 1, viscosity nu = 1/Re).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -35,7 +36,7 @@ def boundary_force(system, x, tags) -> np.ndarray:
     force = np.empty(3)
     for d in range(3):
         test = backend.xp.zeros(mesh.n_dofs, dtype=np.float64)
-        test[d * n:(d + 1) * n] = on_body[:n]
+        test[d * n : (d + 1) * n] = on_body[:n]
         force[d] = -dist.dot(test, residual)
     return force
 
@@ -48,8 +49,14 @@ def point_values(mesh, x: np.ndarray, points, comm=None) -> tuple[np.ndarray, np
     elem, xi = locate(mesh, points)
     velocity, pressure = evaluate(mesh, x, elem, xi)
     found = elem >= 0
-    sums = np.concatenate([np.where(found[:, None], velocity, 0.0), np.where(found, pressure, 0.0)[:, None],
-                           found[:, None].astype(np.float64)], axis=1)
+    sums = np.concatenate(
+        [
+            np.where(found[:, None], velocity, 0.0),
+            np.where(found, pressure, 0.0)[:, None],
+            found[:, None].astype(np.float64),
+        ],
+        axis=1,
+    )
     if comm is not None and comm.size > 1:
         sums = comm.allreduce(sums)
     count = sums[:, 4]

@@ -6,6 +6,7 @@ Files fem3d/reference_data/cavity3d_<source>_re<Re>_<profile>.csv, profile u_ver
 the cube [0, 1]^3 with the lid at y = 1 moving in +x at unit speed. Their comment
 lines give the citation and how the source's axes were mapped (see SOURCES.md there).
 """
+
 from __future__ import annotations
 
 import importlib.resources
@@ -34,8 +35,16 @@ def cavity_references(re: float) -> list[dict]:
         rows = [line for line in text.splitlines() if line and not line.startswith("#")]
         data = np.array([[float(v) for v in line.split(",")[:2]] for line in rows[1:]])
         order = np.argsort(data[:, 0])
-        out.append({"name": f"{m['source']} Re {m['re']}", "citation": regex.split(r", Table| \(", comments[0])[0] if comments else m["source"],
-                    "profile": m["profile"], "coords": data[order, 0], "values": data[order, 1], "file": entry.name})
+        out.append(
+            {
+                "name": f"{m['source']} Re {m['re']}",
+                "citation": regex.split(r", Table| \(", comments[0])[0] if comments else m["source"],
+                "profile": m["profile"],
+                "coords": data[order, 0],
+                "values": data[order, 1],
+                "file": entry.name,
+            }
+        )
     return out
 
 
@@ -58,6 +67,14 @@ def compare_with_references(profiles: dict, references: list) -> list[dict]:
         prof = profiles[ref["profile"]]
         ours = np.interp(ref["coords"], prof["coords"], prof["velocity"][:, prof["component"]])
         diff = np.abs(ours - ref["values"])
-        rows.append({"reference": ref["name"], "citation": ref["citation"], "profile": ref["profile"], "points": len(diff),
-                     "max_abs_diff": float(diff.max()), "at": float(ref["coords"][int(np.argmax(diff))])})
+        rows.append(
+            {
+                "reference": ref["name"],
+                "citation": ref["citation"],
+                "profile": ref["profile"],
+                "points": len(diff),
+                "max_abs_diff": float(diff.max()),
+                "at": float(ref["coords"][int(np.argmax(diff))]),
+            }
+        )
     return rows

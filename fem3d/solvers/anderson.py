@@ -11,6 +11,7 @@ of plain Picard at higher Reynolds numbers and enlarges its domain of convergenc
 (Pollock, Rebholz & Xiao, SIAM J. Numer. Anal. 57, 2019). The small least-squares
 problem uses only dot products, so a distributed run needs one reduction per step.
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -11,6 +11,7 @@ owned entries and reduce over the ranks, so the same code runs on one process or
 ``progress(iteration, relres)`` is called at every residual check; it may raise (an
 interrupt) to stop the solve.
 """
+
 from __future__ import annotations
 
 import math
@@ -177,10 +178,10 @@ def _arnoldi_step(op, precond, V, Z, j: int):
     dist, xp, dense = op.dist, op.xp, vectors.for_backend(op.backend)
     precond.apply(V[j], Z[j])
     w = op.matvec(Z[j], V[j + 1])
-    h = dist.allreduce(dense.multi_dot(V[:j + 1], dist.owned_part(w)))
-    dense.combine(V[:j + 1], h, w, -1.0)
-    h2 = dist.allreduce(dense.multi_dot(V[:j + 1], dist.owned_part(w)))
-    dense.combine(V[:j + 1], h2, w, -1.0)
+    h = dist.allreduce(dense.multi_dot(V[: j + 1], dist.owned_part(w)))
+    dense.combine(V[: j + 1], h, w, -1.0)
+    h2 = dist.allreduce(dense.multi_dot(V[: j + 1], dist.owned_part(w)))
+    dense.combine(V[: j + 1], h2, w, -1.0)
     hn = _device_norm(dist, xp, w)
     w /= xp.where(hn > 0, hn, 1.0)
     return xp.concatenate([h + h2, hn])
@@ -204,7 +205,7 @@ def gmres_steps(op, b, x, precond, steps: int):
     Hd[0, steps] = beta_d[0]
     V[0] = r / xp.where(beta_d > 0, beta_d, 1.0)
     for j in range(steps):
-        Hd[:j + 2, j] = _arnoldi_step(op, precond, V, Z, j)
+        Hd[: j + 2, j] = _arnoldi_step(op, precond, V, Z, j)
     return vectors.for_backend(op.backend).combine(Z, hessenberg.for_backend(op.backend)(Hd), x)
 
 
@@ -242,7 +243,7 @@ class FGMRES:
                 raise
             return V, Z
         if V is not None:
-            grown[0][:V.shape[0]], grown[1][:Z.shape[0]] = V, Z
+            grown[0][: V.shape[0]], grown[1][: Z.shape[0]] = V, Z
         self._basis = grown
         return grown
 
@@ -276,8 +277,8 @@ class FGMRES:
                 if Z.shape[0] <= j:  # the basis could not grow: this cycle ends here
                     cycle = j
                     break
-                H[:j + 2, j] = op.backend.to_numpy(_arnoldi_step(op, precond, V, Z, j))
-                if not np.all(np.isfinite(H[:j + 2, j])):
+                H[: j + 2, j] = op.backend.to_numpy(_arnoldi_step(op, precond, V, Z, j))
+                if not np.all(np.isfinite(H[: j + 2, j])):
                     return SolveInfo(its, "nan", math.nan, history)
                 for i, (c, s) in enumerate(rotations):
                     H[i, j], H[i + 1, j] = c * H[i, j] + s * H[i + 1, j], -s * H[i, j] + c * H[i + 1, j]

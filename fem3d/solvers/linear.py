@@ -23,6 +23,7 @@ initial guess). The nonlinear solver (fem3d.solvers.nonlinear) only sees this in
 ``auto``   mg; a mesh mg cannot solve is an input error that says what to change
            (:meth:`LinearOptions.for_mesh`): the paper solver only where it is asked for.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -37,8 +38,17 @@ from gpucfd.errors import InputError, check_range
 from ..kernels.ebe import matrix_storage
 from .krylov import FGMRES, NormalEquationsCG, NormalJacobi, SolveInfo
 from .partial_assembly import ASSEMBLIES
-from .multigrid import (SMOOTHING_STEPS, Multigrid, alignment, chain, coarse_levels, coarsest_size, direct_fits,
-                        direct_limit, superlu_bytes)
+from .multigrid import (
+    SMOOTHING_STEPS,
+    Multigrid,
+    alignment,
+    chain,
+    coarse_levels,
+    coarsest_size,
+    direct_fits,
+    direct_limit,
+    superlu_bytes,
+)
 from gpucfd.backend import host_free_bytes
 
 SOLVERS = ("auto", "mg", "paper")
@@ -84,7 +94,9 @@ class LinearOptions:
         if self.assembly not in ("auto",) + ASSEMBLIES:
             raise InputError(f"--assembly must be one of auto, {', '.join(ASSEMBLIES)} (got {self.assembly!r})")
         if self.assembly == "partial" and self.solver == "paper":
-            raise InputError("--assembly partial needs --solver mg or auto (the paper solver works on stored element matrices)")
+            raise InputError(
+                "--assembly partial needs --solver mg or auto (the paper solver works on stored element matrices)"
+            )
 
     def for_mesh(self, mesh) -> "LinearOptions":
         """These options with ``auto`` resolved for ``mesh`` (mg); InputError, saying what to
@@ -119,9 +131,11 @@ def mg_refusal(mesh) -> str | None:
     last = chain(mesh)[-1]
     last = last.whole or last
     most = int(direct_limit() * last.n_elements / last.n_dofs)
-    return (f"the coarsest level of the multigrid hierarchy has {n:,} unknowns ({elements:,} elements), whose direct "
-            f"solve needs about {superlu_bytes(n) / 1e9:.2g} GB, more than half the {host_free_bytes() / 1e9:.2g} GB free: "
-            f"give a coarser mesh (about {most:,} elements at most) and --refine K")
+    return (
+        f"the coarsest level of the multigrid hierarchy has {n:,} unknowns ({elements:,} elements), whose direct "
+        f"solve needs about {superlu_bytes(n) / 1e9:.2g} GB, more than half the {host_free_bytes() / 1e9:.2g} GB free: "
+        f"give a coarser mesh (about {most:,} elements at most) and --refine K"
+    )
 
 
 class PaperSolver:
@@ -223,7 +237,7 @@ class MultigridSolver:
         continuity rows of a free velocity column sum to the integral of div N_k, zero)."""
         op, xp = system.op, system.xp
         ones = xp.zeros(op.n, dtype=np.float64)
-        ones[3 * system.mesh.n_nodes:] = 1.0
+        ones[3 * system.mesh.n_nodes :] = 1.0
         y = ones - system.fixed * op.rmatvec(ones, xp.empty_like(ones))
         return y
 

@@ -54,6 +54,7 @@ The coarser boxes are replicated: every rank holds the whole level and does its 
 alike, and the sums of the children of the first of them (restriction, Galerkin
 matrices) are completed over all ranks (Level.gathered).
 """
+
 from __future__ import annotations
 
 import math
@@ -78,11 +79,15 @@ from ..parallel.comm import SerialComm
 from ..parallel.partition import distribute, distribute_owned, partition_elements
 from .vanka import Vanka
 
-STORAGE = np.float32  # the levels' matrices and smoothers: as many iterations as float64, each in half the time at 8^3, Re 400
+STORAGE = (
+    np.float32
+)  # the levels' matrices and smoothers: as many iterations as float64, each in half the time at 8^3, Re 400
 # on the CPU; at 40^3, Re 1000 on the H100 the solve takes 3-10 % less (the A/B runs of commit 8380826)
 MIN_COARSE = 2  # sides of at most this many elements are not coarsened
 LAYERS_PER_RANK = 2  # under MPI, a partitioned coarse box keeps at least this many layers per rank along the slab axis;
-IMBALANCE_MAX = 1.1  # of those, the partitioned ones are the most leading ones whose coarsest layers cut in slabs give a
+IMBALANCE_MAX = (
+    1.1  # of those, the partitioned ones are the most leading ones whose coarsest layers cut in slabs give a
+)
 # rank at most this many times the mean (112^3 on 4 ranks: 28 slab units of 4 layers, not 14 of 8 with 1.14 times the
 # mean on two ranks); the coarser ones are replicated on every rank
 COARSE_MAX = 5_000  # a box or mesh of at most this many unknowns is not coarsened: the coarsest level of a
@@ -92,7 +97,9 @@ STRETCHED = 0.5  # a refined mesh with more than this share of elements long alo
 FILL = (604.0, 6_934, 0.66)  # SuperLU's factors (PERMC_SPEC, PIVOT_THRESHOLD): entries of L + U per unknown at a
 # reference size, and their growth exponent; 12 bytes each (docs/solvers.md, coarsest level)
 HOST_SHARE = 0.5  # the most of the host's free memory the coarsest level's factors may take
-PERMC_SPEC = "MMD_AT_PLUS_A"  # SuperLU's column ordering: fill and set-up time 0.6x and 0.4x COLAMD's at 15,468 unknowns
+PERMC_SPEC = (
+    "MMD_AT_PLUS_A"  # SuperLU's column ordering: fill and set-up time 0.6x and 0.4x COLAMD's at 15,468 unknowns
+)
 # (0.3x at 29,114); MMD_ATA 1.4x COLAMD's; the natural order 30x at 6,934
 PIVOT_THRESHOLD = 0.1  # SuperLU pivots when a diagonal entry is below this fraction of its column's largest: the
 # default 1.0 pivots the saddle-point rows far from the fill-reducing order (DFG coarse level, 9,670 unknowns: 18.6 s and
@@ -107,7 +114,9 @@ INVERSES = {"gpu": np.float16, "cpu": np.float32}  # storage of the smoothers' i
 # (fem3d.kernels.ebe.quantise), half the bytes of float32 to hold and to read at each smoothing; NumPy's float16
 # arithmetic is slow, so float32 on the CPU
 GRAPH_ELEMENTS = 65_536  # levels of at most this many elements run their cycles from a CUDA graph (one GPU)
-_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="coarse-lu")  # the host factorisation beside the device work
+_THREAD = ThreadPoolExecutor(
+    max_workers=1, thread_name_prefix="coarse-lu"
+)  # the host factorisation beside the device work
 SMOOTHING_STEPS = 8  # GMRES steps of each smoothing. With 3 the cycle diverged (error factor 1.07) on graded boxes
 # of 20^3 elements and more at Re <= 100; 5 contracts by 0.27 there (benchmarks/results/bench_solvers_smoothing*_h100.md).
 # 40^3 box, Re 1000, one H100: 50 iterations in 12 Newton steps, 12.2-14.4 s with 8; 60 in 15 steps, 14.9-15.5 s with
@@ -167,8 +176,9 @@ def chain(mesh) -> list:
     sheets instead, semi-coarsened, and so are the levels below it: the refinements are full
     coarsening, which keeps the elements long."""
     meshes = [mesh]
-    while meshes[-1].coarser is not None and (meshes[-1].whole is not None
-                                              or (meshes[-1].stretches > STRONG).mean() <= STRETCHED):
+    while meshes[-1].coarser is not None and (
+        meshes[-1].whole is not None or (meshes[-1].stretches > STRONG).mean() <= STRETCHED
+    ):
         meshes.append(meshes[-1].coarser)
     return meshes
 
@@ -241,7 +251,9 @@ def split(n: int):
     return shifted // 2, np.where(layer == whole, 2, shifted % 2)
 
 
-REFINED = np.array([0, 1, 3, 4, 9, 10, 12, 13])  # position code of refine's child i + 2 j + 4 k (fem3d.discretisation.refine)
+REFINED = np.array(
+    [0, 1, 3, 4, 9, 10, 12, 13]
+)  # position code of refine's child i + 2 j + 4 k (fem3d.discretisation.refine)
 
 
 def coarser(mesh):
@@ -300,7 +312,7 @@ def child_prolongation(code: int, rotation=None) -> np.ndarray:
     out = np.zeros((NL, NL))
     vel, pres = Q2.values(parent_xi(Q2.nodes)), Q1.values(parent_xi(Q1.nodes))
     for d in range(3):
-        out[27 * d:27 * d + 27, 27 * d:27 * d + 27] = vel
+        out[27 * d : 27 * d + 27, 27 * d : 27 * d + 27] = vel
     out[81:, 81:] = pres
     return out
 
@@ -328,7 +340,9 @@ class Transfers:
         """(kinds (E,), Transfers) of children of position codes ``code`` (E,) turned by
         ``rotation`` (E, 3, 3): one kind per distinct pair."""
         _, first, kinds = np.unique(child_kinds(code, rotation), return_index=True, return_inverse=True)
-        return kinds.reshape(-1), cls(code[first], np.stack([child_prolongation(int(code[i]), rotation[i]) for i in first]))
+        return kinds.reshape(-1), cls(
+            code[first], np.stack([child_prolongation(int(code[i]), rotation[i]) for i in first])
+        )
 
 
 class Level:
@@ -357,10 +371,14 @@ class Level:
         self.element_matrices, self.chunk = element_matrices, chunk
         self.smoother = Vanka(op, mesh, valence, INVERSES[op.backend.kind])
         self._by_group, self._smoother_ok = {}, False
-        self.kinds = self.P = self.child_order = self.parent_order = self.child_dofs = self.parent_dofs = self.child_weights = None
+        self.kinds = self.P = self.child_order = self.parent_order = self.child_dofs = self.parent_dofs = (
+            self.child_weights
+        ) = None
         self.prolong_plan = self.restrict_plan = None
         self.gathered = False
-        self.dirichlet = dirichlet_rows(self.xp, op.dofs, fixed, valence)  # its prescribed rows (coarse levels' Galerkin matrices)
+        self.dirichlet = dirichlet_rows(
+            self.xp, op.dofs, fixed, valence
+        )  # its prescribed rows (coarse levels' Galerkin matrices)
 
     def prolong(self, coarse: "Level", xc):
         """P xc (complete on every rank): each child's values interpolated from its parent,
@@ -429,14 +447,14 @@ class Level:
             vanka.open(g)
             for c, rows in self._group_children(g):
                 for s in range(0, len(rows), chunk):
-                    at = rows[s:s + chunk]
+                    at = rows[s : s + chunk]
                     ids = self.child_order[at]
                     a = matrices(ids)
                     vanka.add(a, ids)
                     self._children_add(mats, P[c], self.parent_order[at], a, at)
             halo = vanka.halo(g)
             for s in range(0, len(halo), chunk):
-                vanka.add(matrices(halo[s:s + chunk]), halo[s:s + chunk])
+                vanka.add(matrices(halo[s : s + chunk]), halo[s : s + chunk])
             vanka.close(g)
         self._smoother_ok = vanka.end()
 
@@ -447,7 +465,9 @@ class Level:
             xp, group = self.xp, self.smoother.groups[g]
             inside = xp.zeros(self.child_order.shape, dtype=bool)
             inside[group] = True
-            self._by_group[g] = [(c, rows.start + xp.flatnonzero(inside[self.child_order[rows]])) for c, rows in self.kinds]
+            self._by_group[g] = [
+                (c, rows.start + xp.flatnonzero(inside[self.child_order[rows]])) for c, rows in self.kinds
+            ]
         return self._by_group[g]
 
     def smoother_setup(self) -> bool:
@@ -525,7 +545,9 @@ class CoarseSolve:
         else:
             pieces = dist.comm.allgather((backend.to_numpy(op.mats)[:, :, :NL], dist.gdofs[backend.to_numpy(op.dofs)]))
             mats, gd = (backend.asarray(np.concatenate(parts)) for parts in zip(*pieces))
-        self.pin = int(gd[:, 81:].min()) if self.enclosed else None  # the first pressure unknown: the level is fixed there
+        self.pin = (
+            int(gd[:, 81:].min()) if self.enclosed else None
+        )  # the first pressure unknown: the level is fixed there
         self.ok = True
         if self.method == "inverse":
             try:
@@ -544,11 +566,15 @@ class CoarseSolve:
                 warnings.simplefilter("ignore")
                 # the factors of A^T, whose Fortran order is A's C order (no copy); a solve takes them transposed
                 lu, piv = _linalg(backend).lu_factor(self._dense(mats, gd).T, overwrite_a=True, check_finite=False)
-            self.ok = vectors.for_backend(backend).all_finite(lu) and bool((backend.to_numpy(self.level.xp.diagonal(lu)) != 0).all())
+            self.ok = vectors.for_backend(backend).all_finite(lu) and bool(
+                (backend.to_numpy(self.level.xp.diagonal(lu)) != 0).all()
+            )
             self.lu = (lu, piv) if self.ok else None
         else:
             # copies: the thread must not read the level's matrices while a next set-up rewrites them
-            self.pending = _THREAD.submit(self._factorised, np.array(backend.to_numpy(mats)), np.array(backend.to_numpy(gd)))
+            self.pending = _THREAD.submit(
+                self._factorised, np.array(backend.to_numpy(mats)), np.array(backend.to_numpy(gd))
+            )
 
     def wait(self) -> bool:
         """Wait for the factorisation that setup() started; False when the matrix is singular."""
@@ -624,14 +650,17 @@ class Multigrid:
             fine = elements
         else:  # a rounded copy of the system's matrices (or of those it computes, for a coarsest level)
             fine = ElementOperator(backend, system.dofs, mesh.colour_offsets, system.n, dist, STORAGE)
-        self.levels = [Level(fine, mesh, system.fixed, system.valence, system.element_matrices if streamed else None,
-                             system.chunk)]
+        self.levels = [
+            Level(fine, mesh, system.fixed, system.valence, system.element_matrices if streamed else None, system.chunk)
+        ]
         meshes = chain(mesh)
         partitioned = len(meshes) - 1 + distributed_grids(meshes[-1].grid, comm.size)  # levels below: replicated
         for k in range(1, levels + 1):
             whole, parent, kinds, transfers = coarser(self.levels[-1].mesh)
             if k <= partitioned:
-                part = distribute_owned(whole, partition_elements(whole, comm.size, alignment(whole, comm.size)), comm, backend)
+                part = distribute_owned(
+                    whole, partition_elements(whole, comm.size, alignment(whole, comm.size)), comm, backend
+                )
             else:
                 part = distribute(whole, SerialComm(), backend)
             local = np.full(whole.n_elements, -1, dtype=np.int64)
@@ -639,15 +668,25 @@ class Multigrid:
             dofs = part.mesh.dofs()
             op = ElementOperator(backend, dofs, part.mesh.colour_offsets, part.mesh.n_dofs, part.dist, STORAGE)
             valence = part.dist.sum_interface(backend.asarray(part.mesh.dof_valence()))
-            fixed = self._children(self.levels[-1], part.mesh.n_dofs, dofs, local[parent], kinds, transfers,
-                                   gathered=comm.size > 1 and k == partitioned + 1)
+            fixed = self._children(
+                self.levels[-1],
+                part.mesh.n_dofs,
+                dofs,
+                local[parent],
+                kinds,
+                transfers,
+                gathered=comm.size > 1 and k == partitioned + 1,
+            )
             self.levels.append(Level(op, part.mesh, fixed, valence, chunk=system.chunk))
         self.direct = CoarseSolve(self.levels[-1], system.problem.enclosed)
         self.cycles = 0
         self.graphed = None  # the first level whose cycles replay a CUDA graph
         if backend.is_gpu and comm.size == 1 and self.direct.method == "inverse":
-            self.graphed = next(k for k, level in enumerate(self.levels) if level.op.dofs.shape[0] <= GRAPH_ELEMENTS
-                                or k == len(self.levels) - 1)
+            self.graphed = next(
+                k
+                for k, level in enumerate(self.levels)
+                if level.op.dofs.shape[0] <= GRAPH_ELEMENTS or k == len(self.levels) - 1
+            )
             self._graph = Replayed(self.xp, lambda b: self._v_cycle(self.graphed, b))
 
     def _children(self, fine: Level, n_coarse: int, coarse_dofs, parent, kinds, transfers, gathered: bool = False):
@@ -679,11 +718,16 @@ class Multigrid:
         fine.kinds = []
         for c in np.flatnonzero(counts):
             rows = slice(int(ends[c] - counts[c]), int(ends[c]))
-            child_pos, parent_pos = (backend.asarray(a) for a in np.nonzero(np.abs(transfers.table[c] - 1.0) < 1e-12))  # coinciding nodes
+            child_pos, parent_pos = (
+                backend.asarray(a) for a in np.nonzero(np.abs(transfers.table[c] - 1.0) < 1e-12)
+            )  # coinciding nodes
             fixed[fine.parent_dofs[rows, parent_pos]] = fine.fixed[fine.child_dofs[rows, child_pos]]  # repeats agree
             fine.kinds.append((int(c), rows))
         fine.P = backend.asarray(transfers.table)
-        fine.prolong_plan, fine.restrict_plan = ScatterPlan(backend, fine.child_dofs), ScatterPlan(backend, fine.parent_dofs)
+        fine.prolong_plan, fine.restrict_plan = (
+            ScatterPlan(backend, fine.child_dofs),
+            ScatterPlan(backend, fine.parent_dofs),
+        )
         fine.child_weights = fine.weights[fine.child_dofs]
         return backend.asarray(total(fixed.astype(np.float64)) > 0)
 
@@ -699,7 +743,7 @@ class Multigrid:
             return
         every = self.xp.arange(fine.op.dofs.shape[0])
         for s in range(0, len(every), fine.chunk):
-            fine.op.mats[s:s + fine.chunk] = system.element_matrices(every[s:s + fine.chunk])
+            fine.op.mats[s : s + fine.chunk] = system.element_matrices(every[s : s + fine.chunk])
 
     def setup(self) -> bool:
         """Build the hierarchy for the system's current matrices; False when a Vanka block or
@@ -745,7 +789,18 @@ class Multigrid:
         unknowns here, its smoother, whether it is partitioned, its interface sums and the
         entries they sent. The finest level's count is every interface sum of the system's
         unknowns (the Krylov method's products and the residuals too)."""
-        return {"v_cycles": self.cycles, "coarse_solve": {"method": self.direct.method, "unknowns": self.direct.n_global},
-                "levels": [{"elements": int(level.op.dofs.shape[0]), "unknowns": int(level.op.n), "smoother": "element Vanka",
-                            "partitioned": not level.op.dist.is_serial, "interface_sums": level.op.dist.sums,
-                            "values_sent": level.op.dist.values_sent} for level in self.levels]}
+        return {
+            "v_cycles": self.cycles,
+            "coarse_solve": {"method": self.direct.method, "unknowns": self.direct.n_global},
+            "levels": [
+                {
+                    "elements": int(level.op.dofs.shape[0]),
+                    "unknowns": int(level.op.n),
+                    "smoother": "element Vanka",
+                    "partitioned": not level.op.dist.is_serial,
+                    "interface_sums": level.op.dist.sums,
+                    "values_sent": level.op.dist.values_sent,
+                }
+                for level in self.levels
+            ],
+        }

@@ -23,6 +23,7 @@ when the linear solves of LINEAR_FAILURES steps in a row ended short of their to
 (reason "linear_solver" for both: the linearisations are out of the linear solver's
 reach, as at a Reynolds number far above what this start and mesh allow).
 """
+
 from __future__ import annotations
 
 import math
@@ -63,8 +64,8 @@ def forcing_term(previous_eta: float, norm: float, previous_norm: float, largest
     their safeguard), at most ``largest`` and at least 0.5 tol / |F| (a last step need
     only reach the nonlinear tolerance ``tol``)."""
     eta = EW_GAMMA * (norm / previous_norm) ** 2
-    if EW_GAMMA * previous_eta ** 2 > EW_SAFEGUARD:
-        eta = max(eta, EW_GAMMA * previous_eta ** 2)
+    if EW_GAMMA * previous_eta**2 > EW_SAFEGUARD:
+        eta = max(eta, EW_GAMMA * previous_eta**2)
     return min(largest, max(eta, 0.5 * tol / norm))
 
 
@@ -74,8 +75,10 @@ def out_of_reach_hint(reason: str, continuation: str, finer: str) -> str:
     first and to take a finer mesh."""
     if reason not in OUT_OF_REACH:
         return ""
-    return (f"; Newton cannot reach this flow from its start on this mesh: solve lower Reynolds numbers first "
-            f"({continuation}) or {finer}")
+    return (
+        f"; Newton cannot reach this flow from its start on this mesh: solve lower Reynolds numbers first "
+        f"({continuation}) or {finer}"
+    )
 
 
 @dataclass
@@ -133,9 +136,11 @@ class Step:
     def line(self, solver: str, stopped: bool = False) -> str:
         """The progress line of this step (``solver``: the linear solver's name); ``stopped``: the
         step ended the iteration after its linear solve."""
-        head = (f"{self.kind:6s} {self.step:3d}  residual {self.residual:.3e}  {solver} {self.linear_iterations:5d} it "
-                f"({self.linear_reason}, relres {self.linear_relres:.1e} of {self.forcing:.0e}"
-                f"{'' if self.rebuilt else ', kept preconditioner'})")
+        head = (
+            f"{self.kind:6s} {self.step:3d}  residual {self.residual:.3e}  {solver} {self.linear_iterations:5d} it "
+            f"({self.linear_reason}, relres {self.linear_relres:.1e} of {self.forcing:.0e}"
+            f"{'' if self.rebuilt else ', kept preconditioner'})"
+        )
         if stopped:
             return head + ": stopped"
         return head + (f"  step {self.step_length:.3g}" if self.kind == "newton" else "") + f"  {self.seconds:7.2f} s"
@@ -190,7 +195,11 @@ class NonlinearSolver:
                     break
                 self.check_interrupt()
                 t0 = time.perf_counter()
-                fast = bool(steps) and steps[-1].kind == state.kind == "newton" and previous_norm >= opt.keep_factor * state.norm
+                fast = (
+                    bool(steps)
+                    and steps[-1].kind == state.kind == "newton"
+                    and previous_norm >= opt.keep_factor * state.norm
+                )
                 if previous_norm is not None:
                     eta = forcing_term(eta, state.norm, previous_norm, largest, opt.tol)
                 previous_norm = state.norm
@@ -198,8 +207,20 @@ class NonlinearSolver:
                 last = info
                 failures = 0 if info.reason == "converged" else failures + 1
                 if info.reason == "nan" or not info.relres < 1.0 or failures >= LINEAR_FAILURES:
-                    steps.append(Step(k, state.kind, state.norm, info.iterations, info.reason, info.relres, 0.0,
-                                      time.perf_counter() - t0, eta, rebuilt))
+                    steps.append(
+                        Step(
+                            k,
+                            state.kind,
+                            state.norm,
+                            info.iterations,
+                            info.reason,
+                            info.relres,
+                            0.0,
+                            time.perf_counter() - t0,
+                            eta,
+                            rebuilt,
+                        )
+                    )
                     log(steps[-1].line(self.linear.name, stopped=True))
                     reason = "nan" if info.reason == "nan" else "linear_solver"
                     break
@@ -211,8 +232,18 @@ class NonlinearSolver:
                     system.impose_boundary_values(x_new)
                     system.normalise_pressure(x_new)
                     new_state, length = system.assemble(x_new, next_kind), 1.0
-                step = Step(k, state.kind, state.norm, info.iterations, info.reason, info.relres, length, time.perf_counter() - t0,
-                            eta, rebuilt)
+                step = Step(
+                    k,
+                    state.kind,
+                    state.norm,
+                    info.iterations,
+                    info.reason,
+                    info.relres,
+                    length,
+                    time.perf_counter() - t0,
+                    eta,
+                    rebuilt,
+                )
                 steps.append(step)
                 log(step.line(self.linear.name))
                 if next_kind == "newton" and not newton:
@@ -253,7 +284,11 @@ class NonlinearSolver:
             dx.fill(0.0)
         with system.timer("solve"):
             retry = linear.solve(-state.residual, dx, eta)
-        return dx, SolveInfo(info.iterations + retry.iterations, retry.reason, retry.relres, info.history + retry.history), True
+        return (
+            dx,
+            SolveInfo(info.iterations + retry.iterations, retry.reason, retry.relres, info.history + retry.history),
+            True,
+        )
 
     def _stop_reason(self, norm: float, first: float, since_best: int) -> str | None:
         opt = self.options
@@ -290,12 +325,18 @@ def continuation_steps(spec: str, re: float) -> list[float]:
     if spec == "none":
         return []
     if spec == "auto":
-        k = math.ceil(math.log(re / CONTINUATION_START) / math.log(CONTINUATION_FACTOR) - 1e-12) if re > CONTINUATION_START else 0
+        k = (
+            math.ceil(math.log(re / CONTINUATION_START) / math.log(CONTINUATION_FACTOR) - 1e-12)
+            if re > CONTINUATION_START
+            else 0
+        )
         return [float(f"{CONTINUATION_START * (re / CONTINUATION_START) ** (i / k):.3g}") for i in range(k)]
     try:
         steps = sorted(float(v) for v in spec.split(","))
     except ValueError:
-        raise InputError(f"--continuation must be auto, none or a comma-separated list of Reynolds numbers (got {spec!r})") from None
+        raise InputError(
+            f"--continuation must be auto, none or a comma-separated list of Reynolds numbers (got {spec!r})"
+        ) from None
     if len(steps) > MAX_STAGES:
         raise InputError(f"--continuation lists {len(steps)} Reynolds numbers; at most {MAX_STAGES}")
     for s in steps:
@@ -312,11 +353,18 @@ class Stage:
 
     def as_dict(self) -> dict:
         r = self.result
-        return {"re": self.re, "converged": r.converged, "reason": r.reason, "residual": r.residual,
-                "steps": [vars(s) for s in r.steps]}
+        return {
+            "re": self.re,
+            "converged": r.converged,
+            "reason": r.reason,
+            "residual": r.residual,
+            "steps": [vars(s) for s in r.steps],
+        }
 
 
-def solve_continuation(solver: NonlinearSolver, stages: list[float], re: float, x0=None, log=None, on_stage=None) -> list:
+def solve_continuation(
+    solver: NonlinearSolver, stages: list[float], re: float, x0=None, log=None, on_stage=None
+) -> list:
     """Solve at each Reynolds number of ``stages`` (to CONTINUATION_TOL, or the final
     tolerance if tighter), then at ``re``, each from the last converged iterate (``x0``:
     this rank's initial guess or None). ``on_stage(stage)`` is called after each converged

@@ -15,6 +15,7 @@ at Re 1000, solve phase 2.36 s against 2.32 s blocking, two runs each; 64^3 1.50
 1.38 s with NCCL, 1.72 against 1.73 s with host-staged MPI): the doubled launches cost as
 much as the few-µs messages they hide, and an exchange mostly waits for the slowest rank.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -41,7 +42,9 @@ class ElementOperator:
           the (interface, interior) ranges of each colour of an overlapped product
     """
 
-    def __init__(self, backend, dofs: np.ndarray, colour_offsets: np.ndarray, n: int, dist=None, matrix_dtype=np.float64):
+    def __init__(
+        self, backend, dofs: np.ndarray, colour_offsets: np.ndarray, n: int, dist=None, matrix_dtype=np.float64
+    ):
         if n >= 2**31:
             raise ValueError(f"{n} unknowns exceed the int32 index range of the kernels")
         self.backend = backend
@@ -152,7 +155,9 @@ class ElementOperator:
     def _unscaled(self, name: str) -> None:
         """ValueError for float16 (row-scaled) storage, which ``name`` does not read."""
         if self.row_scale is not None:
-            raise ValueError(f"ElementOperator.{name} needs float64 or float32 element matrices (these are float16 scaled per row)")
+            raise ValueError(
+                f"ElementOperator.{name} needs float64 or float32 element matrices (these are float16 scaled per row)"
+            )
 
     def peer_pair_sums(self, sources=None):
         """Per peer: this rank's and the peer's partial sums of the entries (pairs) both hold,

@@ -23,6 +23,7 @@ data are computed against the array module xp. NavierStokesSystem builds it for 
 linearisation with ``assembly="partial"`` (--assembly partial, or auto where the stored
 matrices do not fit): then it is the Krylov method's operator.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -93,7 +94,9 @@ class PartialAssemblyOperator:
         self.colour_offsets = [int(v) for v in colour_offsets]
         offsets = np.array(self.colour_offsets)
         if offsets.size < 2 or offsets[0] != 0 or offsets[-1] != dofs.shape[0] or np.any(np.diff(offsets) < 0):
-            raise ValueError(f"colour_offsets {self.colour_offsets} do not split the {dofs.shape[0]} elements into ranges")
+            raise ValueError(
+                f"colour_offsets {self.colour_offsets} do not split the {dofs.shape[0]} elements into ranges"
+            )
         self.pres = xp.zeros(self.n)  # 1/S_k at prescribed unknowns: the same in every element (dirichlet_rows)
         if rows is not None:
             e, r, diag = rows
@@ -110,8 +113,9 @@ class PartialAssemblyOperator:
         which the Picard matrix uses the first) and the unknowns."""
         return self.points.shape[0] * self.points.shape[1] * 8 + NL * 4
 
-    def linearise(self, X, velocity, cells, re: float, tables, force=None, p_nodes=None, jacobian: bool = False,
-                  scale=None):
+    def linearise(
+        self, X, velocity, cells, re: float, tables, force=None, p_nodes=None, jacobian: bool = False, scale=None
+    ):
         """Store the point data of A(a) (Picard), or with ``jacobian`` of J(a, p), for the
         arguments of fem3d.discretisation.assembly.element_matrices_chunk (X (E, g, 3), p_nodes
         (E, 8), tables: its ReferenceTables; the velocity at the elements' nodes gathered
@@ -124,8 +128,9 @@ class PartialAssemblyOperator:
         self.data = kernels.unpack(self.points, E, jacobian)
         for s in range(0, E, LINEARISE_CHUNK):
             c = slice(s, min(s + LINEARISE_CHUNK, E))
-            d = self._point_data(X[c], velocity[cells[c]], re, tables, force, None if p_nodes is None else p_nodes[c],
-                                 jacobian)
+            d = self._point_data(
+                X[c], velocity[cells[c]], re, tables, force, None if p_nodes is None else p_nodes[c], jacobian
+            )
             for name, view in self.data.items():
                 view[..., c] = d[name]
         self.scale, self.nu, self.jacobian = scale, 1.0 / re, jacobian
@@ -139,8 +144,13 @@ class PartialAssemblyOperator:
         metric, curv = laplacian_metric(xp, X, Jinv, tables)
         U = to_points(u_nodes.transpose(2, 1, 0).reshape(3, 3, 3, 3, E), self.q2)  # (27, 3, Q, E)
         jinv = _fields(xp, Jinv)
-        d = dict(jinv=jinv, wq=_fields(xp, det * tables.w), metric=_fields(xp, metric.reshape(E, 27, 9)[..., PACK]),
-                 curv=einsum(xp, "kiqe,iqe->kqe", jinv, _fields(xp, curv)), adv=einsum(xp, "kiqe,iqe->kqe", jinv, U[0]))
+        d = dict(
+            jinv=jinv,
+            wq=_fields(xp, det * tables.w),
+            metric=_fields(xp, metric.reshape(E, 27, 9)[..., PACK]),
+            curv=einsum(xp, "kiqe,iqe->kqe", jinv, _fields(xp, curv)),
+            adv=einsum(xp, "kiqe,iqe->kqe", jinv, U[0]),
+        )
         a = U[0].transpose(2, 1, 0)  # (E, Q, 3)
         if jacobian:
             (t_mid, dt_mid), (t_end, dt_end) = tau_and_derivative_by_direction(xp, a, J, re)
@@ -169,8 +179,19 @@ class PartialAssemblyOperator:
         if transpose and self.scale is not None:
             x = self.scale * x
         out.fill(0)
-        self.products(self.points, self.tables, self.local_dofs, self.pres, self.nu, self.jacobian, transpose, x, out,
-                      self.colour_offsets, self.chunk)
+        self.products(
+            self.points,
+            self.tables,
+            self.local_dofs,
+            self.pres,
+            self.nu,
+            self.jacobian,
+            transpose,
+            x,
+            out,
+            self.colour_offsets,
+            self.chunk,
+        )
         self.dist.sum_interface(out)
         if not transpose and self.scale is not None:
             out *= self.scale

@@ -12,6 +12,7 @@ reference cube: xi_parent = scale * xi_child + shift along each axis, so interpo
 parent's Q2 velocity and Q1 pressure at the child's nodes is exact: a coarse solution is a
 fine-mesh field.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -87,12 +88,18 @@ def interpolate(xp, x, fine: HexMesh, c: Coarsening, part=None):
         elements, local, n = part.elements, part.mesh, part.dist.n
     out = xp.empty(n, dtype=np.float64)
     for s in range(0, len(elements), CHUNK):
-        e = elements[s:s + CHUNK]
+        e = elements[s : s + CHUNK]
         parent_values = x[_dofs(xp, c.coarse, c.parent[e])]  # (m, 89)
         m = parent_values.shape[0]
-        velocity = _tensor_interpolate(xp, parent_values[:, :81].reshape(m, 3, 3, 3, 3), _tables(xp, Q2, c.scale[e], c.shift[e]))
-        pressure = _tensor_interpolate(xp, parent_values[:, 81:].reshape(m, 1, 2, 2, 2), _tables(xp, Q1, c.scale[e], c.shift[e]))
-        out[_dofs(xp, local, slice(s, s + m))] = xp.concatenate([velocity.reshape(m, 81), pressure.reshape(m, 8)], axis=1)
+        velocity = _tensor_interpolate(
+            xp, parent_values[:, :81].reshape(m, 3, 3, 3, 3), _tables(xp, Q2, c.scale[e], c.shift[e])
+        )
+        pressure = _tensor_interpolate(
+            xp, parent_values[:, 81:].reshape(m, 1, 2, 2, 2), _tables(xp, Q1, c.scale[e], c.shift[e])
+        )
+        out[_dofs(xp, local, slice(s, s + m))] = xp.concatenate(
+            [velocity.reshape(m, 81), pressure.reshape(m, 8)], axis=1
+        )
     return out
 
 
@@ -155,5 +162,7 @@ def limits(spec: str, kind: str) -> tuple[int, int]:
     try:
         levels = int(spec)
     except ValueError:
-        raise InputError(f"--sequence must be auto, none or a count of coarser meshes, 0 to {SEQUENCE_MAX} (got {spec!r})") from None
+        raise InputError(
+            f"--sequence must be auto, none or a count of coarser meshes, 0 to {SEQUENCE_MAX} (got {spec!r})"
+        ) from None
     return check_range("--sequence", levels, low=0, high=SEQUENCE_MAX, integer=True), 1

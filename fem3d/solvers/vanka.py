@@ -24,6 +24,7 @@ whose operator is sum-factorised (fem3d.solvers.partial_assembly) computes them 
 time. Entries whose row and column are shared with another rank get that rank's partial
 sums (fem3d.solvers.operators.ElementOperator.cross_plan).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -71,7 +72,7 @@ def element_neighbours(mesh, xp=np) -> tuple:
     # shared vertices, edges and faces): code sum_l (vertex of f at e's vertex l, plus 1) 16^l, summed over each run
     # of one key by differences of an int64 prefix sum (exact; no bincount: see fem3d.kernels.vectors on CuPy's reductions)
     weights = (local[theirs] + 1) * (16 ** xp.arange(k, dtype=np.int64))[local[mine]]
-    last = xp.append(new[1:], True)[:len(new)]  # the last entry of each run
+    last = xp.append(new[1:], True)[: len(new)]  # the last entry of each run
     codes = xp.diff(xp.cumsum(weights)[last], prepend=0)
     _, firsts, pattern_of = xp.unique(codes, return_index=True, return_inverse=True)
     ia, ja = [], []
@@ -166,9 +167,11 @@ class Vanka:
         if matrices is None:
             sources = [(self.op.mats, self._every)]
         else:  # the elements holding shared entries, CHUNK at a time
-            holders = self.xp.unique(self.xp.concatenate([pos // (NL * LD) for pos, _, _, _ in plan.values()])).astype(np.int32)
+            holders = self.xp.unique(self.xp.concatenate([pos // (NL * LD) for pos, _, _, _ in plan.values()])).astype(
+                np.int32
+            )
             step = CHUNK[self.op.backend.kind]
-            sources = self._rows_of(matrices, (holders[s:s + step] for s in range(0, len(holders), step)))
+            sources = self._rows_of(matrices, (holders[s : s + step] for s in range(0, len(holders), step)))
         _, theirs = self.inverses.peer_pair_sums(sources)
         self._peers = [(pos, theirs[q][seg]) for q, (pos, seg, _, _) in plan.items()]
 
@@ -176,7 +179,7 @@ class Vanka:
         """(matrices(ids), each element's row of them) for each ``ids`` of ``chunks``, the rows
         valid until the next is taken (fem3d.solvers.operators.ElementOperator.peer_pair_sums)."""
         for ids in chunks:
-            self._slot[ids] = self._every[:len(ids)]
+            self._slot[ids] = self._every[: len(ids)]
             yield matrices(ids), self._slot
             self._slot[ids] = -1
 
@@ -192,7 +195,7 @@ class Vanka:
         (fem3d.kernels.vanka)."""
         slot = self._every if ids is None else self._slot
         if ids is not None:
-            slot[ids] = self._every[:len(ids)]
+            slot[ids] = self._every[: len(ids)]
         self._accumulate(mats, slot, self.groups[self._open], *self.table, self._scratch)
         if ids is not None:
             slot[ids] = -1
@@ -203,19 +206,21 @@ class Vanka:
         group, blocks = self.groups[g], self._scratch
         if self._peers:
             flat, size = blocks.reshape(-1), NL * LD
-            self._slot[group] = self._every[:len(group)]
+            self._slot[group] = self._every[: len(group)]
             for pos, values in self._peers:
                 row = self._slot[pos // size]
                 keep = row >= 0
                 rc = pos % size
-                flat[(row.astype(np.int64) * NL * NL + (rc // LD) * NL + rc % LD)[keep]] += values[keep].astype(blocks.dtype)
+                flat[(row.astype(np.int64) * NL * NL + (rc // LD) * NL + rc % LD)[keep]] += values[keep].astype(
+                    blocks.dtype
+                )
             self._slot[group] = -1
         dofs, store = self.op.dofs, self.inverses
         chunk = CHUNK[self.op.backend.kind]
         for first in range(0, len(group), chunk):
-            at = group[first:first + chunk]
+            at = group[first : first + chunk]
             try:
-                inv = self._invert(blocks[first:first + chunk])
+                inv = self._invert(blocks[first : first + chunk])
             except np.linalg.LinAlgError:
                 self._ok = False
                 continue

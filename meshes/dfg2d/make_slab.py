@@ -20,6 +20,7 @@ Written as Gmsh 2.2 ASCII (meshio): hexahedron27 cells, quad9 boundary cells wit
 ``gmsh:physical`` tags inflow (1, x = 0), outflow (2, x = 2.2), walls (3, y = 0 and 0.41),
 cylinder (4) and sides (5, z = 0 and thickness), named in field_data.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,8 +36,13 @@ PLANE = Plane(length=2.2, centre_x=0.2, half_width=0.15)
 DEFAULTS = dict(around=24, rings=4, upstream=1, downstream=20, thickness=0.05)  # the committed slab.msh
 
 
-def slab(around: int = DEFAULTS["around"], rings: int = DEFAULTS["rings"], upstream: int = DEFAULTS["upstream"],
-         downstream: int = DEFAULTS["downstream"], thickness: float = DEFAULTS["thickness"]) -> meshio.Mesh:
+def slab(
+    around: int = DEFAULTS["around"],
+    rings: int = DEFAULTS["rings"],
+    upstream: int = DEFAULTS["upstream"],
+    downstream: int = DEFAULTS["downstream"],
+    thickness: float = DEFAULTS["thickness"],
+) -> meshio.Mesh:
     """The one-layer hex27 slab of the DFG 2D channel."""
     if not thickness > 0:
         raise ValueError(f"thickness must be positive (got {thickness})")

@@ -55,6 +55,7 @@ cells, quad9 boundary cells with ``gmsh:physical`` tags inflow (1, x = 0), outfl
 carry the tag sides (5): meshes/dfg2d/make_slab.py; :func:`extrude` extrudes any Q2
 layout (meshes/pipe/make_pipe.py).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -66,9 +67,9 @@ import numpy as np
 
 from fem3d.discretisation.mesh import TENSOR27_TO_VTK, graded_coordinates
 
-LENGTH, HEIGHT = 2.5, 0.41          # channel length (x) and height = depth (y, z)
-CENTRE, RADIUS = (0.5, 0.2), 0.05   # cylinder axis (x, y) and radius
-HALF_WIDTH = 0.2                    # the ring's box is CENTRE[0] -+ HALF_WIDTH in x
+LENGTH, HEIGHT = 2.5, 0.41  # channel length (x) and height = depth (y, z)
+CENTRE, RADIUS = (0.5, 0.2), 0.05  # cylinder axis (x, y) and radius
+HALF_WIDTH = 0.2  # the ring's box is CENTRE[0] -+ HALF_WIDTH in x
 TAGS = {"inflow": 1, "outflow": 2, "walls": 3, "cylinder": 4, "sides": 5}  # sides: z planes of a slab (meshes/dfg2d)
 DEFAULTS = dict(around=16, rings=3, upstream=2, downstream=12, nz=6)  # the committed channel_coarse.msh
 QUAD9 = [(0, 0), (2, 0), (2, 2), (0, 2), (1, 0), (2, 1), (1, 2), (0, 1), (1, 1)]  # VTK order of a face's (p, q)
@@ -105,8 +106,9 @@ def with_midpoints(vertices: np.ndarray) -> np.ndarray:
     return out
 
 
-def layout_2d(around: int, rings: int, upstream: int, downstream: int, first_layer: float | None = None,
-              plane: Plane = Plane()):
+def layout_2d(
+    around: int, rings: int, upstream: int, downstream: int, first_layer: float | None = None, plane: Plane = Plane()
+):
     """Q2 quadrilateral layout of the (x, y) plane.
 
     ``first_layer`` None: ring vertex levels at the radii of a geometric sequence (module
@@ -123,18 +125,21 @@ def layout_2d(around: int, rings: int, upstream: int, downstream: int, first_lay
         raise ValueError("rings, upstream and downstream must be >= 1")
     if first_layer is not None and not 0 < first_layer <= 1:
         raise ValueError(f"first-layer must be in (0, 1] (got {first_layer})")
-    n2, k = 2 * around, around // 4                       # Q2 nodes round the ring; cells in y
+    n2, k = 2 * around, around // 4  # Q2 nodes round the ring; cells in y
     centre, half = (plane.centre_x, CENTRE[1]), plane.half_width
     x0, x1 = centre[0] - half, centre[0] + half
     i = np.arange(n2)
-    theta = -0.75 * np.pi + i * np.pi / around            # node i = 0 at the lower-left corner, counter-clockwise
+    theta = -0.75 * np.pi + i * np.pi / around  # node i = 0 at the lower-left corner, counter-clockwise
     circle = np.stack([centre[0] + RADIUS * np.cos(theta), centre[1] + RADIUS * np.sin(theta)], axis=1)
     side, t = i // (n2 // 4), (i % (n2 // 4)) / (n2 // 4)
     corners = np.array([(x0, 0.0), (x1, 0.0), (x1, HEIGHT), (x0, HEIGHT)])  # box edge s runs from corner s to s + 1
     box = (1 - t)[:, None] * corners[side] + t[:, None] * corners[(side + 1) % 4]
     if first_layer is None:
         radii = RADIUS * (half / RADIUS) ** (np.arange(rings + 1) / rings)
-        levels, first = (radii - RADIUS) / (half - RADIUS), half - radii[-2]  # first: the outer ring's width at 0 degrees
+        levels, first = (
+            (radii - RADIUS) / (half - RADIUS),
+            half - radii[-2],
+        )  # first: the outer ring's width at 0 degrees
     else:
         reach = np.linalg.norm(box - circle, axis=1).max()
         levels = _geometric_cells(1.0, first_layer * 2 * np.pi * RADIUS / around / reach, rings)
@@ -166,7 +171,7 @@ def layout_2d(around: int, rings: int, upstream: int, downstream: int, first_lay
     for er in range(rings):
         for ei in range(around):
             cols = (2 * ei + np.arange(3)) % n2
-            cells.append(ring[2 * er:2 * er + 3][:, cols].T)   # [b = around][a = radial]
+            cells.append(ring[2 * er : 2 * er + 3][:, cols].T)  # [b = around][a = radial]
             if er == 0:
                 edges.append((len(cells) - 1, 0, 0, TAGS["cylinder"]))
             if er == rings - 1 and (2 * ei) // (n2 // 4) in (0, 2):
@@ -175,7 +180,7 @@ def layout_2d(around: int, rings: int, upstream: int, downstream: int, first_lay
         nx = (ids.shape[1] - 1) // 2
         for ey in range(k):
             for ex in range(nx):
-                cells.append(ids[2 * ey:2 * ey + 3, 2 * ex:2 * ex + 3])
+                cells.append(ids[2 * ey : 2 * ey + 3, 2 * ex : 2 * ex + 3])
                 c = len(cells) - 1
                 if inlet and ex == 0:
                     edges.append((c, 0, 0, TAGS["inflow"]))
@@ -186,10 +191,18 @@ def layout_2d(around: int, rings: int, upstream: int, downstream: int, first_lay
     return np.concatenate(points), np.array(cells), edges
 
 
-def channel(around: int = DEFAULTS["around"], rings: int = DEFAULTS["rings"], upstream: int = DEFAULTS["upstream"],
-            downstream: int = DEFAULTS["downstream"], nz: int = DEFAULTS["nz"], z_grading: float = 0.0,
-            first_layer: float | None = None, plane: Plane = Plane(), depth: float = HEIGHT,
-            sides: str = "walls") -> meshio.Mesh:
+def channel(
+    around: int = DEFAULTS["around"],
+    rings: int = DEFAULTS["rings"],
+    upstream: int = DEFAULTS["upstream"],
+    downstream: int = DEFAULTS["downstream"],
+    nz: int = DEFAULTS["nz"],
+    z_grading: float = 0.0,
+    first_layer: float | None = None,
+    plane: Plane = Plane(),
+    depth: float = HEIGHT,
+    sides: str = "walls",
+) -> meshio.Mesh:
     """The hex27 channel mesh: the (x, y) layout of :func:`layout_2d` extruded in ``nz`` layers
     over 0 <= z <= ``depth``, whose planes z = 0 and depth are tagged ``sides`` (a name of TAGS)."""
     if nz < 1:
@@ -198,7 +211,9 @@ def channel(around: int = DEFAULTS["around"], rings: int = DEFAULTS["rings"], up
     return extrude(pts2, cells2, edges, graded_coordinates(nz, depth, z_grading), (TAGS[sides], TAGS[sides]), TAGS)
 
 
-def extrude(pts2: np.ndarray, cells2: np.ndarray, edges: list, levels: np.ndarray, ends: tuple, names: dict) -> meshio.Mesh:
+def extrude(
+    pts2: np.ndarray, cells2: np.ndarray, edges: list, levels: np.ndarray, ends: tuple, names: dict
+) -> meshio.Mesh:
     """A hex27 mesh of a Q2 quadrilateral layout (points (N, 2), cells (C, 3, 3) and boundary
     edges as :func:`layout_2d` returns them) extruded along z through the vertex ``levels``
     (L + 1,): the edges become quad9 faces of their tag in every layer, the planes z =
@@ -259,13 +274,24 @@ def main(argv=None):
     layout_options(ap, DEFAULTS)
     ap.add_argument("--nz", type=int, default=DEFAULTS["nz"], help="cell layers in z")
     ap.add_argument("--z-grading", type=float, default=0.0, help="tanh grading toward z = 0 and 0.41 (0: uniform)")
-    ap.add_argument("--first-layer", type=float, default=None, metavar="FRACTION",
-                    help="boundary layer: the first ring this fraction of the spacing round the cylinder thick, "
-                         "rings growing geometrically (default: rings at geometric radii)")
+    ap.add_argument(
+        "--first-layer",
+        type=float,
+        default=None,
+        metavar="FRACTION",
+        help="boundary layer: the first ring this fraction of the spacing round the cylinder thick, "
+        "rings growing geometrically (default: rings at geometric radii)",
+    )
     ap.add_argument("--binary", action="store_true", help="write binary Gmsh 2.2 (a third of the ASCII size)")
     args = ap.parse_args(argv)
-    write(ap, args.out, lambda: channel(args.around, args.rings, args.upstream, args.downstream, args.nz, args.z_grading,
-                                        args.first_layer), args.binary)
+    write(
+        ap,
+        args.out,
+        lambda: channel(
+            args.around, args.rings, args.upstream, args.downstream, args.nz, args.z_grading, args.first_layer
+        ),
+        args.binary,
+    )
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ Written as Gmsh 2.2 ASCII (meshio): hexahedron27 cells, quad9 boundary cells wit
 ``gmsh:physical`` tags inflow (1, x = 0), outflow (2, x = length) and wall (3, r = radius),
 named in field_data.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,38 +45,50 @@ def section(radius: float, core: int, rings: int, core_size: float):
         raise ValueError(f"core and rings must be >= 1 (got {core}, {rings})")
     if not 0 < core_size < 1 / np.sqrt(2):
         raise ValueError(f"core-size must be in (0, 0.707): the square inside the circle (got {core_size})")
-    m = 2 * core + 1                                      # Q2 nodes along a core edge
+    m = 2 * core + 1  # Q2 nodes along a core edge
     c = with_midpoints(np.linspace(-core_size * radius, core_size * radius, core + 1))
     P, Q = np.meshgrid(c, c)
     core_pts = np.stack([P.ravel(), Q.ravel()], axis=1)
-    ids = np.arange(m * m).reshape(m, m)                  # ids[q index][p index]
-    j = np.arange(m - 1)                                  # the square's perimeter counter-clockwise from (-a, -a)
+    ids = np.arange(m * m).reshape(m, m)  # ids[q index][p index]
+    j = np.arange(m - 1)  # the square's perimeter counter-clockwise from (-a, -a)
     perimeter = np.concatenate([ids[0, j], ids[j, -1], ids[-1, ::-1][j], ids[::-1, 0][j]])
-    square = core_pts[perimeter]                          # (8 core, 2)
+    square = core_pts[perimeter]  # (8 core, 2)
     theta = -0.75 * np.pi + np.arange(len(perimeter)) * 2 * np.pi / len(perimeter)
     circle = radius * np.stack([np.cos(theta), np.sin(theta)], axis=1)
     g = with_midpoints(np.linspace(0.0, 1.0, rings + 1))[1:]
-    outer = (1 - g)[:, None, None] * square + g[:, None, None] * circle   # (2 rings, 8 core, 2)
-    ring = np.concatenate([perimeter[None], m * m + np.arange(outer.shape[0] * len(perimeter)).reshape(-1, len(perimeter))])
-    cells = [ids[2 * b:2 * b + 3, 2 * a:2 * a + 3] for b in range(core) for a in range(core)]
+    outer = (1 - g)[:, None, None] * square + g[:, None, None] * circle  # (2 rings, 8 core, 2)
+    ring = np.concatenate(
+        [perimeter[None], m * m + np.arange(outer.shape[0] * len(perimeter)).reshape(-1, len(perimeter))]
+    )
+    cells = [ids[2 * b : 2 * b + 3, 2 * a : 2 * a + 3] for b in range(core) for a in range(core)]
     edges = []
     for er in range(rings):
         for ei in range(4 * core):
             cols = (2 * ei + np.arange(3)) % len(perimeter)
-            cells.append(ring[2 * er:2 * er + 3][:, cols].T)   # [b = round][a = outward]
+            cells.append(ring[2 * er : 2 * er + 3][:, cols].T)  # [b = round][a = outward]
             if er == rings - 1:
                 edges.append((len(cells) - 1, 0, 2, TAGS["wall"]))
     return np.concatenate([core_pts, outer.reshape(-1, 2)]), np.array(cells), edges
 
 
-def pipe(radius: float = DEFAULTS["radius"], length: float = DEFAULTS["length"], core: int = DEFAULTS["core"],
-         rings: int = DEFAULTS["rings"], core_size: float = DEFAULTS["core_size"], nx: int = DEFAULTS["nx"]) -> meshio.Mesh:
+def pipe(
+    radius: float = DEFAULTS["radius"],
+    length: float = DEFAULTS["length"],
+    core: int = DEFAULTS["core"],
+    rings: int = DEFAULTS["rings"],
+    core_size: float = DEFAULTS["core_size"],
+    nx: int = DEFAULTS["nx"],
+) -> meshio.Mesh:
     """The hex27 pipe: the cross-section of :func:`section` extruded along x in ``nx`` layers."""
     if nx < 1 or not radius > 0 or not length > 0:
         raise ValueError(f"nx, radius and length must be positive (got {nx}, {radius}, {length})")
-    mesh = extrude(*section(radius, core, rings, core_size), np.linspace(0.0, length, nx + 1),
-                   (TAGS["inflow"], TAGS["outflow"]), TAGS)
-    mesh.points = mesh.points[:, [2, 0, 1]]               # (y, z, x) -> (x, y, z): a cyclic permutation keeps orientation
+    mesh = extrude(
+        *section(radius, core, rings, core_size),
+        np.linspace(0.0, length, nx + 1),
+        (TAGS["inflow"], TAGS["outflow"]),
+        TAGS,
+    )
+    mesh.points = mesh.points[:, [2, 0, 1]]  # (y, z, x) -> (x, y, z): a cyclic permutation keeps orientation
     return mesh
 
 
@@ -86,7 +99,9 @@ def main(argv=None):
     ap.add_argument("--length", type=float, default=DEFAULTS["length"], help="pipe length (x)")
     ap.add_argument("--core", type=int, default=DEFAULTS["core"], help="cells along each edge of the square core")
     ap.add_argument("--rings", type=int, default=DEFAULTS["rings"], help="radial cell layers between core and wall")
-    ap.add_argument("--core-size", type=float, default=DEFAULTS["core_size"], help="the core's half side over the radius")
+    ap.add_argument(
+        "--core-size", type=float, default=DEFAULTS["core_size"], help="the core's half side over the radius"
+    )
     ap.add_argument("--nx", type=int, default=DEFAULTS["nx"], help="cell layers along the pipe")
     args = ap.parse_args(argv)
     write(ap, args.out, lambda: pipe(args.radius, args.length, args.core, args.rings, args.core_size, args.nx))

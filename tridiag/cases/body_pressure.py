@@ -10,6 +10,7 @@ the free nodes): adding c ψ₁ changes neither ∇²ψ at the free nodes nor ω
 body value and the Thom vorticity on the faces, so c follows from one linear equation after
 every step. Cost per step: a copy of ω, the Thom formula, the surface integral and one axpy.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -38,8 +39,10 @@ def face_samples(channel, walls: list) -> dict:
     j0, j1, i0, i1 = channel.body
     rows, cols = np.arange(j0, j1 + 1), np.arange(i0, i1 + 1)
     faces = [  # (j, i of the face nodes, normal step (dj, di), spacing along the face, normal spacing)
-        (rows, np.full(rows.size, i0), (0, -1), g.hy, g.hx), (rows, np.full(rows.size, i1), (0, 1), g.hy, g.hx),
-        (np.full(cols.size, j0), cols, (-1, 0), g.hx, g.hy), (np.full(cols.size, j1), cols, (1, 0), g.hx, g.hy),
+        (rows, np.full(rows.size, i0), (0, -1), g.hy, g.hx),
+        (rows, np.full(rows.size, i1), (0, 1), g.hy, g.hx),
+        (np.full(cols.size, j0), cols, (-1, 0), g.hx, g.hy),
+        (np.full(cols.size, j1), cols, (1, 0), g.hx, g.hy),
     ]
     nodes = distinct_nodes(walls)
     q, first, second, weight = [], [], [], []
@@ -51,8 +54,12 @@ def face_samples(channel, walls: list) -> dict:
         first.append(flat + dj * nx + di)
         second.append(flat + 2 * (dj * nx + di))
         weight.append(ds * trapezoid / (2 * dn))
-    return {"q": np.concatenate(q).astype(np.int32), "first": np.concatenate(first), "second": np.concatenate(second),
-            "weight": np.concatenate(weight)}
+    return {
+        "q": np.concatenate(q).astype(np.int32),
+        "first": np.concatenate(first),
+        "second": np.concatenate(second),
+        "weight": np.concatenate(weight),
+    }
 
 
 class PressureBodyValue:
@@ -72,8 +79,9 @@ class PressureBodyValue:
         self.gain = xp.zeros(1, dtype=flow.psi.dtype)
         if psi1 is None:
             if core.dtype != np.float64:
-                core = VorticitySolver(flow.backend, self.channel.boundary(xp), core.re, core.dt, solver=core.solver,
-                                       layout=core.layout)
+                core = VorticitySolver(
+                    flow.backend, self.channel.boundary(xp), core.re, core.dt, solver=core.solver, layout=core.layout
+                )
             psi1, self.sweeps = self._solve(core, flow.grid)
         else:
             self.sweeps = 0
@@ -85,7 +93,7 @@ class PressureBodyValue:
         xp = core.xp
         j0, j1, i0, i1 = self.channel.body
         psi1 = xp.zeros(grid.shape, dtype=core.dtype)
-        psi1[j0:j1 + 1, i0:i1 + 1] = 1
+        psi1[j0 : j1 + 1, i0 : i1 + 1] = 1
         zero = xp.zeros_like(psi1)
         cycle = len(core.rho)
         outflow = self.kernels["outflow"]
@@ -100,7 +108,9 @@ class PressureBodyValue:
 
     def _sensitivity(self) -> float:
         """d(∮ ∂ω/∂n ds)/dc: the surface integral of the Thom vorticity of ψ₁ alone."""
-        self.kernels["body_gain"](self.psi1, self.xp.zeros_like(self.psi1), self.boundary.thom, self.faces, 1.0, self.gain)
+        self.kernels["body_gain"](
+            self.psi1, self.xp.zeros_like(self.psi1), self.boundary.thom, self.faces, 1.0, self.gain
+        )
         return float(self.gain[0])
 
     def correct(self, psi, omega) -> None:

@@ -3,14 +3,17 @@
 Read from tridiag/cases/reference_data/breuer2000_square_cylinder.csv; its SOURCES.md says where each
 number comes from. Re = U_max D / ν, St = f D / U_max, L_r measured from the rear face.
 """
+
 from __future__ import annotations
 
 import csv
 import functools
 import importlib.resources
 
-CITATION = ("Breuer, Bernsdorf, Zeiser, Durst (2000), Int. J. Heat Fluid Flow 21, 186-196 "
-            "(L_r/D correlation second-hand; see tridiag/cases/reference_data/SOURCES.md)")
+CITATION = (
+    "Breuer, Bernsdorf, Zeiser, Durst (2000), Int. J. Heat Fluid Flow 21, 186-196 "
+    "(L_r/D correlation second-hand; see tridiag/cases/reference_data/SOURCES.md)"
+)
 
 
 @functools.cache

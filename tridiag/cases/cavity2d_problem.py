@@ -4,6 +4,7 @@ time step, wall relaxation and tolerance.
 The unit square, lid y = 1 moving in +x at speed 1, no-slip walls elsewhere; n × n cells
 ((n+1)² nodes, h = 1/n); fields (n+1, n+1) arrays as in tridiag.cases.vorticity.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -37,8 +38,17 @@ def wall_relaxation(dt: float, re: float, h: float) -> float:
     return min(1.0, re * h * h / dt)
 
 
-def cavity(backend: Backend, n: int, re: float, dt: float | None = None, solver: str = "thomas", psi_sweeps: int = 2,
-           relaxation: float | None = None, dtype=np.float64, layout: str = "auto"):
+def cavity(
+    backend: Backend,
+    n: int,
+    re: float,
+    dt: float | None = None,
+    solver: str = "thomas",
+    psi_sweeps: int = 2,
+    relaxation: float | None = None,
+    dtype=np.float64,
+    layout: str = "auto",
+):
     """(VorticitySolver, ψ, ω) of the cavity on n × n cells, fields zero (fluid at rest); dt defaults
     to :func:`default_dt`, the wall-vorticity relaxation to :func:`wall_relaxation`."""
     grid = Grid.box(1.0, 1.0, n, n)
@@ -50,6 +60,15 @@ def cavity(backend: Backend, n: int, re: float, dt: float | None = None, solver:
     boundary = Boundary.create(xp, grid, fixed, wall_u=lid, dtype=dtype)
     step = default_dt(re, grid.hx) if dt is None else dt
     alpha = wall_relaxation(step, re, grid.hx) if relaxation is None else relaxation
-    vs = VorticitySolver(backend, boundary, re, step, solver=solver, psi_sweeps=psi_sweeps, wall_relaxation=alpha,
-                         dtype=dtype, layout=layout)
+    vs = VorticitySolver(
+        backend,
+        boundary,
+        re,
+        step,
+        solver=solver,
+        psi_sweeps=psi_sweeps,
+        wall_relaxation=alpha,
+        dtype=dtype,
+        layout=layout,
+    )
     return vs, xp.zeros(grid.shape, dtype=dtype), xp.zeros(grid.shape, dtype=dtype)

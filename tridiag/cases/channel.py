@@ -18,6 +18,7 @@ Boundary conditions (ψ, ω):
 - outflow x = L: ∂ψ/∂x = 0 (v = 0, second-order one-sided) and convective ∂ω/∂t + U_c ∂ω/∂x = 0
   with U_c = Q/H = 2/3 the mean velocity, implicit upwind in time (unconditionally stable).
 """
+
 from __future__ import annotations
 
 import math
@@ -103,7 +104,7 @@ class Channel:
         fixed[0] = fixed[-1] = True
         fixed[:, 0] = fixed[:, -1] = True
         j0, j1, i0, i1 = self.body
-        fixed[j0:j1 + 1, i0:i1 + 1] = True
+        fixed[j0 : j1 + 1, i0 : i1 + 1] = True
         return fixed
 
     def boundary(self, xp, dtype=np.float64) -> Boundary:
@@ -121,8 +122,8 @@ class Channel:
         psi = np.repeat(inflow_psi(y)[:, None], self.grid.nx, axis=1)
         omega = np.repeat(inflow_omega(y)[:, None], self.grid.nx, axis=1)
         j0, j1, i0, i1 = self.body
-        psi[j0:j1 + 1, i0:i1 + 1] = self.psi_body
-        omega[j0:j1 + 1, i0:i1 + 1] = 0.0
+        psi[j0 : j1 + 1, i0 : i1 + 1] = self.psi_body
+        omega[j0 : j1 + 1, i0 : i1 + 1] = 0.0
         psi[-1] = FLUX  # exact value on the upper wall
         return xp.asarray(psi, dtype=dtype), xp.asarray(omega, dtype=dtype)
 
@@ -150,10 +151,10 @@ def normal_vorticity_flux(omega, channel: Channel):
     g = channel.grid
     j0, j1, i0, i1 = channel.body
     faces = (  # (wall, 1st and 2nd fluid nodes along the normal, spacing along the face, normal spacing)
-        (omega[j0:j1 + 1, i0], omega[j0:j1 + 1, i0 - 1], omega[j0:j1 + 1, i0 - 2], g.hy, g.hx),
-        (omega[j0:j1 + 1, i1], omega[j0:j1 + 1, i1 + 1], omega[j0:j1 + 1, i1 + 2], g.hy, g.hx),
-        (omega[j0, i0:i1 + 1], omega[j0 - 1, i0:i1 + 1], omega[j0 - 2, i0:i1 + 1], g.hx, g.hy),
-        (omega[j1, i0:i1 + 1], omega[j1 + 1, i0:i1 + 1], omega[j1 + 2, i0:i1 + 1], g.hx, g.hy),
+        (omega[j0 : j1 + 1, i0], omega[j0 : j1 + 1, i0 - 1], omega[j0 : j1 + 1, i0 - 2], g.hy, g.hx),
+        (omega[j0 : j1 + 1, i1], omega[j0 : j1 + 1, i1 + 1], omega[j0 : j1 + 1, i1 + 2], g.hy, g.hx),
+        (omega[j0, i0 : i1 + 1], omega[j0 - 1, i0 : i1 + 1], omega[j0 - 2, i0 : i1 + 1], g.hx, g.hy),
+        (omega[j1, i0 : i1 + 1], omega[j1 + 1, i0 : i1 + 1], omega[j1 + 2, i0 : i1 + 1], g.hx, g.hy),
     )
     total = 0.0
     for wall, first, second, ds, dn in faces:

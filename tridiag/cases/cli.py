@@ -6,6 +6,7 @@ computation); Reynolds numbers in RE_RANGE (below, the viscous coefficients dwar
 time step and no default step converges; above, the central-difference steady and unsteady
 runs diverge); at most MAX_PSI_SWEEPS ψ sweeps per step.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -24,10 +25,18 @@ def add_flow_arguments(ap, out: str, unit: str) -> None:
     """--solver, --layout, --psi-sweeps, --check-every, --device, --dtype, --out (default ``out``),
     --no-plots, --quiet on ``ap``; ``unit`` names what a step is ("iteration" or "step")."""
     add_line_solver_arguments(ap, "auto")
-    ap.add_argument("--psi-sweeps", type=int, default=2,
-                    help=f"ADI sweeps of the stream-function equation per {unit} (1..{MAX_PSI_SWEEPS}; default 2)")
-    ap.add_argument("--check-every", type=int, default=100,
-                    help=f"{unit}s between progress lines and residual/divergence checks (default 100)")
+    ap.add_argument(
+        "--psi-sweeps",
+        type=int,
+        default=2,
+        help=f"ADI sweeps of the stream-function equation per {unit} (1..{MAX_PSI_SWEEPS}; default 2)",
+    )
+    ap.add_argument(
+        "--check-every",
+        type=int,
+        default=100,
+        help=f"{unit}s between progress lines and residual/divergence checks (default 100)",
+    )
     ap.add_argument("--device", default="auto", help="auto, cpu or gpu (default auto: the GPU when CuPy sees one)")
     ap.add_argument("--dtype", default="float64", help="float64 or float32 (default float64)")
     ap.add_argument("--out", default=out, help=f"output directory (default {out})")
@@ -37,15 +46,21 @@ def add_flow_arguments(ap, out: str, unit: str) -> None:
 
 def add_line_solver_arguments(ap, default: str) -> None:
     """--solver and --layout (tridiag.cases.line_solver), the line solver of every 2D command."""
-    ap.add_argument("--solver", default=default,
-                    help=f"line solver: {', '.join(NAMES)} (default {default}: the fastest measured, on a GPU fused "
-                         "for the flows where the lines fit and tuned for heat, thomas on the CPU; the library "
-                         "solvers build the rows and solve them by that tridiag.solve method; tuned is "
-                         "tridiag.solve's measured choice)")
-    ap.add_argument("--layout", default="auto",
-                    help=f"storage of the library solvers' x-/y-line systems: {', '.join(LAYOUT_NAMES)} (natural: "
-                         "contiguous x-lines, interleaved y-lines, no transposes; contiguous: y-lines transposed; "
-                         "interleaved: x-lines transposed; auto: interleaved for pta, natural for thomas, else contiguous)")
+    ap.add_argument(
+        "--solver",
+        default=default,
+        help=f"line solver: {', '.join(NAMES)} (default {default}: the fastest measured, on a GPU fused "
+        "for the flows where the lines fit and tuned for heat, thomas on the CPU; the library "
+        "solvers build the rows and solve them by that tridiag.solve method; tuned is "
+        "tridiag.solve's measured choice)",
+    )
+    ap.add_argument(
+        "--layout",
+        default="auto",
+        help=f"storage of the library solvers' x-/y-line systems: {', '.join(LAYOUT_NAMES)} (natural: "
+        "contiguous x-lines, interleaved y-lines, no transposes; contiguous: y-lines transposed; "
+        "interleaved: x-lines transposed; auto: interleaved for pta, natural for thomas, else contiguous)",
+    )
 
 
 def check_flow_arguments(args) -> np.dtype:

@@ -10,6 +10,7 @@ with body="pressure" the cylinder's ψ from single-valued pressure (tridiag.case
 then the probe value v = −∂ψ/∂x at the probe node and ψ on the cylinder are recorded on the
 device (copied to the host at each check). Fields are (ny+1, nx+1) device arrays; time in D/U_max.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -59,9 +60,20 @@ class CylinderFlow:
     (``flow.body.psi1``) to skip its solve.
     """
 
-    def __init__(self, backend: Backend, channel: Channel, re: float, dt: float, solver: str = "thomas",
-                 psi_sweeps: int = 2, dtype=np.float64, probe: tuple | None = None, body: str = "pressure",
-                 body_field=None, layout: str = "auto"):
+    def __init__(
+        self,
+        backend: Backend,
+        channel: Channel,
+        re: float,
+        dt: float,
+        solver: str = "thomas",
+        psi_sweeps: int = 2,
+        dtype=np.float64,
+        probe: tuple | None = None,
+        body: str = "pressure",
+        body_field=None,
+        layout: str = "auto",
+    ):
         xp = backend.xp
         self.backend, self.xp, self.channel, self.grid = backend, xp, channel, channel.grid
         y_c = channel.centre[1]
@@ -73,8 +85,9 @@ class CylinderFlow:
         self.probe_index = (j, i)
         self.probe_node = (i * g.hx, j * g.hy)
         self.boundary = channel.boundary(xp, dtype)
-        self.core = VorticitySolver(backend, self.boundary, re, dt, solver=solver, psi_sweeps=psi_sweeps, dtype=dtype,
-                                    layout=layout)
+        self.core = VorticitySolver(
+            backend, self.boundary, re, dt, solver=solver, psi_sweeps=psi_sweeps, dtype=dtype, layout=layout
+        )
         self.psi, self.omega = channel.initial_fields(xp, dtype)
         for _ in range(START_SWEEPS):
             self.core.poisson_sweep(self.psi, self.omega)
@@ -149,6 +162,7 @@ class CylinderFlow:
         ``check_every`` steps, and the CFL guard :meth:`check_cfl`); ``progress(self, residuals,
         stability)`` is called at each check. With ``tol``, stop once the steady residual is <= tol.
         Returns the core's {"steps", "converged", "residual", "history"}."""
+
         def monitor() -> dict:
             self._flush()
             return self.check_cfl()
@@ -167,7 +181,9 @@ class CylinderFlow:
             raise ConvergenceError(
                 f"time step too large for the convective CFL condition at step {self.steps} (t = {self.t:g}): "
                 f"dt = {self.dt:g} gives max(|u|dt/hx + |v|dt/hy) = {stable['cfl']:.3g} > {CFL_LIMIT:g}; runs are "
-                f"stable at CFL <= 2: use dt <= {stable['dt_limit']:.3g}", "CFL")
+                f"stable at CFL <= 2: use dt <= {stable['dt_limit']:.3g}",
+                "CFL",
+            )
         return stable
 
     def pressure_loop(self) -> float:

@@ -2,6 +2,7 @@
 probe.csv, VTU snapshots first; fields.png, probe.png last) and the PNGs of the square-cylinder
 runs (matplotlib, Agg): the near wake, the probe signal, St(Re).
 """
+
 from __future__ import annotations
 
 import os
@@ -72,8 +73,10 @@ def write_snapshot(out: str, flow, backend) -> str:
     """VTU of ψ, ω, u, v of ``flow`` (a CylinderFlow) at its current step, atomically; returns the file name."""
     name = f"fields_{flow.steps:07d}.vtu"
     u, v = velocity(flow.psi, flow.grid, flow.boundary)
-    fields = {k: backend.to_numpy(a).astype(np.float64) for k, a in
-              (("psi", flow.psi), ("omega", flow.omega), ("u", u), ("v", v))}
+    fields = {
+        k: backend.to_numpy(a).astype(np.float64)
+        for k, a in (("psi", flow.psi), ("omega", flow.omega), ("u", u), ("v", v))
+    }
     write_vtu(os.path.join(out, name), flow.grid, fields)
     return name
 
@@ -88,37 +91,66 @@ def summary(run: CylinderRun) -> dict:
         st = shedding(np.asarray(run.times), np.asarray(run.signal))
     lr_ref, st_ref = breuer2000.recirculation_length(run.re), breuer2000.strouhal(run.re)
     m = np.array([v for t, v in run.mismatch if t >= 0.5 * run.t]) if run.mismatch else np.zeros(0)
-    b = np.asarray(run.body_psi[len(run.body_psi) // 2:])
+    b = np.asarray(run.body_psi[len(run.body_psi) // 2 :])
     return {
-        "re": run.re, "grid": f"{g.ny - 1}x{g.nx - 1}", "cells": [g.ny - 1, g.nx - 1], "nodes": [g.ny, g.nx],
-        "hx": g.hx, "hy": g.hy, "cylinder_faces": {"y_low": channel.faces[0], "y_high": channel.faces[1],
-                                                   "x_front": channel.faces[2], "x_rear": channel.faces[3]},
-        "body": run.body, "mode": "steady" if run.steady else "unsteady", "kick": run.kick,
-        "solver": run.solver, "methods": run.methods,
-        "device": run.device, "dtype": run.dtype, "dt": run.dt, "psi_sweeps": run.psi_sweeps,
-        "t": run.t, "steps": run.steps, "seconds": run.seconds,
-        "seconds_per_step": run.seconds / run.steps if run.steps else None, "seconds_total": run.seconds_total,
-        "tol": run.tol, "converged": bool(run.result["converged"]) if run.steady else None,
-        "residual": run.result["residual"], "residual_history": run.history,
-        "diverged": run.error is not None, "message": str(run.error) if run.error else None,
+        "re": run.re,
+        "grid": f"{g.ny - 1}x{g.nx - 1}",
+        "cells": [g.ny - 1, g.nx - 1],
+        "nodes": [g.ny, g.nx],
+        "hx": g.hx,
+        "hy": g.hy,
+        "cylinder_faces": {
+            "y_low": channel.faces[0],
+            "y_high": channel.faces[1],
+            "x_front": channel.faces[2],
+            "x_rear": channel.faces[3],
+        },
+        "body": run.body,
+        "mode": "steady" if run.steady else "unsteady",
+        "kick": run.kick,
+        "solver": run.solver,
+        "methods": run.methods,
+        "device": run.device,
+        "dtype": run.dtype,
+        "dt": run.dt,
+        "psi_sweeps": run.psi_sweeps,
+        "t": run.t,
+        "steps": run.steps,
+        "seconds": run.seconds,
+        "seconds_per_step": run.seconds / run.steps if run.steps else None,
+        "seconds_total": run.seconds_total,
+        "tol": run.tol,
+        "converged": bool(run.result["converged"]) if run.steady else None,
+        "residual": run.result["residual"],
+        "residual_history": run.history,
+        "diverged": run.error is not None,
+        "message": str(run.error) if run.error else None,
         "probe": {"x": run.probe[0], "y": run.probe[1], "quantity": "v"},
-        "strouhal": None if st is None else {"st": st.frequency, "periods": st.periods, "spread": st.spread,
-                                             "amplitude": st.amplitude},
+        "strouhal": None
+        if st is None
+        else {"st": st.frequency, "periods": st.periods, "spread": st.spread, "amplitude": st.amplitude},
         "strouhal_breuer": st_ref,
         "strouhal_relative_difference": breuer2000.relative_difference(st.frequency if st else None, st_ref),
-        "recirculation_length": lr, "recirculation_length_breuer": lr_ref,
+        "recirculation_length": lr,
+        "recirculation_length_breuer": lr_ref,
         "recirculation_length_relative_difference": breuer2000.relative_difference(lr, lr_ref),
-        "pressure_mismatch": {"description": "(1/Re) closed integral of d(omega)/dn around the body (Thom wall "
-                                             "vorticity of the current psi), at the checks of the second half of "
-                                             "the run: zero for a single-valued pressure",
-                              "mean": float(m.mean()) if m.size else None,
-                              "max_abs": float(np.abs(m).max()) if m.size else None,
-                              "history": run.mismatch},
-        "psi_body": {"description": "stream function on the cylinder (the flux below it) over the second half of the run",
-                     "fixed_value": channel.psi_body, "mean": float(b.mean()) if b.size else None,
-                     "amplitude_over_flux": float(0.5 * (b.max() - b.min()) / FLUX) if b.size else None,
-                     "file": "probe.csv"},
-        "reference": breuer2000.CITATION, "snapshots": run.snapshots,
+        "pressure_mismatch": {
+            "description": "(1/Re) closed integral of d(omega)/dn around the body (Thom wall "
+            "vorticity of the current psi), at the checks of the second half of "
+            "the run: zero for a single-valued pressure",
+            "mean": float(m.mean()) if m.size else None,
+            "max_abs": float(np.abs(m).max()) if m.size else None,
+            "history": run.mismatch,
+        },
+        "psi_body": {
+            "description": "stream function on the cylinder (the flux below it) over the second half of the run",
+            "fixed_value": channel.psi_body,
+            "mean": float(b.mean()) if b.size else None,
+            "amplitude_over_flux": float(0.5 * (b.max() - b.min()) / FLUX) if b.size else None,
+            "file": "probe.csv",
+        },
+        "reference": breuer2000.CITATION,
+        "snapshots": run.snapshots,
         "command": run.command,
     }
 
@@ -126,8 +158,11 @@ def summary(run: CylinderRun) -> dict:
 def write_results(run: CylinderRun, out: str) -> list:
     """probe.csv, atomically (the VTU snapshots were written during the run); returns the result
     file names, snapshots included."""
-    write_csv(os.path.join(out, "probe.csv"), ["t", "v", "psi_body"],
-              [list(row) for row in zip(run.times, run.signal, run.body_psi)])
+    write_csv(
+        os.path.join(out, "probe.csv"),
+        ["t", "v", "psi_body"],
+        [list(row) for row in zip(run.times, run.signal, run.body_psi)],
+    )
     return ["probe.csv", *run.snapshots]
 
 
@@ -142,10 +177,14 @@ def draw_pictures(run: CylinderRun, out: str, prog: str) -> list:
         return []
     g = run.channel.grid
     title = f"square cylinder, Re {run.re:g}, {g.ny - 1}x{g.nx - 1} cells, t = {run.t:.1f}"
-    return draw(out, [
-        ("fields.png", lambda path: fields_png(path, run.channel, run.fields["psi"], run.fields["omega"], title)),
-        ("probe.png", lambda path: probe_png(path, run.times, run.signal, title + ": v at the probe")),
-    ], prog)
+    return draw(
+        out,
+        [
+            ("fields.png", lambda path: fields_png(path, run.channel, run.fields["psi"], run.fields["omega"], title)),
+            ("probe.png", lambda path: probe_png(path, run.times, run.signal, title + ": v at the probe")),
+        ],
+        prog,
+    )
 
 
 def report(s: dict) -> str:

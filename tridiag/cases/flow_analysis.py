@@ -1,4 +1,5 @@
 """Host-side evaluation of grid fields: values between nodes and extrema located between nodes."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -45,8 +46,10 @@ def minimum(field, grid: Grid) -> dict:
     x, y = grid.coordinates()
     value, px, py = float(field[j, i]), float(x[i]), float(y[j])
     if 0 < i < grid.nx - 1 and 0 < j < grid.ny - 1:
-        for (lo, c, hi), h, axis in (((field[j, i - 1], field[j, i], field[j, i + 1]), grid.hx, "x"),
-                                     ((field[j - 1, i], field[j, i], field[j + 1, i]), grid.hy, "y")):
+        for (lo, c, hi), h, axis in (
+            ((field[j, i - 1], field[j, i], field[j, i + 1]), grid.hx, "x"),
+            ((field[j - 1, i], field[j, i], field[j + 1, i]), grid.hy, "y"),
+        ):
             slope, curv = (hi - lo) / 2, hi - 2 * c + lo
             if curv > 0:
                 shift = -slope / curv

@@ -2,6 +2,7 @@
 
 Fields are host (ny, nx) arrays on a tridiag.cases.vorticity.Grid.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -26,8 +27,9 @@ def write_vtu(path: str, grid: Grid, fields: dict) -> None:
         meshio.write(tmp, meshio.Mesh(points, [("quad", quads)], point_data=data), file_format="vtu", binary=True)
 
 
-def fields_png(path: str, grid: Grid, psi, omega, title: str, omega_range: float | None = None,
-               streamlines: int = 30) -> None:
+def fields_png(
+    path: str, grid: Grid, psi, omega, title: str, omega_range: float | None = None, streamlines: int = 30
+) -> None:
     """Vorticity (filled contours, clipped to ±omega_range; default: the 99th percentile of
     |ω|) with streamlines (ψ contours: ``streamlines`` levels spread over ψ's range, with
     extra levels inside the extremes so secondary eddies show)."""
@@ -40,9 +42,17 @@ def fields_png(path: str, grid: Grid, psi, omega, title: str, omega_range: float
     filled = ax.contourf(x, y, np.clip(omega, -lim, lim), levels=np.linspace(-lim, lim, 41), cmap="RdBu_r")
     fig.colorbar(filled, ax=ax, label="vorticity ω")
     lo, hi = float(psi.min()), float(psi.max())
-    levels = np.unique(np.concatenate([np.linspace(lo, hi, streamlines + 2)[1:-1],
-                                       lo * np.array([0.99, 0.9, 0.7]), hi * np.array([0.99, 0.9, 0.7]),
-                                       hi * np.array([1e-2, 1e-3, 1e-4, 1e-5]), lo * np.array([1e-4, 1e-5])]))
+    levels = np.unique(
+        np.concatenate(
+            [
+                np.linspace(lo, hi, streamlines + 2)[1:-1],
+                lo * np.array([0.99, 0.9, 0.7]),
+                hi * np.array([0.99, 0.9, 0.7]),
+                hi * np.array([1e-2, 1e-3, 1e-4, 1e-5]),
+                lo * np.array([1e-4, 1e-5]),
+            ]
+        )
+    )
     levels = levels[(levels > lo) & (levels < hi)]
     if levels.size:
         ax.contour(x, y, psi, levels=levels, colors="k", linewidths=0.6, linestyles="solid")
@@ -55,8 +65,15 @@ def fields_png(path: str, grid: Grid, psi, omega, title: str, omega_range: float
     plt.close(fig)
 
 
-def profiles_png(path: str, u_line: tuple, v_line: tuple, reference: dict | None, title: str,
-                 label: str, reference_label: str = "reference") -> None:
+def profiles_png(
+    path: str,
+    u_line: tuple,
+    v_line: tuple,
+    reference: dict | None,
+    title: str,
+    label: str,
+    reference_label: str = "reference",
+) -> None:
     """u(y) on the vertical and v(x) on the horizontal centre line, u_line = (y, u), v_line = (x, v),
     with reference points {"u": (y, u), "v": (x, v)} when given."""
     plt = pyplot()

@@ -6,6 +6,7 @@ ghia1982_primary_vortex.csv (Tables III and V, ψ_min and its centre), at Re 100
 unit square, lid y = 1 moving +x at speed 1. Ghia's points are nodes k/128 of their 129²
 grid, printed to four decimals; they are read back as k/128 exactly.
 """
+
 from __future__ import annotations
 
 import functools

@@ -9,6 +9,7 @@ Steady: the unit square with the edge y = 1 at T1 and the other edges at 0 (Beck
 2008; ../shared/reference/SOURCES.md):
 T(x, y) = (4 T1 / π) Σ_{m odd} sin(mπx) sinh(mπy) / (m sinh(mπ)); T(½, ½) = T1 / 4.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -17,13 +18,12 @@ import numpy as np
 def mode_rate(k: int, l: int, length: float, alpha: float = 1.0, dx: float | None = None) -> float:
     """Decay rate (1/s) of mode (k, l): continuous, or of the 5-point Laplacian with spacing dx."""
     if dx is None:
-        return alpha * np.pi ** 2 * (k * k + l * l) / length ** 2
+        return alpha * np.pi**2 * (k * k + l * l) / length**2
     mu = [4 * np.sin(m * np.pi * dx / (2 * length)) ** 2 for m in (k, l)]
-    return alpha * sum(mu) / dx ** 2
+    return alpha * sum(mu) / dx**2
 
 
-def decaying_mode(x, y, t: float, length: float, k: int = 1, l: int = 1, alpha: float = 1.0,
-                  dx: float | None = None):
+def decaying_mode(x, y, t: float, length: float, k: int = 1, l: int = 1, alpha: float = 1.0, dx: float | None = None):
     """sin(kπx/L) sin(lπy/L) exp(-rate t) on broadcast x, y (rate from :func:`mode_rate`)."""
     amp = np.exp(-mode_rate(k, l, length, alpha, dx) * t)
     return amp * np.sin(k * np.pi * np.asarray(x) / length) * np.sin(l * np.pi * np.asarray(y) / length)

@@ -3,6 +3,7 @@ first; field.png, profile.png last) and the PNGs (matplotlib, Agg).
 
 Fields are host (n, n) arrays T[j, i] on the nodes x_i = i h, y_j = j h.
 """
+
 from __future__ import annotations
 
 import os
@@ -47,10 +48,14 @@ def write_results(run: HeatRun, out: str) -> list:
 def draw_pictures(run: HeatRun, out: str, prog: str) -> list:
     """field.png and profile.png; returns the names drawn."""
     coord, x, t, ref = run.line
-    return draw(out, [
-        ("field.png", lambda path: field_png(path, run.field, run.length, run.title)),
-        ("profile.png", lambda path: profile_png(path, x, t, ref, coord, run.label, run.title)),
-    ], prog)
+    return draw(
+        out,
+        [
+            ("field.png", lambda path: field_png(path, run.field, run.length, run.title)),
+            ("profile.png", lambda path: profile_png(path, x, t, ref, coord, run.label, run.title)),
+        ],
+        prog,
+    )
 
 
 def field_png(path: str, field: np.ndarray, length: float, title: str) -> None:
@@ -68,8 +73,9 @@ def field_png(path: str, field: np.ndarray, length: float, title: str) -> None:
     plt.close(fig)
 
 
-def profile_png(path: str, coord: np.ndarray, numerical: np.ndarray, exact: np.ndarray, xlabel: str,
-                ylabel: str, title: str) -> None:
+def profile_png(
+    path: str, coord: np.ndarray, numerical: np.ndarray, exact: np.ndarray, xlabel: str, ylabel: str, title: str
+) -> None:
     """A centre-line profile against the exact solution, with the difference below."""
     plt = pyplot()
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(6, 6), sharex=True, gridspec_kw={"height_ratios": (2, 1)})

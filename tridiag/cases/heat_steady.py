@@ -26,6 +26,7 @@ The line solves deliver the increment ΔT (the delta form of tridiag.cases.peace
 convergence: an iterative line solver (checkerboard) with a relative tolerance on ΔT, even
 a loose one such as 1e-4, leaves the converged field exact (it only perturbs the path).
 """
+
 from __future__ import annotations
 
 import math
@@ -64,7 +65,7 @@ def centre(field: np.ndarray) -> float:
     """T at (½, ½): the middle node, or the mean of the four around it (host array)."""
     n = field.shape[0]
     m = n // 2
-    return float(field[m, m] if n % 2 else field[m - 1:m + 1, m - 1:m + 1].mean())
+    return float(field[m, m] if n % 2 else field[m - 1 : m + 1, m - 1 : m + 1].mean())
 
 
 def residual_bound(xp, t, h: float) -> float:
@@ -73,9 +74,21 @@ def residual_bound(xp, t, h: float) -> float:
     return float(xp.abs(r).max()) / (8 * h * h)
 
 
-def solve_steady(backend: Backend, n: int, dtype, solver: str = "auto", layout: str = "auto", params: str = "cyclic",
-                 stop: str = "residual", tol: float = 1e-9, maxiter: int = 100000, t1: float = 100.0,
-                 options: dict | None = None, progress=None, check_every: int = 10) -> dict:
+def solve_steady(
+    backend: Backend,
+    n: int,
+    dtype,
+    solver: str = "auto",
+    layout: str = "auto",
+    params: str = "cyclic",
+    stop: str = "residual",
+    tol: float = 1e-9,
+    maxiter: int = 100000,
+    t1: float = 100.0,
+    options: dict | None = None,
+    progress=None,
+    check_every: int = 10,
+) -> dict:
     """Iterate to the stopping rule, tested every ``check_every`` iterations, with line solver
     ``solver`` (tridiag.cases.line_solver names, ``layout``); returns the host field and a summary.
 
@@ -86,8 +99,7 @@ def solve_steady(backend: Backend, n: int, dtype, solver: str = "auto", layout: 
     xp = backend.xp
     h = 1 / (n - 1)
     cycle = parameters(params, n)
-    adi = make_adi(xp, (n, n), dtype, solver, h, h, layout=layout, options=options, keep_delta=True,
-                   iterative=True)
+    adi = make_adi(xp, (n, n), dtype, solver, h, h, layout=layout, options=options, keep_delta=True, iterative=True)
     t = initial_field(xp, n, dtype, t1)
     change = bound = math.inf
     t0 = time.perf_counter()
@@ -112,12 +124,28 @@ def solve_steady(backend: Backend, n: int, dtype, solver: str = "auto", layout: 
     seconds = time.perf_counter() - t0
     host = backend.to_numpy(t)
     tc = centre(host)
-    result = dict(n=n, h=h, dtype=np.dtype(dtype).name, solver=solver, solved_by=adi.describe(), parameters=params,
-                  rho_h2=[rho * h * h for rho in cycle], stop=stop, tol=tol if stop == "residual" else None,
-                  check_every=check_every, iterations=k,
-                  inner_iterations=adi.inner_iterations,
-                  seconds=seconds, converged=met, sum_change_squared=change, error_bound=bound,
-                  t1=t1, t_centre=tc, centre_error=abs(tc - t1 / 4), options=dict(options or {}))
+    result = dict(
+        n=n,
+        h=h,
+        dtype=np.dtype(dtype).name,
+        solver=solver,
+        solved_by=adi.describe(),
+        parameters=params,
+        rho_h2=[rho * h * h for rho in cycle],
+        stop=stop,
+        tol=tol if stop == "residual" else None,
+        check_every=check_every,
+        iterations=k,
+        inner_iterations=adi.inner_iterations,
+        seconds=seconds,
+        converged=met,
+        sum_change_squared=change,
+        error_bound=bound,
+        t1=t1,
+        t_centre=tc,
+        centre_error=abs(tc - t1 / 4),
+        options=dict(options or {}),
+    )
     result["field"] = host
     if not met:
         rule = "eq. 5 (sum of squared changes < 1e-6)" if stop == "paper" else f"the residual bound <= {tol:g} T1"

@@ -6,6 +6,7 @@ the hot plate T₀ = sin(kπx/L) sin(lπy/L) (k = l = 1 by default), whose exact
 decays as exp(-απ²(k² + l²) t / L²) (tridiag.cases.heat_exact), so every run is checked.
 Paper defaults: Δx = 0.01, Δt = 0.01, α = 1 (r = αΔt/Δx² = 100), 100 steps.
 """
+
 from __future__ import annotations
 
 import time
@@ -49,9 +50,20 @@ def march(backend: Backend, adi, t, steps: int, rho: float) -> None:
         done += count
 
 
-def run_unsteady(backend: Backend, n: int, steps: int, dtype, solver: str = "auto", layout: str = "auto",
-                 dx: float = 0.01, dt: float = 0.01, alpha: float = 1.0, k: int = 1, l: int = 1,
-                 options: dict | None = None) -> dict:
+def run_unsteady(
+    backend: Backend,
+    n: int,
+    steps: int,
+    dtype,
+    solver: str = "auto",
+    layout: str = "auto",
+    dx: float = 0.01,
+    dt: float = 0.01,
+    alpha: float = 1.0,
+    k: int = 1,
+    l: int = 1,
+    options: dict | None = None,
+) -> dict:
     """``steps`` ADI steps from the hot plate with line solver ``solver`` (tridiag.cases.line_solver
     names, ``layout``); the host field and errors against the exact mode (continuous, and
     semi-discrete: the exact solution of the 5-point scheme in space)."""
@@ -66,17 +78,35 @@ def run_unsteady(backend: Backend, n: int, steps: int, dtype, solver: str = "aut
     seconds = time.perf_counter() - t0
     host = backend.to_numpy(t)
     if not np.isfinite(host).all():
-        raise ConvergenceError(f"unsteady ADI (n={n}, {steps} steps): the field holds inf/NaN after {adi.describe()} "
-                               "solves (overflow or a broken-down solve)", "diverged")
+        raise ConvergenceError(
+            f"unsteady ADI (n={n}, {steps} steps): the field holds inf/NaN after {adi.describe()} "
+            "solves (overflow or a broken-down solve)",
+            "diverged",
+        )
     length, t_end = (n - 1) * dx, steps * dt
     x = np.arange(n) * dx
     exact = decaying_mode(x, x[:, None], t_end, length, k, l, alpha)
     semi = decaying_mode(x, x[:, None], t_end, length, k, l, alpha, dx=dx)
-    return dict(n=n, steps=steps, dtype=np.dtype(dtype).name, solver=solver, solved_by=adi.describe(),
-                dx=dx, dt=dt, alpha=alpha, r=alpha * dt / dx**2, length=length, t_end=t_end, mode=(k, l),
-                seconds=seconds, ms_per_step=seconds / steps * 1e3 if steps else None,
-                error_exact=relative_l2(host, exact), error_semi_discrete=relative_l2(host, semi),
-                field=host, exact=exact)
+    return dict(
+        n=n,
+        steps=steps,
+        dtype=np.dtype(dtype).name,
+        solver=solver,
+        solved_by=adi.describe(),
+        dx=dx,
+        dt=dt,
+        alpha=alpha,
+        r=alpha * dt / dx**2,
+        length=length,
+        t_end=t_end,
+        mode=(k, l),
+        seconds=seconds,
+        ms_per_step=seconds / steps * 1e3 if steps else None,
+        error_exact=relative_l2(host, exact),
+        error_semi_discrete=relative_l2(host, semi),
+        field=host,
+        exact=exact,
+    )
 
 
 def serial_cpu_run(t0: np.ndarray, steps: int, r: float) -> np.ndarray:

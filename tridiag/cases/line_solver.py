@@ -24,6 +24,7 @@ path is launch-bound: cylinder_bench_h100.md, cavity2d_bench_h100.md) and tuned 
 contiguous lines for ADI heat (its library sweep is five bandwidth-bound launches, faster
 than the fused one at every size: adi_bench_h100.md); thomas on the CPU.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -37,8 +38,11 @@ FUSED = "fused"
 LIBRARY = (*(m for m in METHODS if m != "auto"), "tuned")  # "tuned" is tridiag.solve's "auto"
 NAMES = ("auto", FUSED, *LIBRARY)
 ITERATIVE = ("checkerboard",)  # solves to a tolerance from a start value: the ADI heat cases only
-LAYOUTS = {"natural": ("contiguous", "interleaved"), "contiguous": ("contiguous", "contiguous"),
-           "interleaved": ("interleaved", "interleaved")}
+LAYOUTS = {
+    "natural": ("contiguous", "interleaved"),
+    "contiguous": ("contiguous", "contiguous"),
+    "interleaved": ("interleaved", "interleaved"),
+}
 LAYOUT_NAMES = ("auto", *LAYOUTS)
 
 
@@ -70,8 +74,15 @@ def check_solver(name: str, layout: str = "auto", iterative: bool = False) -> st
     return name
 
 
-def resolve_solver(name: str, gpu: bool, longest: int, fits: bool, layout: str = "auto",
-                   iterative: bool = False, fused_first: bool = True) -> LineSolver:
+def resolve_solver(
+    name: str,
+    gpu: bool,
+    longest: int,
+    fits: bool,
+    layout: str = "auto",
+    iterative: bool = False,
+    fused_first: bool = True,
+) -> LineSolver:
     """The LineSolver ``name`` stands for on a GPU (``gpu``) or the CPU, for lines of at most
     ``longest`` nodes of which the fused sweeps hold them (``fits``); ``fused_first``: "auto"
     takes the fused sweeps on a GPU where they fit (the flows), else tuned (ADI heat).
@@ -84,8 +95,10 @@ def resolve_solver(name: str, gpu: bool, longest: int, fits: bool, layout: str =
         if not gpu:
             raise InputError("--solver fused needs a GPU (CuPy); on the CPU use thomas (or auto)")
         if not fits:
-            raise InputError(f"--solver fused holds each line in shared memory, and lines of {longest} nodes "
-                             "do not fit: choose a library --solver")
+            raise InputError(
+                f"--solver fused holds each line in shared memory, and lines of {longest} nodes "
+                "do not fit: choose a library --solver"
+            )
         return LineSolver(FUSED, None, None)
     if layout == "auto":
         layout = "interleaved" if name == "pta" else "natural" if name == "thomas" else "contiguous"

@@ -6,6 +6,7 @@ A case needs about ``arrays`` field-sized arrays (its fields, the line systems' 
 and the solver's work arrays, measured at the peak of a run) on the device, and
 ``host_arrays`` float64 field-sized arrays on the host for its results.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -28,8 +29,10 @@ def check_fits(backend, nodes: int, arrays: float, dtype, host_arrays: float, wh
         budgets[0] = (device + host, budgets[0][1], "host")
     for per_node, free, where in budgets:
         if nodes * per_node > free:
-            raise InputError(f"{what} needs about {_gib(nodes * per_node)} of {where} memory, {_gib(free)} is free: "
-                             f"{largest(int(free // per_node))} fits at most")
+            raise InputError(
+                f"{what} needs about {_gib(nodes * per_node)} of {where} memory, {_gib(free)} is free: "
+                f"{largest(int(free // per_node))} fits at most"
+            )
 
 
 def _gib(nbytes: float) -> str:

@@ -21,6 +21,7 @@ NumPy reference beside it) and solves the lines by a tridiag.solve method in the
 :class:`~tridiag.cases.line_solver.LineSolver`; :class:`FusedADI` does each half in one launch
 (tridiag.kernels.line_sweeps). :func:`make_adi` picks one for a ``--solver`` name.
 """
+
 from __future__ import annotations
 
 import math
@@ -37,8 +38,10 @@ from .line_solver import ITERATIVE, LineSolver, resolve_solver, solve_axis, stor
 def spectrum(shape, hx: float, hy: float) -> tuple:
     """(low, high): the smallest and largest eigenvalue of −δxx/hx² and −δyy/hy² on the lines of
     an (ny, nx) node grid with fixed ends, λ_m = 4/h² sin²(mπ / (2(n − 1))), m = 1 … n − 2."""
-    bounds = [(4 / h**2 * math.sin(math.pi / (2 * (n - 1))) ** 2, 4 / h**2 * math.cos(math.pi / (2 * (n - 1))) ** 2)
-              for n, h in zip(shape, (hy, hx))]
+    bounds = [
+        (4 / h**2 * math.sin(math.pi / (2 * (n - 1))) ** 2, 4 / h**2 * math.cos(math.pi / (2 * (n - 1))) ** 2)
+        for n, h in zip(shape, (hy, hx))
+    ]
     return min(b[0] for b in bounds), max(b[1] for b in bounds)
 
 
@@ -67,8 +70,17 @@ class LibraryADI:
     tolerance and reads its iteration counts back (no CUDA-graph capture); ``inner_iterations``
     then sums them (largest over the lines, per solve), else it is None."""
 
-    def __init__(self, xp, shape, dtype, solver: LineSolver, hx: float = 1.0, hy: float = 1.0, fixed=None,
-                 options: dict | None = None):
+    def __init__(
+        self,
+        xp,
+        shape,
+        dtype,
+        solver: LineSolver,
+        hx: float = 1.0,
+        hy: float = 1.0,
+        fixed=None,
+        options: dict | None = None,
+    ):
         self.xp, self.shape, self.dtype, self.solver = xp, tuple(shape), np.dtype(dtype), solver
         self.hx, self.hy, self.options = hx, hy, dict(options or {})
         self.free = free_mask(self.shape, fixed)
@@ -105,8 +117,10 @@ class LibraryADI:
         key = (s, transposed and not self.symmetric)
         if key not in self._rows:
             free = self.free.T if key[1] else self.free
-            self._rows[key] = (self.xp.asarray(-s * free, dtype=self.dtype),
-                               self.xp.asarray(1 + 2 * s * free, dtype=self.dtype))
+            self._rows[key] = (
+                self.xp.asarray(-s * free, dtype=self.dtype),
+                self.xp.asarray(1 + 2 * s * free, dtype=self.dtype),
+            )
         return self._rows[key]
 
     def sweep(self, u, rho: float, source=None):
@@ -114,8 +128,17 @@ class LibraryADI:
         returns Δ (:attr:`delta`)."""
         sx, sy = 1 / (rho * self.hx**2), 1 / (rho * self.hy**2)
         tx, ty = self.transposed["x"], self.transposed["y"]
-        adi_pass(u, self.x_rhs, 2 * sy, 2 * sx, laplacian=True, transpose=tx, fixed=self.fixed, source=source,
-                 coef_source=2 / rho)
+        adi_pass(
+            u,
+            self.x_rhs,
+            2 * sy,
+            2 * sx,
+            laplacian=True,
+            transpose=tx,
+            fixed=self.fixed,
+            source=source,
+            coef_source=2 / rho,
+        )
         self._solve("x", self.rows(sx, tx), self.x_rhs, self.x_out)
         if tx != ty:
             adi_pass(self.x_out, self.y_rhs, transpose=True)
@@ -127,8 +150,18 @@ class LibraryADI:
         off, diag = rows
         opts = dict(self.options, x0=rhs) if self.iterative else self.options
         info: dict = {}
-        tridiag.solve(off, diag, off, rhs, method=self.solver.method, axis=solve_axis(along, self.transposed[along]),
-                      out=out, check=self.iterative, info=info, **opts)
+        tridiag.solve(
+            off,
+            diag,
+            off,
+            rhs,
+            method=self.solver.method,
+            axis=solve_axis(along, self.transposed[along]),
+            out=out,
+            check=self.iterative,
+            info=info,
+            **opts,
+        )
         self.solved_by[along] = info["method"] + (f" {info['options']}" if info["options"] else "")
         if self.iterative:
             self.inner_iterations += int(np.abs(info["iterations"]).max())
@@ -169,13 +202,31 @@ class FusedADI:
         return 5 + (self.delta is not None)
 
 
-def make_adi(xp, shape, dtype, solver: str, hx: float = 1.0, hy: float = 1.0, fixed=None, layout: str = "auto",
-             options: dict | None = None, keep_delta: bool = False, iterative: bool = False):
+def make_adi(
+    xp,
+    shape,
+    dtype,
+    solver: str,
+    hx: float = 1.0,
+    hy: float = 1.0,
+    fixed=None,
+    layout: str = "auto",
+    options: dict | None = None,
+    keep_delta: bool = False,
+    iterative: bool = False,
+):
     """The ADI of line solver ``solver`` (tridiag.cases.line_solver.NAMES, with ``layout``) for the
     array module ``xp``: FusedADI or LibraryADI ("auto" on a GPU: tuned, contiguous lines, the
     fastest for the sweep alone). ``iterative`` admits the checkerboard solver."""
-    choice = resolve_solver(solver, xp is not np, max(shape), max(shape) <= line_sweeps.longest_line(dtype), layout,
-                            iterative, fused_first=False)
+    choice = resolve_solver(
+        solver,
+        xp is not np,
+        max(shape),
+        max(shape) <= line_sweeps.longest_line(dtype),
+        layout,
+        iterative,
+        fused_first=False,
+    )
     if choice.fused:
         return FusedADI(xp, shape, dtype, hx, hy, fixed, keep_delta)
     return LibraryADI(xp, shape, dtype, choice, hx, hy, fixed, options)

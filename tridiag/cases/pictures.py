@@ -3,6 +3,7 @@
 A picture that fails to render (matplotlib missing, a backend error, a full disk) must not cost
 the run its results or its exit code: it becomes a one-line warning on stderr.
 """
+
 from __future__ import annotations
 
 import os

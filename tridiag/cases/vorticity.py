@@ -18,6 +18,7 @@ Fields are (ny, nx) arrays of node values: axis 0 = y (index j, y = y0 + j hy), 
   corner) gets the mean of its two Thom values. Fixed nodes that are not walls (box
   corners, body interior, open boundaries) keep their ω: zero by default, inert.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -95,8 +96,13 @@ class ThomTable:
             q = (count[k] > 0).astype(np.int64)  # second direction of a corner node goes to slot 1
             nbr[k, q], coef[k, q], hspeed[k, q] = w.neighbours, -2 / h**2, h * w.speed
             count[k] += 1
-        return cls(xp.asarray(nodes, dtype=np.int64), xp.asarray(nbr, dtype=np.int64), xp.asarray(coef, dtype=dtype),
-                   xp.asarray(hspeed, dtype=dtype), xp.asarray(count, dtype=dtype))
+        return cls(
+            xp.asarray(nodes, dtype=np.int64),
+            xp.asarray(nbr, dtype=np.int64),
+            xp.asarray(coef, dtype=dtype),
+            xp.asarray(hspeed, dtype=dtype),
+            xp.asarray(count, dtype=dtype),
+        )
 
 
 @dataclass
@@ -142,14 +148,21 @@ class Boundary:
         free_padded = np.pad(~fixed, 1, constant_values=False)
         walls = []
         for name, (dj, di) in DIRECTIONS.items():
-            nodes = np.flatnonzero(walled & free_padded[1 + dj:1 + dj + ny, 1 + di:1 + di + nx])
+            nodes = np.flatnonzero(walled & free_padded[1 + dj : 1 + dj + ny, 1 + di : 1 + di + nx])
             if nodes.size:
                 speed = {"+y": wu, "-y": -wu, "+x": -wv, "-x": wv}[name][nodes]  # dψ/ds toward the fluid
                 walls.append(Wall(name, nodes, nodes + dj * nx + di, speed))
         thom = ThomTable.create(xp, walls, grid, dtype)
         nodes = distinct_nodes(walls)
-        return cls(grid, xp.asarray(fixed), xp.asarray(~fixed[1:-1, 1:-1], dtype=dtype), walls, thom,
-                   xp.asarray(wu[nodes], dtype=dtype), xp.asarray(wv[nodes], dtype=dtype))
+        return cls(
+            grid,
+            xp.asarray(fixed),
+            xp.asarray(~fixed[1:-1, 1:-1], dtype=dtype),
+            walls,
+            thom,
+            xp.asarray(wu[nodes], dtype=dtype),
+            xp.asarray(wv[nodes], dtype=dtype),
+        )
 
 
 def wall_vorticity(psi, omega, boundary: Boundary, relaxation: float = 1.0) -> None:
@@ -166,7 +179,9 @@ def wall_vorticity(psi, omega, boundary: Boundary, relaxation: float = 1.0) -> N
         return
     p, flat = psi.reshape(-1), omega.reshape(-1)
     own = p[t.node]
-    thom = (t.coef[:, 0] * (p[t.nbr[:, 0]] - own - t.hspeed[:, 0]) + t.coef[:, 1] * (p[t.nbr[:, 1]] - own - t.hspeed[:, 1])) / t.count
+    thom = (
+        t.coef[:, 0] * (p[t.nbr[:, 0]] - own - t.hspeed[:, 0]) + t.coef[:, 1] * (p[t.nbr[:, 1]] - own - t.hspeed[:, 1])
+    ) / t.count
     flat[t.node] = thom if relaxation == 1 else relaxation * thom + (1 - relaxation) * flat[t.node]
 
 
@@ -196,14 +211,12 @@ def _derivative(f, h, axis, xp):
 def laplacian(f, grid: Grid):
     """Five-point ∇²f at the interior nodes, (ny-2, nx-2)."""
     c = f[1:-1, 1:-1]
-    return ((f[1:-1, 2:] - 2 * c + f[1:-1, :-2]) / grid.hx**2
-            + (f[2:, 1:-1] - 2 * c + f[:-2, 1:-1]) / grid.hy**2)
+    return (f[1:-1, 2:] - 2 * c + f[1:-1, :-2]) / grid.hx**2 + (f[2:, 1:-1] - 2 * c + f[:-2, 1:-1]) / grid.hy**2
 
 
 def interior_velocity(psi, grid: Grid):
     """(u, v) by central differences at the interior nodes, (ny-2, nx-2) each."""
-    return ((psi[2:, 1:-1] - psi[:-2, 1:-1]) / (2 * grid.hy),
-            (psi[1:-1, :-2] - psi[1:-1, 2:]) / (2 * grid.hx))
+    return ((psi[2:, 1:-1] - psi[:-2, 1:-1]) / (2 * grid.hy), (psi[1:-1, :-2] - psi[1:-1, 2:]) / (2 * grid.hx))
 
 
 def steady_residuals(psi, omega, re: float, boundary: Boundary):

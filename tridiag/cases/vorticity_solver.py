@@ -16,6 +16,7 @@ A fixed point of the step satisfies the steady discrete equations exactly (for a
 so the same step serves steady problems (pseudo-time) and unsteady ones (Δt physical).
 Fixed nodes give identity rows and keep their field values.
 """
+
 from __future__ import annotations
 
 import math
@@ -45,9 +46,19 @@ class VorticitySolver:
     :meth:`advance` does many steps (on the GPU with fused sweeps, replayed as CUDA graphs).
     """
 
-    def __init__(self, backend: Backend, boundary: Boundary, re: float, dt: float, solver: str = "thomas",
-                 psi_sweeps: int = 1, poisson_cycle: int = 8, wall_relaxation: float = 1.0, dtype=np.float64,
-                 layout: str = "auto"):
+    def __init__(
+        self,
+        backend: Backend,
+        boundary: Boundary,
+        re: float,
+        dt: float,
+        solver: str = "thomas",
+        psi_sweeps: int = 1,
+        poisson_cycle: int = 8,
+        wall_relaxation: float = 1.0,
+        dtype=np.float64,
+        layout: str = "auto",
+    ):
         xp = backend.xp
         self.backend, self.xp, self.boundary, self.grid = backend, xp, boundary, boundary.grid
         self.re = float(check_range("re", re, 0, low_open=True))
@@ -55,11 +66,14 @@ class VorticitySolver:
         self.wall_relaxation = float(check_range("wall_relaxation", wall_relaxation, 0, 1, low_open=True))
         self.dtype = np.dtype(dtype)
         self.solver, self.layout = solver, layout
-        self.rho = parameters(*spectrum(self.grid.shape, self.grid.hx, self.grid.hy),
-                              int(check_range("poisson_cycle", poisson_cycle, 1, integer=True)))
+        self.rho = parameters(
+            *spectrum(self.grid.shape, self.grid.hx, self.grid.hy),
+            int(check_range("poisson_cycle", poisson_cycle, 1, integer=True)),
+        )
         self.sweeps = 0  # ψ sweeps done so far (position in the ρ cycle)
-        self.lines = make_sweeps(xp, boundary, self.re, float(check_range("dt", dt, 0, low_open=True)), self.dtype, solver,
-                                 layout)
+        self.lines = make_sweeps(
+            xp, boundary, self.re, float(check_range("dt", dt, 0, low_open=True)), self.dtype, solver, layout
+        )
         self.graphs = StepGraphs(xp) if isinstance(self.lines, FusedSweeps) else None
 
     @property
@@ -117,8 +131,17 @@ class VorticitySolver:
         self.graphs.run(key, count, step)
         self.sweeps = sweeps + count * self.psi_sweeps
 
-    def march(self, psi, omega, steps: int, tol: float | None = None, check_every: int = 50,
-              progress=None, step=None, monitor=None) -> dict:
+    def march(
+        self,
+        psi,
+        omega,
+        steps: int,
+        tol: float | None = None,
+        check_every: int = 50,
+        progress=None,
+        step=None,
+        monitor=None,
+    ) -> dict:
         """Up to ``steps`` steps of (ψ, ω) in place, checking residuals and divergence every
         ``check_every`` steps (and after the last); with ``tol``, stop once the residual is
         <= tol. ``step()`` does one step (default ``self.step(psi, omega)``; cases that also
@@ -162,13 +185,19 @@ class VorticitySolver:
         largest Δt keeping CFL <= 2 and the coupling number <= 2 (the limits measured stable)."""
         g, b, xp = self.grid, self.boundary, self.xp
         u, v = interior_velocity(psi, g)
-        walls = [float(xp.abs(w).max()) if w.size else 0.0 for w in (b.wall_u, b.wall_v)]  # a moving lid counts from the start
+        walls = [
+            float(xp.abs(w).max()) if w.size else 0.0 for w in (b.wall_u, b.wall_v)
+        ]  # a moving lid counts from the start
         rate = max(float((xp.abs(u) / g.hx + xp.abs(v) / g.hy).max()), walls[0] / g.hx + walls[1] / g.hy)
         cell_re = self.re * max(float(xp.abs(u).max()), walls[0]) * g.hx
         cell_re = max(cell_re, self.re * max(float(xp.abs(v).max()), walls[1]) * g.hy)
         coupling = self.wall_relaxation / (self.re * min(g.hx, g.hy) ** 2)
-        return {"cfl": rate * self.dt, "cell_re": cell_re, "coupling": coupling * self.dt,
-                "dt_limit": min(2 / rate if rate > 0 else math.inf, 2 / coupling)}
+        return {
+            "cfl": rate * self.dt,
+            "cell_re": cell_re,
+            "coupling": coupling * self.dt,
+            "dt_limit": min(2 / rate if rate > 0 else math.inf, 2 / coupling),
+        }
 
     def check(self, psi, omega, iteration: int, last_stable: dict | None = None) -> dict:
         """Residuals at ``iteration``; ConvergenceError("diverged") naming Δt and the limits if the
@@ -184,5 +213,5 @@ class VorticitySolver:
             f"{info.get('cell_re', math.nan):.3g}, wall coupling αΔt/(Re h²) = {info.get('coupling', math.nan):.3g} "
             f"(α = wall relaxation {self.wall_relaxation:g}) before it blew up; stable runs keep the CFL number <= 2 "
             f"at cell Reynolds numbers above 2 and the coupling <= 2: use Δt <= {info.get('dt_limit', math.nan):.3g}",
-            "diverged")
-
+            "diverged",
+        )

@@ -18,6 +18,7 @@ spacing h with h_a across it and Δt/2 = half:
   transport: a = −diff − conv, c = conv − diff, b = 1 + 2 diff, diff = half/(Re h²), conv = s half/(2h)
              (s the velocity along the line), d = ω + diff_a δ_a²ω − (s_a half/(2h_a)) (ω₊ − ω₋).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -36,8 +37,14 @@ def transport_coefficients(grid, dt: float, re: float, along: str) -> dict:
     """Host floats of the transport half step implicit along ``along`` (module docstring)."""
     half = dt / 2
     h, h_a = (grid.hx, grid.hy) if along == "x" else (grid.hy, grid.hx)
-    return {"two_hx": 2 * grid.hx, "two_hy": 2 * grid.hy, "diff": half / re / h**2, "conv_k": half / (2 * h),
-            "diff_a": half / re / h_a**2, "conv_a": half / (2 * h_a)}
+    return {
+        "two_hx": 2 * grid.hx,
+        "two_hy": 2 * grid.hy,
+        "diff": half / re / h**2,
+        "conv_k": half / (2 * h),
+        "diff_a": half / re / h_a**2,
+        "conv_a": half / (2 * h_a),
+    }
 
 
 class _Sweeps:

@@ -3,6 +3,7 @@
 Both work on host (NumPy) arrays of modest size: a probe's time series and one line
 of the velocity field.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -51,10 +52,12 @@ def shedding(t, signal, min_periods: int = 3) -> Shedding | None:
     crossings = t[up] + frac * (t[up + 1] - t[up])
     periods = np.diff(crossings)
     span = slice(up[0], up[-1] + 1)
-    return Shedding(frequency=float((crossings.size - 1) / (crossings[-1] - crossings[0])),
-                    periods=int(periods.size),
-                    spread=float((periods.max() - periods.min()) / periods.mean()),
-                    amplitude=float(0.5 * (s[span].max() - s[span].min())))
+    return Shedding(
+        frequency=float((crossings.size - 1) / (crossings[-1] - crossings[0])),
+        periods=int(periods.size),
+        spread=float((periods.max() - periods.min()) / periods.mean()),
+        amplitude=float(0.5 * (s[span].max() - s[span].min())),
+    )
 
 
 def recirculation_length(x, u, x_rear: float) -> float | None:
@@ -74,7 +77,7 @@ def recirculation_length(x, u, x_rear: float) -> float | None:
     reversed_ = np.flatnonzero(ub < 0)
     if reversed_.size == 0:
         return None
-    after = np.flatnonzero(ub[reversed_[0]:] >= 0)
+    after = np.flatnonzero(ub[reversed_[0] :] >= 0)
     if after.size == 0:
         return None
     k = reversed_[0] + after[0]

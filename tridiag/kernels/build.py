@@ -1,4 +1,5 @@
 """Compiled kernel modules of tridiag (cached per device by gpucfd.backend.cuda_module)."""
+
 from __future__ import annotations
 
 import functools
@@ -16,8 +17,12 @@ NULL = np.uint64(0)  # a null pointer kernel argument (8 bytes by value)
 def kernel(filename: str, name: str, dtype, shared: int = 0, options: tuple = ()):
     """Kernel ``name``_f32/_f64 of ``filename`` (compiled with the extra nvcc ``options``), allowed
     ``shared`` bytes of dynamic shared memory."""
-    fn = _function(filename, f"{name}_{'f64' if np.dtype(dtype) == np.float64 else 'f32'}",
-                   cupy_module().cuda.Device().id, tuple(options))
+    fn = _function(
+        filename,
+        f"{name}_{'f64' if np.dtype(dtype) == np.float64 else 'f32'}",
+        cupy_module().cuda.Device().id,
+        tuple(options),
+    )
     if shared > 48 * 1024 and _shared_limit.get(fn, 0) < shared:
         fn.max_dynamic_shared_size_bytes = shared
         _shared_limit[fn] = shared

@@ -7,6 +7,7 @@ samples of tridiag.cases.body_pressure (q (S,) int32 table rows, first and secon
 fluid nodes along the normal, weight (S,) field dtype). ``gain``, ``count``: one-element
 device arrays; ``record`` (capacity, 2).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -26,16 +27,19 @@ def outflow_numpy(psi, omega, c: float) -> None:
 def outflow_cuda(psi, omega, c: float) -> None:
     """The outflow column x = L: ψ from ∂ψ/∂x = 0, ω by the implicit upwind convective step (c = U_c Δt / hx)."""
     ny, nx = psi.shape
-    kernel(SOURCE, "outflow", psi.dtype, 0, OPTIONS)((blocks(ny - 2, THREADS),), (THREADS,),
-                                                     (psi, omega, np.int32(nx), np.int32(ny), psi.dtype.type(c)))
+    kernel(SOURCE, "outflow", psi.dtype, 0, OPTIONS)(
+        (blocks(ny - 2, THREADS),), (THREADS,), (psi, omega, np.int32(nx), np.int32(ny), psi.dtype.type(c))
+    )
 
 
 def body_gain_numpy(psi, omega, table, faces, scale: float, gain) -> None:
     p, w = psi.reshape(-1), omega.reshape(-1)
     q = faces["q"]
     own = p[table.node[q]]
-    thom = (table.coef[q, 0] * (p[table.nbr[q, 0]] - own - table.hspeed[q, 0])
-            + table.coef[q, 1] * (p[table.nbr[q, 1]] - own - table.hspeed[q, 1])) / table.count[q]
+    thom = (
+        table.coef[q, 0] * (p[table.nbr[q, 0]] - own - table.hspeed[q, 0])
+        + table.coef[q, 1] * (p[table.nbr[q, 1]] - own - table.hspeed[q, 1])
+    ) / table.count[q]
     gain[0] = scale * (faces["weight"] * (-3 * thom + 4 * w[faces["first"]] - w[faces["second"]])).sum()
 
 
@@ -43,9 +47,25 @@ def body_gain_cuda(psi, omega, table, faces, scale: float, gain) -> None:
     """gain[0] = scale · Σ_s weight_s (−3 ω_Thom(ψ) + 4 ω₁ − ω₂) over the face samples: the
     surface integral of ∂ω/∂n with the wall vorticity of ψ, scaled."""
     kernel(SOURCE, "body_gain", psi.dtype, 0, OPTIONS)(
-        (1,), (THREADS,), (psi, omega, table.node, table.nbr, table.coef, table.hspeed, table.count, faces["q"],
-                           faces["first"], faces["second"], faces["weight"], np.int32(faces["q"].size),
-                           psi.dtype.type(scale), gain))
+        (1,),
+        (THREADS,),
+        (
+            psi,
+            omega,
+            table.node,
+            table.nbr,
+            table.coef,
+            table.hspeed,
+            table.count,
+            faces["q"],
+            faces["first"],
+            faces["second"],
+            faces["weight"],
+            np.int32(faces["q"].size),
+            psi.dtype.type(scale),
+            gain,
+        ),
+    )
 
 
 def add_scaled_numpy(y, x, gain) -> None:
@@ -54,8 +74,9 @@ def add_scaled_numpy(y, x, gain) -> None:
 
 def add_scaled_cuda(y, x, gain) -> None:
     """y += gain[0] x (gain read on the device)."""
-    kernel(SOURCE, "add_scaled", y.dtype, 0, OPTIONS)((blocks(y.size, THREADS),), (THREADS,),
-                                                      (y, x, gain, np.int64(y.size)))
+    kernel(SOURCE, "add_scaled", y.dtype, 0, OPTIONS)(
+        (blocks(y.size, THREADS),), (THREADS,), (y, x, gain, np.int64(y.size))
+    )
 
 
 def probe_numpy(psi, at: int, body: int, half_inv_hx: float, record, count) -> None:
@@ -67,12 +88,17 @@ def probe_numpy(psi, at: int, body: int, half_inv_hx: float, record, count) -> N
 
 def probe_cuda(psi, at: int, body: int, half_inv_hx: float, record, count) -> None:
     """Append (v = −∂ψ/∂x at flat node ``at``, ψ at flat node ``body``) to ``record`` at row count[0]."""
-    kernel(SOURCE, "probe", psi.dtype, 0, OPTIONS)((1,), (1,), (psi, np.int64(at), np.int64(body),
-                                                                psi.dtype.type(half_inv_hx), record, count))
+    kernel(SOURCE, "probe", psi.dtype, 0, OPTIONS)(
+        (1,), (1,), (psi, np.int64(at), np.int64(body), psi.dtype.type(half_inv_hx), record, count)
+    )
 
 
 def for_module(xp) -> dict:
     """{outflow, body_gain, add_scaled, probe}: the NumPy references for NumPy, the kernels for CuPy."""
     cuda = xp is not np
-    return {"outflow": outflow_cuda if cuda else outflow_numpy, "body_gain": body_gain_cuda if cuda else body_gain_numpy,
-            "add_scaled": add_scaled_cuda if cuda else add_scaled_numpy, "probe": probe_cuda if cuda else probe_numpy}
+    return {
+        "outflow": outflow_cuda if cuda else outflow_numpy,
+        "body_gain": body_gain_cuda if cuda else body_gain_numpy,
+        "add_scaled": add_scaled_cuda if cuda else add_scaled_numpy,
+        "probe": probe_cuda if cuda else probe_numpy,
+    }

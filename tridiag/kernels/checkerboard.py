@@ -7,6 +7,7 @@ values. A system stops when max|x_new - x_old| <= tol * max|x_new| over an itera
 (converged), when that update is not finite (diverged) or after maxiter iterations.
 Returns x and the iterations per system, negated where the system did not converge.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -84,7 +85,22 @@ def checkerboard_cuda(a, b, c, d, x, dop: int, tol: float, maxiter: int, memory:
     scratch = (a, a) if memory == "shared" else (cp.empty_like(a), cp.empty_like(a))
     shared = (2 + (2 * dop if memory == "shared" else 0)) * THREADS * a.itemsize
     kernel("checkerboard.cu", f"checkerboard_{memory}", a.dtype, shared)(
-        (nsys,), (THREADS,),
-        (a, b, c, d, x, *scratch, iters, np.int32(n), np.int64(inner), np.int32(dop), a.dtype.type(tol),
-         np.int32(maxiter)), shared_mem=shared)
+        (nsys,),
+        (THREADS,),
+        (
+            a,
+            b,
+            c,
+            d,
+            x,
+            *scratch,
+            iters,
+            np.int32(n),
+            np.int64(inner),
+            np.int32(dop),
+            a.dtype.type(tol),
+            np.int32(maxiter),
+        ),
+        shared_mem=shared,
+    )
     return iters

@@ -7,6 +7,7 @@ odd ones above. ``cr`` keeps rows in place (level l = every 2^l-th row, strided 
 ``cr_sorted`` writes each level contiguously (Esfahanian et al.'s step-by-step
 reordering). Both do this arithmetic; this reference is shared by both.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -31,8 +32,13 @@ def cr_numpy(a, b, c, d):
         row = levels[-1]
         n = row[1].shape[0]
         j = np.arange(n // 2)
-        levels.append(reduce_rows(_row_or_identity(row, 2 * j, n), _row_or_identity(row, 2 * j + 1, n),
-                                  _row_or_identity(row, 2 * j + 2, n)))
+        levels.append(
+            reduce_rows(
+                _row_or_identity(row, 2 * j, n),
+                _row_or_identity(row, 2 * j + 1, n),
+                _row_or_identity(row, 2 * j + 2, n),
+            )
+        )
     x = levels[-1][3] / levels[-1][1]
     for a_, b_, c_, d_ in reversed(levels[:-1]):
         n = b_.shape[0]

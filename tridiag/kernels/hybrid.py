@@ -7,6 +7,7 @@ row M-1 leaves one equation per chunk in its last unknown, a tridiagonal system 
 J = ceil(n / M) rows, solved by PCR; then every x_k follows. The NumPy reference pads the
 last chunk with identity rows (the kernels cut it short instead; same solution).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -85,7 +86,7 @@ def onchip_fits(n: int, chunk: int, dtype) -> bool:
 
 def default_chunk(n: int, dtype):
     """Chunk of the one-block-per-system kernel for n rows, or None if no block holds n."""
-    for chunk in ((32, 16, 8) if np.dtype(dtype) == np.float64 else (16, 32, 8)):  # fastest first (H100)
+    for chunk in (32, 16, 8) if np.dtype(dtype) == np.float64 else (16, 32, 8):  # fastest first (H100)
         if onchip_fits(n, chunk, dtype):
             return chunk
     return None
@@ -104,7 +105,8 @@ def hybrid_cuda(a, b, c, d, x, chunk=None):
         nt = round_warp(-(-n // chunk))
         shared = onchip_shared(chunk, nt, a.dtype)
         kernel("hybrid.cu", f"hybrid_onchip{chunk}", a.dtype, shared)(
-            (outer * inner,), (nt,), (a, b, c, d, x, np.int32(n), np.int64(inner)), shared_mem=shared)
+            (outer * inner,), (nt,), (a, b, c, d, x, np.int32(n), np.int64(inner)), shared_mem=shared
+        )
         return
     import cupy as cp
 

@@ -8,6 +8,7 @@ for the transport, tridiag.cases.peaceman_rachford.LibraryADI for the ADI halves
 expressions, any tridiag.solve method) and tridiag.cases.vorticity.wall_vorticity for Thom's
 formula; all are compiled without FMA contraction, so that they round alike.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -45,8 +46,10 @@ def longest_line(dtype) -> int:
 def check_fits(shape, dtype) -> None:
     """InputError unless the lines of the (ny, nx) grid fit in one block's shared memory."""
     if max(shape) > longest_line(dtype):
-        raise InputError(f"the fused sweeps hold lines of at most {longest_line(dtype)} nodes in {np.dtype(dtype).name} "
-                         f"(got {max(shape)}): choose a library --solver")
+        raise InputError(
+            f"the fused sweeps hold lines of at most {longest_line(dtype)} nodes in {np.dtype(dtype).name} "
+            f"(got {max(shape)}): choose a library --solver"
+        )
 
 
 def _launch(name: str, field, along: str, args: tuple) -> None:
@@ -56,8 +59,12 @@ def _launch(name: str, field, along: str, args: tuple) -> None:
     fn = kernel(SOURCE, name, field.dtype, shared, OPTIONS)
     pointers = [a for a in args if not isinstance(a, (float, int))]
     scalars = [field.dtype.type(a) for a in args if isinstance(a, (float, int))]
-    fn((ny if along == "x" else nx,), (threads(n),), (*pointers, np.int32(nx), np.int32(ny), np.int32(along == "y"),
-                                                      *scalars), shared_mem=shared)
+    fn(
+        (ny if along == "x" else nx,),
+        (threads(n),),
+        (*pointers, np.int32(nx), np.int32(ny), np.int32(along == "y"), *scalars),
+        shared_mem=shared,
+    )
 
 
 def transport_cuda(psi, w, fixed, out, along: str, coefficients: dict) -> None:
@@ -65,8 +72,12 @@ def transport_cuda(psi, w, fixed, out, along: str, coefficients: dict) -> None:
     ``transport``): out = the new vorticity. ``coefficients``: two_hx, two_hy, diff, conv_k,
     diff_a, conv_a (tridiag.cases.vorticity_sweeps.transport_coefficients)."""
     c = coefficients
-    _launch("transport", psi, along, (psi, w, fixed, out, c["two_hx"], c["two_hy"], c["diff"], c["conv_k"],
-                                      c["diff_a"], c["conv_a"]))
+    _launch(
+        "transport",
+        psi,
+        along,
+        (psi, w, fixed, out, c["two_hx"], c["two_hy"], c["diff"], c["conv_k"], c["diff_a"], c["conv_a"]),
+    )
 
 
 def adi_first_cuda(u, source, fixed, out, along: str, s: float, s_across: float, two_rho: float) -> None:
@@ -86,6 +97,18 @@ def thom_cuda(psi, omega, table, relaxation: float) -> None:
     if count == 0:
         return
     fn = kernel(SOURCE, "thom", psi.dtype, 0, OPTIONS)
-    fn((blocks(count, THOM_THREADS),), (THOM_THREADS,),
-       (psi, omega, table.node, table.nbr, table.coef, table.hspeed, table.count, np.int32(count),
-        psi.dtype.type(relaxation)))
+    fn(
+        (blocks(count, THOM_THREADS),),
+        (THOM_THREADS,),
+        (
+            psi,
+            omega,
+            table.node,
+            table.nbr,
+            table.coef,
+            table.hspeed,
+            table.count,
+            np.int32(count),
+            psi.dtype.type(relaxation),
+        ),
+    )

@@ -9,6 +9,7 @@ Thread mappings (Wei et al. 2013): "block" (one block per system, the system in 
 memory; n <= 4096) and "grid" (several blocks per system, one launch per step). ``arrays``
 = 5 stages the solution in a fifth shared array before writing it, 4 writes it directly.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -64,12 +65,18 @@ def pcr_cuda(a, b, c, d, x, mapping="auto", arrays=4):
         mapping = "block" if block_fits(n, a.dtype, arrays) else "grid"
     if mapping == "block":
         if not block_fits(n, a.dtype, arrays):
-            raise InputError(f"mapping='block' holds n <= {BLOCK_MAX_N} rows within {MAX_SHARED} bytes "
-                             f"of shared memory (got n={n}, {a.dtype}); use mapping='grid' or 'auto'")
+            raise InputError(
+                f"mapping='block' holds n <= {BLOCK_MAX_N} rows within {MAX_SHARED} bytes "
+                f"of shared memory (got n={n}, {a.dtype}); use mapping='grid' or 'auto'"
+            )
         shared = arrays * n * a.itemsize
         fn = kernel("pcr.cu", f"pcr_block{arrays}", a.dtype, shared)
-        fn((outer * inner,), (min(512, round_warp(n)),), (a, b, c, d, x, np.int32(n), np.int64(inner)),
-           shared_mem=shared)
+        fn(
+            (outer * inner,),
+            (min(512, round_warp(n)),),
+            (a, b, c, d, x, np.int32(n), np.int64(inner)),
+            shared_mem=shared,
+        )
         return
     import cupy as cp
 
@@ -87,6 +94,9 @@ def pcr_cuda(a, b, c, d, x, mapping="auto", arrays=4):
         nxt = bufs[k % 2] if not last else (x, x, x, x)
         name = f"pcr_last{arrays}" if last else "pcr_step"
         kernel("pcr.cu", name, a.dtype, shared)(
-            (blocks(total, GRID_THREADS),), (GRID_THREADS,),
-            (*cur, *nxt, x, np.int32(n), np.int64(inner), np.int64(total), np.int32(st)), shared_mem=shared)
+            (blocks(total, GRID_THREADS),),
+            (GRID_THREADS,),
+            (*cur, *nxt, x, np.int32(n), np.int64(inner), np.int64(total), np.int32(st)),
+            shared_mem=shared,
+        )
         cur = nxt

@@ -1,5 +1,6 @@
 """Systems cut into pieces of consecutive rows, for the NumPy references of the
 piecewise methods (checkerboard, hybrid)."""
+
 from __future__ import annotations
 
 import numpy as np

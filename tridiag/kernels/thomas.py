@@ -3,6 +3,7 @@
 Both do the same arithmetic: forward sweep c'_k = c_k / (b_k - a_k c'_{k-1}),
 d'_k = (d_k - a_k d'_{k-1}) / (b_k - a_k c'_{k-1}), then x_k = d'_k - c'_k x_{k+1}.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -49,5 +50,6 @@ def pta_cuda(a, b, c, d, x):
     outer, n, inner = a.shape
     nsys = outer * inner
     scratch = cp.empty_like(a)
-    kernel("pta.cu", "pta", a.dtype)((blocks(nsys, THREADS),), (THREADS,),
-                                     (a, b, c, d, scratch, x, np.int32(n), np.int64(inner), np.int64(nsys)))
+    kernel("pta.cu", "pta", a.dtype)(
+        (blocks(nsys, THREADS),), (THREADS,), (a, b, c, d, scratch, x, np.int32(n), np.int64(inner), np.int64(nsys))
+    )
