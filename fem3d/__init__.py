@@ -5,14 +5,17 @@ Groups, each using only those above it in this list:
                   assembly, upwinding, fields, VTU writers
   parallel        communicators (serial, MPI, NCCL), partitions and interface sums, agreed stops
   solvers         operators, Krylov methods, multigrid and Vanka, the linear solvers, Newton
-  problems        the Navier-Stokes system, boundary conditions, forces, the API and case
-                  files, exact solutions, reference data, running a system on several ranks
-  commands        what the programs share: options, outputs, pictures, memory and resolution
+  problems        the Navier-Stokes system, boundary conditions, forces and fluxes, the API and
+                  case files, exact solutions, reference data, running a system on several
+                  ranks, the memory a run needs, and the one pipeline every front end runs
+                  (simulation: Simulation -> result: FlowResult)
+  commands        what the programs share: options, outputs, pictures and resolution
   kernels/        CUDA sources with a NumPy reference beside each
 The programs: python -m fem3d.cavity | verify | run | mesh.
 
-The Python API (fem3d.problems.flow): ``read_mesh``, ``box_mesh``, ``Flow`` and the boundary
-conditions ``Wall``, ``Velocity``, ``Outflow``, ``Slip``; loaded on first use, so that
+The Python API (fem3d.problems.flow): ``read_mesh``, ``box_mesh``, ``Flow``, the boundary
+conditions ``Wall``, ``Velocity``, ``Outflow``, ``Slip`` and the solver settings
+``NonlinearOptions``, ``LinearOptions``; loaded on first use, so that
 ``import fem3d`` stays light for the command-line programs.
 """
 
@@ -24,7 +27,9 @@ API = {
     "read_mesh": "discretisation.mesh",
     "box_mesh": "discretisation.mesh",
     "Flow": "problems.flow",
-    "FlowResult": "problems.flow",
+    "FlowResult": "problems.result",
+    "NonlinearOptions": "solvers.nonlinear",
+    "LinearOptions": "solvers.linear",
     "Wall": "problems.boundary",
     "Velocity": "problems.boundary",
     "Outflow": "problems.boundary",

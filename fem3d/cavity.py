@@ -27,29 +27,27 @@ import os
 import signal
 import sys
 import time
-from dataclasses import replace
+from contextlib import ExitStack
 
 from .commands import resolution
-from .commands.cavity_output import CavityRun, final_lines, write_pictures, write_results, write_summary
+from .commands.cavity_output import PICTURES, CavityReport, final_lines, write_pictures, write_results, write_summary
 from .commands.cli import add_solver_arguments, linear_options, nonlinear_options
-from .parallel.comm import SerialComm, agreed_errors
-from .problems.distributed import add_parallel_arguments, partitioned_system, rank_report, start
+from .parallel.comm import agreed_errors
+from .problems.distributed import add_parallel_arguments, start
 from gpucfd.errors import ArgumentParser, ConvergenceError, InputError, check_range, run_cli
-from .parallel.interrupt import InterruptCheck, agreed, graceful_stop, requested
-from .commands.memory import check_fits, fitting_assembly, largest_refinement
+from .parallel.interrupt import agreed, graceful_stop, requested
+from .problems.memory import check_fits, largest_refinement
 from .discretisation.mesh import box_mesh, read_mesh
-from .solvers.nonlinear import NonlinearSolver, continuation_steps, out_of_reach_hint, solve_continuation
-from gpucfd.output import ensure_writable_dir, save_npy
-from .parallel.partition import distribute
+from .solvers.nonlinear import continuation_steps, out_of_reach_hint
+from gpucfd.output import claim_output, ensure_writable_dir, save_npy
+from .problems.result import FlowResult
+from .problems.flow import Flow
 from .problems.lid_driven import lid_driven_problem, read_initial
 from .problems.navier_stokes import RE_MAX
+from .problems.simulation import Simulation
 from .discretisation.refine import REFINE_MAX, refine
-from .solvers.linear import make_linear_solver
-from .solvers.sequencing import REDUNDANT_MAX, SEQUENCE_MAX, SEQUENCE_MIN, interpolate, redundant
+from .solvers.sequencing import REDUNDANT_MAX, SEQUENCE_MAX, SEQUENCE_MIN
 from .solvers.sequencing import limits as sequence_limits
-from .solvers.sequencing import plan as sequence_plan
-from .parallel.partition import partition_elements
-from gpucfd.backend import PhaseTimer
 
 
 def build_mesh(args, fits, kind: str, ranks: int, warn):
@@ -76,8 +74,8 @@ def build_mesh(args, fits, kind: str, ranks: int, warn):
             where = f"the {kind.upper()}" if ranks == 1 else f"{ranks} {kind.upper()} ranks"
             warn(
                 f"Re {args.re:g} on {where}: {n}^3 elements (about "
-                f"{resolution.estimated_seconds(kind, args.re, n, ranks):.0f} s) are expected to miss the published profiles "
-                f"by about {expected:.2f}; profiles within {resolution.TARGET:g} need --n {fine} (about "
+                f"{resolution.estimated_seconds(kind, args.re, n, ranks):.0f} s) are expected to miss the published "
+                f"profiles by about {expected:.2f}; profiles within {resolution.TARGET:g} need --n {fine} (about "
                 f"{resolution.estimated_seconds('gpu', args.re, fine):.0f} s on one GPU: python -m fem3d.cavity "
                 f"--re {args.re:g} --n {fine} --grading {resolution.GRADING:g} --device gpu)"
             )
@@ -139,7 +137,8 @@ def parse(argv):
     ap.add_argument(
         "--continuation",
         default="auto",
-        help="Reynolds numbers solved first: auto (steps of at most 2.5x from 400 when Re > 400), none, or a list like 100,400",
+        help="Reynolds numbers solved first: auto (steps of at most 2.5x from 400 when Re > 400), none, or a list "
+        "like 100,400",
     )
     ap.add_argument(
         "--initial",
@@ -163,7 +162,7 @@ def parse(argv):
     ap.add_argument("--quiet", action="store_true", help="no progress lines")
     add_solver_arguments(
         ap, tol=1e-6, max_steps=200, newton=1.0
-    )  # Newton once the residual is below 1: Picard stalls near Re 1000
+    )  # Newton below a residual of 1: Picard stalls near Re 1000
     add_parallel_arguments(ap)
     return ap.parse_args(argv)
 
@@ -174,101 +173,58 @@ def main(argv=None) -> int:
     args = parse(argv)
     backend, comm = start(args, argv)
     root = comm.rank == 0
-    with graceful_stop():
+    with graceful_stop(), ExitStack() as held:
         with agreed_errors(comm):
             check_range("--re", args.re, low=0, high=RE_MAX, low_open=True)
-            stages = continuation_steps(args.continuation, args.re)
-            sequence_limits(args.sequence, backend.kind)  # checked also where --initial leaves it unused
+            continuation_steps(args.continuation, args.re)  # the options first, before any file is read
+            sequence_limits(args.sequence, backend.kind)
             nonlinear, linear = nonlinear_options(args), linear_options(args)
             notes = []
             cores = os.cpu_count() or 1
             if not backend.is_gpu and comm.local_size > cores:
                 notes.append(
                     f"{comm.local_size} ranks share this node's {cores} CPU cores: oversubscribed ranks wait on "
-                    f"each other (4 ranks on 2 cores took 3x the time of one rank); start at most {cores}"
+                    f"each other and run several times slower than one rank; start at most {cores}"
                 )
-            fits = lambda e, largest: check_fits(
-                backend, linear.matrix_dtype, linear.solver, e, comm.size, largest, linear.assembly
-            )  # noqa: E731
+
+            def fits(elements, largest):
+                return check_fits(
+                    backend, linear.matrix_dtype, linear.solver, elements, comm.size, largest, linear.assembly
+                )
+
             mesh, mesh_info = build_mesh(args, fits, backend.kind, comm.size, notes.append)
-            problem = lid_driven_problem(mesh, args.re, args.lid)
-            problem.check_solvable()
+            flow = Flow.posed(mesh, args.re, lambda m: lid_driven_problem(m, args.re, args.lid))
             initial = read_initial(args.initial, mesh.n_dofs) if args.initial else None
-            linear = linear.for_mesh(mesh)
-            linear, note = fitting_assembly(backend, linear, mesh.n_elements, comm.size)
-            notes += [note] if note else []
-            part = distribute(mesh, comm, backend, linear.alignment(mesh, comm.size))
-            x0 = None if initial is None else initial[part.dist.gdofs]  # this rank's part
-            coarser = (
-                []
-                if x0 is not None or (args.sequence == "auto" and linear.solver != "mg")
-                else sequence_plan(
-                    args.sequence,
-                    mesh,
-                    backend.kind,
-                    lambda m: sequencing_possible(linear, m, 1 if redundant(m) else comm.size),
-                )
+            simulation = Simulation(
+                flow,
+                backend,
+                comm,
+                nonlinear,
+                linear,
+                continuation=args.continuation,
+                sequence=args.sequence,
+                initial=initial,
+                started=t_start,
             )
+            notes += simulation.notes
             out = ensure_writable_dir(args.out)
+            if root:  # the folder is this run's until it ends; an earlier run's files go
+                stale = [*FlowResult.stale_files("cavity"), "profiles.csv", *PICTURES]
+                held.enter_context(claim_output(out, stale, keep=[args.initial] if args.initial else []))
         for line in notes if root else []:
             print(f"fem3d.cavity: warning: {line}", file=sys.stderr, flush=True)
         say = (lambda s: print(s, flush=True)) if root and not args.quiet else (lambda s: None)
         ranks = f" on {comm.size} ranks ({comm.name})" if comm.size > 1 else ""
         say(f"cavity Re {args.re:g}: {mesh.n_elements} elements, {mesh.n_dofs} unknowns, {backend.describe()}{ranks}")
         bar = _progress_bar() if root and not args.quiet and sys.stdout.isatty() else None
-        check = InterruptCheck(comm, every=10)
-        progress = check if bar is None else (lambda it, relres: (bar(it, relres), check(it, relres)))
-        timer, since, sequence = PhaseTimer(backend), t_start, []
-        if coarser:
-            x0, sequence = solve_coarser_first(
-                args, mesh, coarser, linear, nonlinear, stages, (backend, comm, timer, t_start, part), say, progress
-            )
-            backend.release_cached()  # the coarse systems' memory, for the fine system and its cycle's graph pool
-            stages, since = stages if x0 is None else [], None
-        system = partitioned_system(
-            problem, part, backend, linear.matrix_dtype, prepared_since=since, assembly=linear.assembly, timer=timer
-        )
-        linear_solver = make_linear_solver(linear, progress)
-        solver = NonlinearSolver(
-            system,
-            linear_solver,
-            from_coarser(nonlinear) if sequence and x0 is not None else nonlinear,
-            InterruptCheck(comm),
-        )
 
-        saved = {}
-
-        def checkpoint(stage):  # a converged continuation stage: restartable from here
-            saved["x"], saved["whole"] = stage.result.x, part.dist.gather(stage.result.x)
+        def checkpoint(stage, whole):  # a converged continuation stage: restartable from here
             if root:
-                save_npy(os.path.join(out, "solution.npy"), saved["whole"])
+                save_npy(os.path.join(out, "solution.npy"), whole)
 
-        done = solve_continuation(solver, stages, args.re, x0, say, checkpoint)
-        last = done[-1].result
-        t_output = time.perf_counter()
-        x = saved["whole"] if saved.get("x") is last.x else part.dist.gather(last.x)  # the last stage's, gathered once
-        per_rank = rank_report(comm, system, part, backend, linear_solver)  # collective: every rank, this order
-        run = CavityRun(
-            command=" ".join(["python -m fem3d.cavity", *argv]),
-            out=out,
-            re=done[-1].re,
-            mesh=mesh,
-            mesh_info=mesh_info,
-            part=part,
-            x_local=last.x,
-            x=x,
-            comm=comm,
-            device=backend.describe(),
-            history=[stage.as_dict() for stage in done],
-            options={"nonlinear": vars(nonlinear), "linear": vars(linear)},
-            sequence=sequence,
-            times_s=system.phase_seconds(),
-            output_started=t_output,
-            per_rank=per_rank,
-            converged=last.converged and done[-1].re == args.re,
-            reason=last.reason,
-            vtu=not args.no_vtu,
-        )
+        result = simulation.run(say, bar, checkpoint)
+        result.mesh_info = mesh_info
+        run = CavityReport(result, out, " ".join(["python -m fem3d.cavity", *argv]), vtu=not args.no_vtu)
         files = write_results(run)
         if root:
             warnings = []
@@ -281,104 +237,27 @@ def main(argv=None) -> int:
             for line in final_lines(run, write_summary(run, files + pictures, warnings)):
                 say(line)
         signum = agreed(comm)
+    reached, steps = result.history[-1]["re"], len(result.steps)
     if signum:
         if root:
             solution = os.path.join(out, "solution.npy")
-            rest = ",".join(f"{r:g}" for r in stages if r >= done[-1].re) or "none"
+            rest = ",".join(f"{r:g}" for r in simulation.stages if r >= reached) or "none"
             where = (
                 f"after the solve; the converged solution and its results are in {out}"
-                if run.converged
-                else f"at Re {done[-1].re:g} after {len(last.steps)} steps; the last iterate (residual {last.residual:.2e}) "
+                if result.converged
+                else f"at Re {reached:g} after {steps} steps; the last iterate (residual {result.residual:.2e}) "
                 f"is in {solution}: continue with --initial {solution} --continuation {rest}"
             )
             print(f"fem3d.cavity: interrupted by {signal.Signals(signum).name} {where}", file=sys.stderr, flush=True)
         return 128 + signum
-    if not run.converged:
-        hint = out_of_reach_hint(last.reason, "--continuation auto", "use a finer mesh (--n)")
+    if not result.converged:
+        hint = out_of_reach_hint(result.reason, "--continuation auto", "use a finer mesh (--n)")
         raise ConvergenceError(
-            f"results in {out} are marked as not converged (Re {done[-1].re:g}, residual {last.residual:.2e} "
-            f"after {len(last.steps)} steps){hint}",
-            last.reason,
+            f"results in {out} are marked as not converged (Re {reached:g}, residual {result.residual:.2e} "
+            f"after {steps} steps){hint}",
+            result.reason,
         )
     return 0
-
-
-def sequencing_possible(linear, mesh, ranks: int) -> bool:
-    """``mesh`` can be solved with ``linear``'s solver on ``ranks`` ranks (mesh sequencing's coarser meshes)."""
-    try:
-        resolved = linear.for_mesh(mesh)
-        partition_elements(mesh, ranks, resolved.alignment(mesh, ranks))
-    except InputError:
-        return False
-    return resolved.solver == linear.solver
-
-
-def from_coarser(nonlinear):
-    """The nonlinear options of a solve from a coarser mesh's solution: Newton from the first step."""
-    return replace(nonlinear, newton=math.inf)
-
-
-def solve_coarser_first(args, mesh, coarser, linear, nonlinear, stages, run, say, progress):
-    """Mesh sequencing (fem3d.solvers.sequencing): the cavity solved on the coarser meshes of
-    ``coarser`` (finest first) of ``mesh``, coarsest first, the continuation's ``stages`` there, each
-    mesh from the last one's solution interpolated; a mesh of at most REDUNDANT_MAX elements
-    solved whole on every rank (the same steps everywhere), rank 0's solution passed on.
-    ``run``: (backend, comm, the run's PhaseTimer, time.perf_counter() where the run began,
-    this rank's part of the finest mesh). Returns (the initial guess on that part (its
-    local vector, on the backend), or None where the last coarse solve did not converge, and
-    a summary record per coarse mesh). Each rank interpolates its own part of the next
-    mesh from the whole coarse solution. A mesh whose solve does not converge passes nothing
-    on: the next finer one starts from rest with the continuation."""
-    backend, comm, timer, since, fine_part = run
-
-    def part_of(k):  # this rank's part of coarser[k].coarse, or of the finest mesh for k = -1
-        if k < 0:
-            return fine_part
-        m = coarser[k].coarse
-        cut = SerialComm() if redundant(m) else comm  # a small mesh is solved whole on every rank
-        return distribute(m, cut, backend, linear.alignment(m, cut.size))
-
-    x, records, part = None, [], part_of(len(coarser) - 1)
-    for k in reversed(range(len(coarser))):
-        c = coarser[k]
-        t0 = time.perf_counter()
-        problem = lid_driven_problem(c.coarse, args.re, args.lid)
-        system = partitioned_system(
-            problem, part, backend, linear.matrix_dtype, prepared_since=since, assembly=linear.assembly, timer=timer
-        )
-        since = None
-        solver = NonlinearSolver(
-            system,
-            make_linear_solver(linear.for_mesh(c.coarse), progress),
-            nonlinear if x is None else from_coarser(nonlinear),
-            InterruptCheck(comm),
-        )
-        say(f"mesh sequencing: {c.coarse.n_elements} elements, {c.coarse.n_dofs} unknowns")
-        done = solve_continuation(solver, stages if x is None else [], args.re, x, lambda line: say("  " + line))
-        last = done[-1].result
-        records.append(
-            {
-                "elements": c.coarse.n_elements,
-                "unknowns": c.coarse.n_dofs,
-                "seconds": time.perf_counter() - t0,
-                "converged": last.converged and done[-1].re == args.re,
-                "stages": [s.as_dict() for s in done],
-            }
-        )
-        if last.reason.startswith("interrupted"):
-            return None, records
-        finer = part_of(k - 1)
-        if not records[-1]["converged"]:
-            say(f"  not converged ({last.reason}): the next mesh starts from rest")
-            x, part = None, finer
-            continue
-        whole = part.dist.gather(last.x, everyone=True)
-        x = interpolate(backend.xp, whole, coarser[k - 1].coarse if k else mesh, c, finer)
-        x, part = (
-            finer.dist.sum_interface(finer.dist.owned_part(x)),
-            finer,
-        )  # a shared entry: its owner's value on every rank
-    return x, records
 
 
 def _progress_bar():

@@ -20,7 +20,8 @@ def describe(mesh: HexMesh) -> str:
     untagged = int((mesh.boundary_tags < 0).sum())
     return "\n".join(
         [
-            f"elements {mesh.n_elements}  velocity nodes {mesh.n_nodes}  pressure nodes {mesh.n_pressure}  unknowns {mesh.n_dofs}",
+            f"elements {mesh.n_elements}  velocity nodes {mesh.n_nodes}  pressure nodes {mesh.n_pressure}  "
+            f"unknowns {mesh.n_dofs}",
             f"geometry {'trilinear' if mesh.geometry.shape[1] == 8 else 'triquadratic'}  colours {mesh.n_colours}  "
             f"bounding box {lo.round(6).tolist()} .. {hi.round(6).tolist()}",
             f"boundary faces {len(mesh.boundary_faces)}: "
@@ -30,7 +31,8 @@ def describe(mesh: HexMesh) -> str:
             hierarchy_text(mesh),
             *(
                 [
-                    f"merged {mesh.merged_nodes} coincident nodes (closer than {MERGE_TOL:g} times the bounding-box diagonal)"
+                    f"merged {mesh.merged_nodes} coincident nodes (closer than {MERGE_TOL:g} times the "
+                    "bounding-box diagonal)"
                 ]
                 if mesh.merged_nodes
                 else []
@@ -63,7 +65,10 @@ def hierarchy_text(mesh: HexMesh) -> str:
     if not below:
         return f"multigrid: the mesh is the coarsest level, {unknowns:,} unknowns, solved directly"
     sizes = " -> ".join(f"{n:,}" for n in [mesh.n_elements] + [c.coarse.n_elements for c in below])
-    return f"multigrid: elements per level {sizes} (its sheets paired); the coarsest, {unknowns:,} unknowns, solved directly"
+    return (
+        f"multigrid: elements per level {sizes} (its sheets paired); the coarsest, {unknowns:,} unknowns, "
+        "solved directly"
+    )
 
 
 def main(argv=None) -> int:

@@ -16,32 +16,32 @@ from __future__ import annotations
 
 import os
 import signal
-from dataclasses import replace
 import sys
 import time
+from contextlib import ExitStack
 
-from .problems.case import read_case
+from .problems.case import check_report, read_case
+from .problems.quantities import fluxes
 from .commands.cli import add_solver_arguments, linear_options, nonlinear_options
 from .parallel.comm import agreed_errors
 from .problems.distributed import add_parallel_arguments, partition_balance, partition_line, start
 from gpucfd.errors import ArgumentParser, ConvergenceError, check_range, run_cli
 from .discretisation.fields import mid_plane
 from .problems.flow import Flow
+from .problems.result import FlowResult
+from gpucfd.output import claim_output
 from .solvers.nonlinear import out_of_reach_hint
 from .parallel.interrupt import agreed, graceful_stop, requested
-from .commands.memory import check_fits, fitting_assembly, largest_refinement
+from .problems.memory import check_fits, largest_refinement
 from .discretisation.mesh import read_mesh
 from .commands import plots
 from .commands.picture_process import PictureError, draw_in_child
 from .discretisation.refine import REFINE_MAX, refine
 from .problems.lid_driven import read_initial
 
-CASE_OPTIONS = {
-    "solver": "--solver",
-    "tol": "--tol",
-    "max_steps": "--max-steps",
-    "smoothing_steps": "--smoothing-steps",
-}  # case-file keys the command line overrides
+FLOW_RATE_TOL = 1e-3  # a velocity boundary that delivers a flow rate this far from its expressions' is reported
+RUN_DEFAULTS = {"tol": 1e-8, "max_steps": 200, "newton": 1.0}  # nonlinear settings neither the file nor the command
+# line gives: to 1e-8, Newton once the residual is below 1
 
 
 def parse(argv):
@@ -65,9 +65,7 @@ def parse(argv):
     ap.add_argument("--no-plots", action="store_true", help="skip slice.png")
     ap.add_argument("--no-vtu", action="store_true", help="skip the VTU/PVTU solution files")
     ap.add_argument("--quiet", action="store_true", help="no progress lines")
-    add_solver_arguments(
-        ap, tol=1e-8, max_steps=200, newton=1.0
-    )  # tol, max-steps and solver: the case file's unless given
+    add_solver_arguments(ap, suppress=True, **RUN_DEFAULTS)  # a setting not given: the case file's, else these
     add_parallel_arguments(ap)
     return ap.parse_args(argv)
 
@@ -81,18 +79,16 @@ def main(argv=None) -> int:
     backend, comm = start(args, argv)
     root = comm.rank == 0
     say = (lambda s: print(s, flush=True)) if root and not args.quiet else (lambda s: None)
-    with graceful_stop():
+    with graceful_stop(), ExitStack() as held:
         with agreed_errors(comm):
             case = read_case(args.case)
-            given = {a.split("=")[0] for a in argv}
-            for key, flag in CASE_OPTIONS.items():
-                if flag not in given:
-                    setattr(args, key, getattr(case, key))
-            nonlinear, linear = nonlinear_options(args), linear_options(args)
+            nonlinear = nonlinear_options(args, {**RUN_DEFAULTS, **case.nonlinear})
+            linear = linear_options(args, case.linear)
             times = check_range(
                 "--refine", case.refine if args.refine is None else args.refine, low=0, high=REFINE_MAX, integer=True
             )
             mesh = read_mesh(case.mesh_file, case.tag_field)
+            check_report(case, mesh)
             check_fits(
                 backend,
                 linear.matrix_dtype,
@@ -103,30 +99,27 @@ def main(argv=None) -> int:
                 linear.assembly,
             )
             mesh = refine(mesh, times)
-            resolved, note = fitting_assembly(backend, linear.for_mesh(mesh), mesh.n_elements, comm.size)
-            linear = replace(linear, assembly=resolved.assembly)
-            if note and root:
-                print(f"fem3d.run: warning: {note}", file=sys.stderr, flush=True)
             flow = Flow(mesh, case.boundaries, nu=case.nu, re=case.re)
             x0 = read_initial(args.initial, mesh.n_dofs) if args.initial else None
+            simulation = flow.simulation(
+                backend, comm, nonlinear, linear, case.continuation, case.sequence, initial=x0, started=t_start
+            )
+            for note in simulation.notes if root else []:
+                print(f"fem3d.run: warning: {note}", file=sys.stderr, flush=True)
             out = args.out or _shown(os.path.join(os.path.dirname(os.path.abspath(args.case)), case.out))
+            if root:  # the folder is this run's until it ends; an earlier run's files go
+                stale = [*FlowResult.stale_files(), "slice.png"]
+                keep = [args.initial] if args.initial else []
+                held.enter_context(claim_output(out, stale, keep, "--out" if args.out else "[output] dir"))
         say(
             f"{os.path.basename(args.case)}: nu {1 / flow.re:g}, {mesh.n_elements} elements, {mesh.n_dofs} unknowns, "
             f"{backend.describe()}" + (f" on {comm.size} ranks ({comm.name})" if comm.size > 1 else "")
         )
-        result = flow.solve(
-            device=backend,
-            comm=comm,
-            nonlinear=nonlinear,
-            linear=linear,
-            continuation=case.continuation,
-            initial=x0,
-            log=say,
-            started=t_start,
-        )
+        result = simulation.run(log=say)
         result.quantities = quantities(result, case)
         files = result.write(
             out,
+            claimed=True,
             vtu=not args.no_vtu,
             extra={
                 "case": os.path.abspath(args.case),
@@ -144,8 +137,8 @@ def main(argv=None) -> int:
     if signum:
         if root:
             print(
-                f"fem3d.run: interrupted by {signal.Signals(signum).name}; the last iterate and its results are in {out}: "
-                f"continue with --initial {os.path.join(out, 'solution.npy')}",
+                f"fem3d.run: interrupted by {signal.Signals(signum).name}; the last iterate and its results are in "
+                f"{out}: continue with --initial {os.path.join(out, 'solution.npy')}",
                 file=sys.stderr,
                 flush=True,
             )
@@ -168,6 +161,8 @@ def quantities(result, case) -> dict:
     """The forces (and coefficients), point values and pressure differences the case asks
     for (collective)."""
     out = {"forces": {}, "points": {}, "differences": {}}
+    out["fluxes"] = fluxes(result.part.mesh, result.x_local, case.fluxes, result.comm)
+    out["flow_rates"] = result.flow_rates()
     for tag, scales in case.forces.items():
         force = result.force(tag)
         entry = {"force": force.tolist()}
@@ -197,6 +192,13 @@ def report_lines(result) -> list[str]:
         lines.append(line)
     lines += [f"p({name}) = {v['pressure']:.6g}" for name, v in q["points"].items()]
     lines += [f"{name} = {v:.6g}" for name, v in q["differences"].items()]
+    lines += [f"flux {name} = {v:.6g}" for name, v in q["fluxes"].items()]
+    lines += [
+        f"{tag}: flow rate {r['delivered']:.6g} delivered of {r['nominal']:.6g} prescribed (nodes shared with walls "
+        "take the walls' zero)"
+        for tag, r in q["flow_rates"].items()
+        if abs(r["delivered"] - r["nominal"]) > FLOW_RATE_TOL * abs(r["nominal"])
+    ]
     its = sum(s["linear_iterations"] for s in steps)
     timing, stages = result.timing(), result.history
     every = (

@@ -25,18 +25,19 @@ import numpy as np
 
 from .commands.cli import add_solver_arguments, linear_options, nonlinear_options
 from .parallel.comm import agreed_errors
-from .problems.distributed import add_parallel_arguments, partitioned_system, start
+from .problems.distributed import add_parallel_arguments, start
 from gpucfd.errors import ArgumentParser, ConvergenceError, check_range, run_cli
 from .problems.exact import CASES
 from .discretisation.fields import l2_errors
-from .parallel.interrupt import InterruptCheck, agreed, graceful_stop
-from .commands.memory import check_fits, fitting_assembly
+from .parallel.interrupt import agreed, graceful_stop
+from .problems.memory import check_fits
 from .discretisation.mesh import box_mesh
 from .problems.navier_stokes import FlowProblem
-from .solvers.nonlinear import NonlinearOptions, NonlinearSolver
+from .problems.flow import Flow
+from .problems.simulation import Simulation
+from .solvers.nonlinear import NonlinearOptions
 from gpucfd.output import check_writable_file, write_json
-from .parallel.partition import distribute
-from .solvers.linear import LinearOptions, make_linear_solver
+from .solvers.linear import LinearOptions
 
 # Kao & Sheu 2018, Table 2 (analytic case), L2 error norms at N^3 elements.
 PAPER_TABLE2 = {
@@ -48,39 +49,49 @@ PAPER_TABLE2 = {
 FIELDS = ("u", "v", "w", "p")
 
 
-def run_case(
-    case, n: int, backend, comm, nonlinear: NonlinearOptions, linear: LinearOptions, log=None, progress=None
-) -> dict:
+def simulation(case, n: int, backend, comm, nonlinear: NonlinearOptions, linear: LinearOptions, started=None):
+    """The run of ``case`` on an n^3 unit cube (on every rank of ``comm``), checked: its flow
+    posed, the solver for the mesh and its partition (collective)."""
+    mesh = box_mesh(n)
+
+    def problem_on(m):
+        return FlowProblem.with_boundary_velocity(m, case.re, lambda x: case.velocity(np, x), force=case.force)
+
+    flow = Flow.posed(mesh, case.re, problem_on)
+    return Simulation(flow, backend, comm, nonlinear, linear, started=started)
+
+
+def run_case(case, n: int, backend, comm, nonlinear: NonlinearOptions, linear: LinearOptions, log=None) -> dict:
     """Solve ``case`` on an n^3 unit cube (on every rank of ``comm``); returns a row of
     the convergence table."""
     t0 = time.perf_counter()
-    mesh = box_mesh(n)
-    problem = FlowProblem.with_boundary_velocity(mesh, case.re, lambda x: case.velocity(np, x), force=case.force)
     with agreed_errors(comm):
-        linear = fitting_assembly(backend, linear.for_mesh(mesh), mesh.n_elements, comm.size)[0]
-        part = distribute(mesh, comm, backend, linear.alignment(mesh, comm.size))
-    system = partitioned_system(
-        problem, part, backend, linear.matrix_dtype, prepared_since=t0, assembly=linear.assembly
-    )
-    result = NonlinearSolver(system, make_linear_solver(linear, progress), nonlinear, progress).solve(log=log)
+        run = simulation(case, n, backend, comm, nonlinear, linear, started=t0)
+    result = run.run(log=log)
     errors = l2_errors(
-        backend, part.mesh, backend.asarray(result.x), case.velocity, case.pressure, total=part.dist.allreduce
+        backend,
+        result.part.mesh,
+        backend.asarray(result.x_local),
+        case.velocity,
+        case.pressure,
+        total=result.part.dist.allreduce,
     )
+    steps = result.steps
     return {
         "case": case.name,
         "re": case.re,
         "n": n,
-        "elements": mesh.n_elements,
-        "dofs": mesh.n_dofs,
+        "elements": run.flow.mesh.n_elements,
+        "dofs": run.flow.mesh.n_dofs,
         "errors": errors,
         "converged": result.converged,
         "reason": result.reason,
         "residual": result.residual,
-        "solver": linear.solver,
-        "nonlinear_steps": len(result.steps),
-        "linear_iterations": result.linear_iterations,
+        "solver": run.linear.solver,
+        "nonlinear_steps": len(steps),
+        "linear_iterations": sum(s["linear_iterations"] for s in steps),
         "seconds": time.perf_counter() - t0,
-        "times": system.timer.as_dict(),
+        "times": result.system.timer.as_dict(),
     }
 
 
@@ -156,20 +167,21 @@ def main(argv=None) -> int:
                 linear.assembly,
             )
         check_writable_file(args.out)
-    names = ["paper", "manufactured"] if args.case == "both" else [args.case]
+        names = ["paper", "manufactured"] if args.case == "both" else [args.case]
+        cases = [CASES[name](args.re if args.re is not None else CASES[name].default_re) for name in names]
+        for n in sorted(set(args.n)):  # every mesh posed and partitioned before the first solve
+            simulation(cases[0], n, backend, comm, nonlinear, linear)
     say = (lambda s: print(s, flush=True)) if root else (lambda s: None)
     log = None if args.quiet or not root else (lambda s: say("  " + s))
     ranks = f" on {comm.size} ranks ({comm.name})" if comm.size > 1 else ""
     report = {"device": backend.describe(), "ranks": comm.size, "options": vars(args), "cases": {}}
     failed = []
     with graceful_stop():
-        check = InterruptCheck(comm)
-        for name in names:
-            case = CASES[name](args.re if args.re is not None else CASES[name].default_re)
+        for name, case in zip(names, cases):
             say(f"case {name}, Re {case.re:g}, {backend.describe()}{ranks}")
             rows = report["cases"][name] = []
             for n in sorted(set(args.n)):
-                rows.append(run_case(case, n, backend, comm, nonlinear, linear, log, check))
+                rows.append(run_case(case, n, backend, comm, nonlinear, linear, log))
                 if not rows[-1]["converged"]:
                     failed.append(rows[-1])
                 add_rates(rows)
@@ -180,6 +192,7 @@ def main(argv=None) -> int:
             say(format_table(rows))
             if failed and failed[-1]["reason"].startswith("interrupted"):
                 break
+        signum = agreed(comm)
     say(f"wrote {args.out}")
     if failed and failed[-1]["reason"].startswith("interrupted"):
         r = failed[-1]
@@ -189,7 +202,7 @@ def main(argv=None) -> int:
                 file=sys.stderr,
                 flush=True,
             )
-        return 128 + (agreed(comm) or signal.SIGINT)
+        return 128 + (signum or signal.SIGINT)
     if failed:
         runs = ", ".join(f"case {r['case']} N={r['n']} (Re {r['re']:g})" for r in failed)
         raise ConvergenceError(f"{runs}; results in {args.out} are marked", failed[0]["reason"])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import numbers
 import os
 import sys
 import warnings
@@ -131,15 +132,75 @@ def _say_once(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
 
 
+SHOWN = 40  # characters of a value that a message shows
+
+
+def cut(text: str, limit: int = SHOWN) -> str:
+    """``text`` for a one-line message: cut after ``limit`` characters, its length said."""
+    return text if len(text) <= limit else f"{text[: limit - 5]}... ({len(text)} characters)"
+
+
+def shown(value, limit: int = SHOWN) -> str:
+    """repr(value) for a one-line message, :func:`cut` to ``limit`` characters."""
+    if getattr(value, "shape", None) == () and hasattr(value, "item"):  # a NumPy scalar: as the number it holds
+        value = value.item()
+    try:
+        return cut(repr(value), limit)
+    except ValueError:  # an integer beyond Python's digit limit for text
+        return f"an integer of {value.bit_length()} bits"
+
+
+def first_few(items, limit: int = 4, show=shown) -> str:
+    """The first ``limit`` of ``items``, each as ``show`` writes it, and "and N more" for the rest."""
+    items = list(items)
+    text = ", ".join(show(i) for i in items[:limit])
+    return text + (f" and {len(items) - limit} more" if len(items) > limit else "")
+
+
+def _real(value) -> bool:
+    """A real number: of Python, a NumPy scalar or a 0-d NumPy/CuPy array of integers or floats (bool is none)."""
+    if isinstance(value, numbers.Real):
+        return not isinstance(value, bool)
+    kind = getattr(getattr(value, "dtype", None), "kind", None)
+    return getattr(value, "shape", None) == () and kind in ("i", "u", "f")
+
+
+def _finite(value) -> bool:
+    """Finite and representable as a float64 (a 400-digit integer is not)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
+def finite_real(value) -> bool:
+    """A real number (:func:`as_real` takes it): not bool, finite and representable as a float64."""
+    return _real(value) and _finite(value)
+
+
+def as_real(name: str, value) -> float:
+    """``value``, a finite real number of any Python or NumPy type, as a float; InputError naming
+    ``name`` for anything else (bool, str, None, complex, NaN, infinities, integers beyond float64)."""
+    if not _real(value):
+        raise InputError(f"{name} must be a number (got {shown(value)})")
+    if not _finite(value):
+        raise InputError(f"{name} must be a finite number (got {shown(value)})")
+    return float(value)
+
+
 def check_range(name: str, value, low=None, high=None, low_open=False, integer=False, high_open=False):
-    """Raise InputError unless ``value`` is finite and ``low <(=) value <(=) high``; returns value.
+    """Raise InputError unless ``value`` is a finite real number and ``low <(=) value <(=) high``;
+    returns value.
 
     The message names ``name`` and the allowed range, e.g. ``--re must be > 0 (got -1)``;
-    NaN and infinities are always rejected.
+    NaN, infinities, integers beyond float64 and non-numbers (bool among them) are always rejected.
     """
-    if integer and (isinstance(value, bool) or not math.isfinite(value) or int(value) != value):
-        raise InputError(f"{name} must be an integer (got {value!r})")
-    ok = math.isfinite(value)
+    if not _real(value):
+        raise InputError(f"{name} must be a number (got {shown(value)})")
+    finite = _finite(value)
+    if integer and not isinstance(value, numbers.Integral) and (not finite or int(value) != value):
+        raise InputError(f"{name} must be an integer (got {shown(value)})")
+    ok = finite
     if low is not None:
         ok = ok and (value > low if low_open else value >= low)
     if high is not None:
@@ -150,8 +211,8 @@ def check_range(name: str, value, low=None, high=None, low_open=False, integer=F
             parts.append(f"{'>' if low_open else '>='} {_number(low)}")
         if high is not None:
             parts.append(f"{'<' if high_open else '<='} {_number(high)}")
-        finite = "" if math.isfinite(value) or not parts else " and finite"
-        raise InputError(f"{name} must be {' and '.join(parts or ['finite'])}{finite} (got {value!r})")
+        tail = "" if finite or not parts else " and finite"
+        raise InputError(f"{name} must be {' and '.join(parts or ['finite'])}{tail} (got {shown(value)})")
     return value
 
 

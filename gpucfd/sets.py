@@ -1,11 +1,9 @@
 """Distinct values of integer arrays (NumPy or CuPy).
 
 NumPy 2.3 and later find np.unique's values of an integer array through a hash table,
-which is many times slower than sorting on the index arrays of meshes: 2.9 s against
-0.11 s for the Q2 cells of a 64^3 box (7.1 M indices), 1.3 s against 0.07 s for 5.6 M
-int64 keys with duplicates (NumPy 2.4, one core). :func:`distinct` sorts, with NumPy
-or, given ``xp=cupy``, on the GPU; :func:`members` marks values of a known range instead,
-ten times faster again (the Q2 nodes of half a 96^3 box: 0.04 against 0.38 s).
+which is many times slower than sorting on the index arrays of meshes (docs/performance.md,
+host-side kernels). :func:`distinct` sorts, with NumPy or, given ``xp=cupy``, on the GPU;
+:func:`members` marks values of a known range instead, faster again.
 """
 
 from __future__ import annotations

@@ -2,19 +2,15 @@
 of small matrix products spread over the cores.
 
 NumPy's and SciPy's BLAS (OpenBLAS) start a pool of one thread per core in every
-process, so k ranks on one machine run k times as many threads as it has cores. On two
-cores, ``mpiexec -n 2 python -m fem3d.cavity --re 400 --n 8 --device cpu`` took 3.5 s so,
-and 1.5 s with one BLAS thread per rank. :func:`share_cores_among_ranks` divides the
+process, so k ranks on one machine run k times as many threads as it has cores, which
+slows a run down (docs/parallel.md, CPU ranks). :func:`share_cores_among_ranks` divides the
 cores among the ranks. The pools are sized when the libraries load, so it must run
 before NumPy is imported: importing gpucfd runs it, and fem3d imports gpucfd first.
 
 Open MPI binds each of one or two ranks to a single core by default. A GPU rank runs
 more than one busy thread (CUDA's, NCCL's set-up and proxy threads, fem3d's NCCL
 set-up), and on one core they take turns. So a rank bound to fewer CPUs than its share of
-the machine gets its share (:func:`rank_cpus`). On two H200s with 32 cores, the 112^3
-cube's data preparation took 6.4-6.9 s bound and 5.7-6.0 s with ``--bind-to none`` in two
-pairs of runs; three A/B pairs of whole runs on two ranks (64^3, 112^3, 40^3 per rank, the
-DFG case) differed by less than their run-to-run spread of about 15 %.
+the machine gets its share (:func:`rank_cpus`; docs/parallel.md, CPU cores of a GPU rank).
 """
 
 from __future__ import annotations
@@ -97,8 +93,7 @@ def batched_matvec(mats, x, transpose: bool = False):
     a NumPy stack ``mats`` (E, n, n) and ``x`` (E, n), in their common dtype. A stack of at
     least SPLIT_ENTRIES entries is cut into contiguous element ranges multiplied at once on
     :func:`_pool`'s threads (matmul releases the GIL); each element's product is the same
-    whatever the cut. NumPy 2.4 on two cores, 1728 elements of 89 x 89: 4.0 ms in float64
-    and 1.4 ms in float32, against einsum's 10.2 and 5.8 ms."""
+    whatever the cut. Faster than einsum (docs/performance.md, host-side kernels)."""
     import numpy as np
 
     out = np.empty(x.shape, dtype=np.result_type(mats, x))

@@ -55,8 +55,9 @@ def annulus(
     t = np.arange(nt) * (2 * np.pi / nt)
     r = np.linspace(r0, r1, nr)
     zz = np.linspace(0.0, height, nz)
-    K, J, I = np.meshgrid(np.arange(nz), np.arange(nr), np.arange(nt), indexing="ij")
-    pts = np.stack([r[J] * np.cos(t[I]), r[J] * np.sin(t[I]), zz[K]], axis=-1).reshape(-1, 3)
+    # node indices along z, r and theta
+    iz, ir, it = np.meshgrid(np.arange(nz), np.arange(nr), np.arange(nt), indexing="ij")
+    pts = np.stack([r[ir] * np.cos(t[it]), r[ir] * np.sin(t[it]), zz[iz]], axis=-1).reshape(-1, 3)
 
     def node(i, j, k):
         return (i % nt) + nt * (j + nr * k)

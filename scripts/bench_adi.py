@@ -1,8 +1,8 @@
 """Benchmark of the unsteady ADI (Wei et al. 2013's case): time per step per line solver and layout.
 
 For each n² (float32 by default; Δx = Δt = 0.01, r = 100, the hot-plate start of
-tridiag.cases.heat_unsteady) and each line solver × --layouts (the fused solver once): ms per ADI step (median of CUDA-event
-samples of back-to-back steps from Python; and the same steps captured in a CUDA graph and
+tridiag.cases.heat_unsteady) and each line solver × --layouts (the fused solver once): ms per ADI
+step (median of CUDA-event samples of back-to-back steps from Python; and the same steps captured in a CUDA graph and
 replayed: the device time without launch overhead), the total for --steps steps, the
 bytes a step moves (the sweep's passes() × n² itemsize: library 15 natural, 17 with a transpose; fused 5)
 as GB/s and as a fraction of a device-to-device copy measured in

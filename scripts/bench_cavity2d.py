@@ -32,7 +32,10 @@ from tridiag.cases.cavity2d_problem import ARRAYS, HOST_ARRAYS, cavity  # noqa: 
 from tridiag.cases.cli import MAX_STEPS, RE_RANGE  # noqa: E402
 from tridiag.cases.memory import check_fits  # noqa: E402
 
-PAPER = "Souri et al. 2020 (GTX 580 vs Core i7 990x): 1024^2, 1000 iterations, CPU Thomas 331.73 s, PTA 8.6 s (38.5x); CR 4.4x, PCR 5.2x"
+PAPER = (
+    "Souri et al. 2020 (GTX 580 vs Core i7 990x): 1024^2, 1000 iterations, CPU Thomas 331.73 s, PTA 8.6 s (38.5x); "
+    "CR 4.4x, PCR 5.2x"
+)
 
 
 def timed(backend, n, re, solver, layout, iterations, dtype, warmup=2):
@@ -139,7 +142,8 @@ def main(argv=None):
     command = " ".join(["python scripts/bench_cavity2d.py", *sys.argv[1:]])
     solvers = ["thomas (CPU)", *args.solvers]
     lines = [
-        f"# 2D cavity, Re {args.re:g}, {args.iterations} iterations, {args.dtype}: seconds (speed-up vs the CPU Thomas)",
+        f"# 2D cavity, Re {args.re:g}, {args.iterations} iterations, {args.dtype}: "
+        "seconds (speed-up vs the CPU Thomas)",
         "",
         f"`{command}`",
         "",

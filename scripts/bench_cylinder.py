@@ -3,7 +3,8 @@
 For every grid (ny x nx cells) it times, from the same start (the undisturbed channel flow with
 the start-up vortex blob, Re --re, the default unsteady Δt): --steps steps of every --solvers
 entry on --device after --warmup steps, then --cpu-steps steps of serial NumPy Thomas on the
-CPU (the baseline; ψ₁ of --body pressure taken from the device runs) (the device synchronised around the timed loop; no residual checks inside it).
+CPU (the baseline; ψ₁ of --body pressure taken from the device runs) (the device synchronised
+around the timed loop; no residual checks inside it).
 Speed-up = CPU seconds per step / device seconds per step. Writes cylinder_bench[_TAG].json and
 .md to --out-dir, rewritten after every grid.
 
@@ -102,7 +103,8 @@ def write_results(args, summary) -> None:
         "# Square cylinder time step: run time per step and speed-up vs the CPU (paper Fig. 19)",
         "",
         f"Device {summary['device']}; CPU baseline: serial NumPy Thomas on {summary['cpu']}. Re {args.re:g}, "
-        f"{args.dtype}, {args.psi_sweeps} ψ sweeps per step, cylinder ψ {args.body}, {args.steps} timed steps ({args.cpu_steps} on the CPU).",
+        f"{args.dtype}, {args.psi_sweeps} ψ sweeps per step, cylinder ψ {args.body}, {args.steps} timed steps "
+        f"({args.cpu_steps} on the CPU).",
         "",
         "Kernel launches per step: those of the CUDA graph the fused sweeps replay (counted in its DOT "
         "description); the other solvers launch from the host.",

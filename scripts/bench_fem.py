@@ -333,12 +333,15 @@ def markdown(data: dict) -> str:
             "(fem3d.kernels.ebe.bytes_moved). CG iteration: one A and one A^T product, the fused reduction and update, "
             "a residual check every 10 iterations.",
             "",
-            "| N | storage | device | unknowns | A ms | A GB/s (% copy) | A^T ms | A^T GB/s (% copy) | vectors ms (% copy) "
-            "| CG iteration ms | bytes / element |",
+            "| N | storage | device | unknowns | A ms | A GB/s (% copy) | A^T ms | A^T GB/s (% copy) "
+            "| vectors ms (% copy) | CG iteration ms | bytes / element |",
             "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]
         for p in sorted(phases.values(), key=lambda r: (r["kind"] != "gpu", r["n"], r["matrix_dtype"])):
-            pct = lambda k: f" ({p[k]:.0%})" if k in p else ""
+
+            def pct(k):
+                return f" ({p[k]:.0%})" if k in p else ""
+
             lines.append(
                 f"| {p['n']} | {p['matrix_dtype']} | {p['kind']} | {p['unknowns']:,} | {p['a_ms']:.3f} | "
                 f"{p['a_gbs']:.0f}{pct('a_fraction')} | {p['at_ms']:.3f} | {p['at_gbs']:.0f}{pct('at_fraction')} | "
@@ -386,12 +389,16 @@ def markdown(data: dict) -> str:
             "",
             "## Phases (seconds)",
             "",
-            "| N | storage | device | mesh | set-up | element matrices | preconditioner | CG iteration (ms) | CPU/GPU: element matrices | preconditioner | CG iteration |",
+            "| N | storage | device | mesh | set-up | element matrices | preconditioner | CG iteration (ms) "
+            "| CPU/GPU: element matrices | preconditioner | CG iteration |",
             "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]
         for p in sorted(phases.values(), key=lambda r: (r["kind"] != "gpu", r["n"], r["matrix_dtype"])):
             cpu = phases.get(f"cpu/{p['n']}/float64") if p["kind"] == "gpu" else None
-            ratio = lambda k: f"{cpu[k] / p[k]:.0f}x" if cpu else "–"
+
+            def ratio(k):
+                return f"{cpu[k] / p[k]:.0f}x" if cpu else "–"
+
             lines.append(
                 f"| {p['n']} | {p['matrix_dtype']} | {p['kind']} | {p['mesh_s']:.2f} | {p['setup_s']:.2f} | "
                 f"{p['element_matrices_s']:.3f} | {p['preconditioner_s']:.3f} | {p['cg_iteration_ms']:.3f} | "
@@ -416,8 +423,9 @@ def markdown(data: dict) -> str:
             "",
             f"## Table {table} layout: Re {re:g}, T_unit (us)",
             "",
-            "| N_elem | N_DOF | storage | ours 1-CPU (NumPy, est.) | ours 1-GPU | ours 2-GPU | paper 1-CPU (A) | paper 1-GPU (B) "
-            "| paper 2-GPU (C) | paper 4-GPU (D) | ours CPU / GPU | paper (B) / ours | Picard steps | CG its | Picard step s | solve |",
+            "| N_elem | N_DOF | storage | ours 1-CPU (NumPy, est.) | ours 1-GPU | ours 2-GPU | paper 1-CPU (A) "
+            "| paper 1-GPU (B) | paper 2-GPU (C) | paper 4-GPU (D) | ours CPU / GPU | paper (B) / ours | Picard steps "
+            "| CG its | Picard step s | solve |",
             "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
         ]
         for n in sorted({s["n"] for s in rows}):
@@ -523,7 +531,8 @@ def main(argv=None) -> int:
                 data["phases"][f"{be.kind}/{n}/{dtype}"] = row
                 save(path, data)
                 print(
-                    f"N {n} {dtype} {be.kind}: A {row['a_ms']:.3f} ms ({row['a_gbs']:.0f} GB/s), A^T {row['at_ms']:.3f} ms "
+                    f"N {n} {dtype} {be.kind}: A {row['a_ms']:.3f} ms ({row['a_gbs']:.0f} GB/s), "
+                    f"A^T {row['at_ms']:.3f} ms "
                     f"({row['at_gbs']:.0f} GB/s), CG iteration {row['cg_iteration_ms']:.3f} ms, element matrices "
                     f"{row['element_matrices_s']:.3f} s, preconditioner {row['preconditioner_s']:.3f} s; M unknowns/s "
                     + ", ".join(
@@ -547,7 +556,8 @@ def main(argv=None) -> int:
                         data["solves"][key] = row
                         save(path, data)
                         print(
-                            f"N {n} Re {re:g} {dtype} on {ranks}: T_unit {row['t_unit_us']:.1f} us, {row['picard_steps']} Picard "
+                            f"N {n} Re {re:g} {dtype} on {ranks}: T_unit {row['t_unit_us']:.1f} us, "
+                            f"{row['picard_steps']} Picard "
                             f"steps, {row['cg_iterations']} CG its, {row['t_run_s']:.1f} s ({row['reason']})",
                             flush=True,
                         )

@@ -145,7 +145,8 @@ def table(rows: list) -> str:
             f"| {name} | {r['refine']} | {r['elements']:,} | {r['unknowns']:,} | {r['solver']} "
             f"| {' / '.join(map(str, r['levels'])) or 'n/a'} | {_na(r['smoother'])} | {_na(r['coarse_solve'])} "
             f"| {r['steps']} ({r['newton_steps']}) | {r['iterations_per_step']:.1f} | {r['wall_s']:.1f} "
-            f"| {r['max_rss_bytes'] / 1e9:.2f} | {_na(pool, '{:.2f}')} | {found} | {'yes' if r['converged'] else 'no'} |"
+            f"| {r['max_rss_bytes'] / 1e9:.2f} | {_na(pool, '{:.2f}')} | {found} "
+            f"| {'yes' if r['converged'] else 'no'} |"
         )
     return "\n".join(lines)
 

@@ -1,8 +1,10 @@
 """Time to solution against the mesh size: the lid-driven cube as a user runs it, every N.
 
     python scripts/bench_sizes.py --device cpu --re 400 --n 8 9 10 11 12 13 14 15 16 17 18 19 20 --grading 0 --tag cpu
-    python scripts/bench_sizes.py --device gpu --re 1000 --n 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 --tag h100
-    python scripts/bench_sizes.py --device gpu --re 1000 --n 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63 64 --tag h100 --add
+    python scripts/bench_sizes.py --device gpu --re 1000 --tag h100 \\
+        --n 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48
+    python scripts/bench_sizes.py --device gpu --re 1000 --tag h100 --add \\
+        --n 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63 64
 
 Runs ``python -m fem3d.cavity --re RE --n N --grading G --device D`` with the default
 ``--solver auto`` (each in its own process, after one untimed 8^3 run that compiles the
@@ -52,8 +54,8 @@ def rows_with_ratios(rows: list) -> list:
 
 def table(rows: list) -> str:
     lines = [
-        "| N | unknowns | solver | coarser meshes first: N (steps) | Newton steps | Krylov its/step | set-up share | wall s "
-        "| cold-cache wall s | s per M unknowns | s per element / median | device memory GB | kB per element "
+        "| N | unknowns | solver | coarser meshes first: N (steps) | Newton steps | Krylov its/step | set-up share "
+        "| wall s | cold-cache wall s | s per M unknowns | s per element / median | device memory GB | kB per element "
         "| max profile diff | converged |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
@@ -64,7 +66,8 @@ def table(rows: list) -> str:
         dev = "" if r["largest_deviation"] is None else f"{r['largest_deviation']:.4f}"
         coarser = ", ".join(f"{round(q['elements'] ** (1 / 3))} ({q['steps']})" for q in r.get("sequence", []))
         lines.append(
-            f"| {r['n']} | {r['unknowns']:,} | {r['solver']} | {coarser} | {r['newton_steps']} | {r['iterations_per_step']:.1f} "
+            f"| {r['n']} | {r['unknowns']:,} | {r['solver']} | {coarser} | {r['newton_steps']} "
+            f"| {r['iterations_per_step']:.1f} "
             f"| {100 * r['setup_share']:.0f} % | {r['wall_s']:.1f} | {cold} | {r['s_per_m_unknowns']:.1f} "
             f"| {r['per_element_vs_median']:.2f} | {mem} | {per} | {dev} | {'yes' if r['converged'] else 'no'} |"
         )
@@ -109,7 +112,8 @@ def save(base: str, rows: list, commands: list, re: float, grading: float) -> No
         {"commands": commands, "warmup": f"one untimed {WARMUP_N}^3 run first", "rows": rows},
         f"# Time to solution against N, lid-driven cube at Re {re:g} ({device})\n\n"
         + "".join(f"`{c}`\n\n" for c in commands)
-        + f"`--solver auto`, grading {grading:g}; after one untimed {WARMUP_N}^3 run (kernels compiled and cached, Python bytecode written); "
+        + f"`--solver auto`, grading {grading:g}; after one untimed {WARMUP_N}^3 run (kernels compiled and cached, "
+        "Python bytecode written); "
         "wall s: the process's, as a user runs it; cold-cache wall s: the same run with an empty kernel cache "
         "(`--cold`: every kernel compiled first, as on a fresh machine); kB per element: the device memory "
         "over the elements.\n\n" + text + "\n",

@@ -110,8 +110,8 @@ def run(
 
 def table(rows: list) -> str:
     lines = [
-        "| N | Re | solver | steps (Newton) | set-ups | Krylov its | its/step (final Re) | element matrices s | linear set-up s "
-        "| solve s | run s | speed-up | device memory GB (matrices) | max profile diff |",
+        "| N | Re | solver | steps (Newton) | set-ups | Krylov its | its/step (final Re) | element matrices s "
+        "| linear set-up s | solve s | run s | speed-up | device memory GB (matrices) | max profile diff |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     paper = {(r["n"], r["re"]): r["run_s"] for r in rows if r["solver"] == "paper"}
@@ -128,7 +128,8 @@ def table(rows: list) -> str:
         lines.append(
             f"| {r['n']} | {r['re']:g} | {r['solver']} | {r['steps']} ({r['newton_steps']}) | {r['setups']} | "
             f"{r['linear_iterations']} | "
-            f"{r['iterations_per_step']:.1f} ({r['final_stage_iterations_per_step']:.1f}) | {t.get('element_matrices', 0):.2f} | "
+            f"{r['iterations_per_step']:.1f} ({r['final_stage_iterations_per_step']:.1f}) | "
+            f"{t.get('element_matrices', 0):.2f} | "
             f"{t.get('linear_setup', 0):.2f} | {t.get('solve', 0):.2f} | {r['run_s']:.2f} | {speed} | {mem} | {dev} |"
         )
     return "\n".join(lines)
@@ -174,7 +175,8 @@ def main(argv=None) -> int:
     with open(os.path.join(args.results, f"bench_solvers_{tag}.md"), "w") as fh:
         fh.write(
             f"# Solvers on the lid-driven cube ({rows[0]['device']})\n\n`{command}`\n\n"
-            f"After one untimed {WARMUP_N}^3 run per solver (kernels compiled and cached, Python bytecode written).\n\n{text}\n"
+            f"After one untimed {WARMUP_N}^3 run per solver (kernels compiled and cached, Python bytecode written)."
+            f"\n\n{text}\n"
         )
     return 0
 

@@ -387,7 +387,8 @@ def main(argv=None):
     (out / f"tridiag_bench{args.tag}.json").write_text(json.dumps(dict(meta=meta, results=rows), indent=1))
     (out / f"tridiag_bench{args.tag}.md").write_text(markdown(meta, rows))
     print(
-        "\nsummary (device ms per solve: graph replay where captured) of the M = N cases: best hybrid, then the six fastest"
+        "\nsummary (device ms per solve: graph replay where captured) of the M = N cases: best hybrid, "
+        "then the six fastest"
     )
     for dt in args.dtypes:
         for s in args.square:

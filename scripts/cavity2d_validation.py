@@ -7,7 +7,8 @@ vertical and max |v - v_Ghia| on the horizontal centre line (our fields sampled 
 Ghia's points), ψ_min and its centre, and, for each Re with grids n, 2n, 4n, the observed
 order p = log2((ψ_n − ψ_2n) / (ψ_2n − ψ_4n)) of ψ_min and its Richardson extrapolation
 ψ_4n + (ψ_4n − ψ_2n) / (2^p − 1), and the largest difference of the second-order Richardson
-profile (from 2n, 4n) from Ghia's points (what is Ghia's own error, not ours). Writes benchmarks/results/cavity2d_validation_<tag>.{json,md}.
+profile (from 2n, 4n) from Ghia's points (what is Ghia's own error, not ours). Writes
+benchmarks/results/cavity2d_validation_<tag>.{json,md}.
 """
 
 from __future__ import annotations
@@ -125,12 +126,16 @@ def markdown(rows, orders, command):
         "Last column: the same without Ghia's Re 400 v at x = 0.9063 (−0.23827, at odds with its neighbours; "
         "see tridiag/cases/ghia1982.py SUSPECT).",
         "",
-        "| Re | n (cells) | converged | iterations | s | max \\|Δu\\| (at y) | max \\|Δv\\| (at x) | ψ_min | centre (x, y) | Ghia ψ_min | max \\|Δu\\|, \\|Δv\\| without suspect |",
+        "| Re | n (cells) | converged | iterations | s | max \\|Δu\\| (at y) | max \\|Δv\\| (at x) | ψ_min "
+        "| centre (x, y) | Ghia ψ_min | max \\|Δu\\|, \\|Δv\\| without suspect |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         pm = r["psi_min"] or {}
-        fmt = lambda v, w: f"{v:.4f} ({w:.4f})" if v is not None else "–"
+
+        def fmt(v, w):
+            return f"{v:.4f} ({w:.4f})" if v is not None else "–"
+
         lines.append(
             f"| {r['re']:g} | {r['n']} | {r['converged']} | {r['iterations']} | {r['seconds']:.0f} | "
             f"{fmt(r['max_abs_du'], r['at_y'])} | {fmt(r['max_abs_dv'], r['at_x'])} | "

@@ -83,7 +83,8 @@ def main(argv=None):
             {"reference": "(none for this Re)", "profile": "", "max_abs_diff": float("nan"), "at": float("nan")}
         ]:
             lines.append(
-                f"| {r['re']:g} | {r['n']} | {v['reference']} | {v['profile']} | {v['max_abs_diff']:.4f} | {v['at']:.4f} | "
+                f"| {r['re']:g} | {r['n']} | {v['reference']} | {v['profile']} | {v['max_abs_diff']:.4f} | "
+                f"{v['at']:.4f} | "
                 f"{r['converged']} | {r['nonlinear_steps']} | {r['linear_iterations']} | {r['seconds']:.0f} |"
             )
     table = "\n".join(lines)

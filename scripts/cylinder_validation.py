@@ -162,12 +162,18 @@ def write_results(args, summary: dict) -> None:
             for r in unsteady
         ],
     )
-    fmt = lambda v, f: "–" if v is None else format(v, f)
-    pct = lambda v: "–" if v is None else f"{100 * v:+.2f} %"
+
+    def fmt(v, f):
+        return "–" if v is None else format(v, f)
+
+    def pct(v):
+        return "–" if v is None else f"{100 * v:+.2f} %"
+
     lines = [
         f"# Square cylinder in a channel: validation ({summary['grid']} cells, {summary['device']})",
         "",
-        f"Solver {summary['solver']}, {summary['psi_sweeps']} ψ sweeps per step, cylinder ψ {summary['body']}; reference: {breuer2000.CITATION}.",
+        f"Solver {summary['solver']}, {summary['psi_sweeps']} ψ sweeps per step, cylinder ψ {summary['body']}; "
+        f"reference: {breuer2000.CITATION}.",
         "",
         "## Steady: recirculation length behind the rear face",
         "",

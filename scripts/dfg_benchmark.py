@@ -97,7 +97,8 @@ def main(argv=None) -> int:
     runs = tempfile.mkdtemp(prefix=f"dfg3d_{tag}_")
     ref = references()
     print(
-        f"python -m fem3d.run {os.path.relpath(CASE, ROOT)} --refine 1 --device {args.device} (untimed: kernels compile)",
+        f"python -m fem3d.run {os.path.relpath(CASE, ROOT)} --refine 1 --device {args.device} "
+        "(untimed: kernels compile)",
         flush=True,
     )
     subprocess.run(

@@ -53,7 +53,7 @@ def best_ms(backend, f, repeats: int) -> float:
 
 def profile(n: int, re: float, device: str, picard: int, repeats: int, allow_shared_gpu: bool = False) -> dict:
     from fem3d.solvers.krylov import gmres_steps
-    from fem3d.commands.memory import check_fits
+    from fem3d.problems.memory import check_fits
     from fem3d.discretisation.mesh import box_mesh
     from fem3d.parallel.comm import setup
     from fem3d.parallel.partition import distribute
@@ -146,7 +146,8 @@ def profile(n: int, re: float, device: str, picard: int, repeats: int, allow_sha
 def table(result: dict) -> str:
     s = result["smoothing_steps"]
     lines = [
-        f"| level | elements | unknowns | product ms | smoother ms | smoothing ({s} GMRES steps) ms | of which not products | "
+        f"| level | elements | unknowns | product ms | smoother ms | smoothing ({s} GMRES steps) ms "
+        "| of which not products | "
         "Vanka set-up ms | interface sums, entries sent per smoothing |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
@@ -158,8 +159,9 @@ def table(result: dict) -> str:
             else ("whole on every rank" if result["ranks"] > 1 else "-")
         )
         lines.append(
-            f"| {r['level']} | {r['elements']:,} | {r['unknowns']:,} | {r['product_ms']:.3f} | {r['smoother_ms']:.3f} | "
-            f"{r['smoothing_ms']:.2f} | {max(0.0, 1 - work / r['smoothing_ms']):.0%} | {r['vanka_setup_ms']:.2f} | {sent} |"
+            f"| {r['level']} | {r['elements']:,} | {r['unknowns']:,} | {r['product_ms']:.3f} | "
+            f"{r['smoother_ms']:.3f} | {r['smoothing_ms']:.2f} | {max(0.0, 1 - work / r['smoothing_ms']):.0%} | "
+            f"{r['vanka_setup_ms']:.2f} | {sent} |"
         )
     c = result["cycle"]
     coarse = "" if c["coarse_inverse_ms"] is None else f", coarse inverse {c['coarse_inverse_ms']:.2f} ms"

@@ -131,8 +131,8 @@ def markdown(meta: dict, cases: list) -> str:
         f"and reduction step beyond the 2-rank runs' {meta['latency_2_us']:g} µs. F: the finest mesh's Newton steps, "
         "R: the rest (start, data preparation, coarser meshes, output).",
         "",
-        "| case | elements | 1 rank s | F alike s | F split s | R (P ≥ 2) s | exchanges, reductions | measured / model |"
-        " most speed-up |" + "".join(f" {p} ranks s (speed-up) |" for p in meta["ranks"]),
+        "| case | elements | 1 rank s | F alike s | F split s | R (P ≥ 2) s | exchanges, reductions "
+        "| measured / model | most speed-up |" + "".join(f" {p} ranks s (speed-up) |" for p in meta["ranks"]),
         "|---|---|---|---|---|---|---|---|---|" + "---|" * len(meta["ranks"]),
     ]
     for c in cases:
@@ -167,7 +167,8 @@ def main(argv=None) -> int:
         "--latency-us",
         type=float,
         default=10.0,
-        help="latency per message and reduction step on the predicted machines, µs (default 10: InfiniBand between nodes)",
+        help="latency per message and reduction step on the predicted machines, µs "
+        "(default 10: InfiniBand between nodes)",
     )
     ap.add_argument(
         "--latency-2-us", type=float, default=3.0, help="the same on the 2-rank runs' link, µs (default 3: NVLink)"

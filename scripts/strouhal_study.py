@@ -152,7 +152,10 @@ def write(args, rows, grids, cfls, res, device) -> None:
         },
     )
     names = [f"{g[0]}x{g[1]}" for g in grids]
-    fmt = lambda v: "–" if v is None else f"{v:.4f}"
+
+    def fmt(v):
+        return "–" if v is None else f"{v:.4f}"
+
     lines = [
         "# Strouhal number of the square cylinder in the channel (blockage 1/8): grids, time steps, Richardson",
         "",
@@ -174,7 +177,8 @@ def write(args, rows, grids, cfls, res, device) -> None:
             )
     lines += [
         "",
-        "| Re | St (finest CFL, extrapolated) | error band (Richardson + time step) | time-step effect on the finest grid |",
+        "| Re | St (finest CFL, extrapolated) | error band (Richardson + time step) "
+        "| time-step effect on the finest grid |",
         "|---|---|---|---|",
     ]
     lines += [f"| {e['re']:g} | {fmt(e.get('st'))} | {fmt(e.get('band'))} | {fmt(e.get('dt_effect'))} |" for e in table]
@@ -186,7 +190,8 @@ def write(args, rows, grids, cfls, res, device) -> None:
         "|---|---|---|---|---|---|---|---|---|",
     ]
     lines += [
-        f"| {r['grid']} | {r['re']:g} | {r['cfl']:g} | {r['dt']:.5f} | {r['steps']} | {fmt(r['st'])} | {r['periods']} | "
+        f"| {r['grid']} | {r['re']:g} | {r['cfl']:g} | {r['dt']:.5f} | {r['steps']} | {fmt(r['st'])} | "
+        f"{r['periods']} | "
         f"{'–' if r['spread'] is None else format(r['spread'], '.4f')} | {r['seconds']:.1f} |"
         + (f" {r['error'].split(':')[0]}" if "error" in r else "")
         for r in rows
@@ -232,7 +237,8 @@ def main(argv=None) -> int:
                 row["grid"] = f"{ny}x{nx}"
                 rows.append(row)
                 print(
-                    f"{ny}x{nx} CFL {cfl:g} Re {re:g}: St {row['st']} ({row['periods']} periods, {row['seconds']:.1f} s)",
+                    f"{ny}x{nx} CFL {cfl:g} Re {re:g}: St {row['st']} ({row['periods']} periods, "
+                    f"{row['seconds']:.1f} s)",
                     flush=True,
                 )
                 write(args, rows, grids, cfls, res, backend.describe())

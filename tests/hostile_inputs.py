@@ -10,23 +10,43 @@ import contextlib
 import io
 import json
 import os
+import socket
 import sys
 
 import meshio
 import numpy as np
 
-from fem3d import cavity, verify
+from fem3d import cavity, run as run_case, verify
 from gpucfd.backend import cupy_module
 from gpucfd.errors import run_cli
 from fem3d.discretisation.mesh import box_mesh
-from support import curved_hex27
+from support import ANNULUS_CASE_TEXT, curved_hex27
 from tridiag.cases import cavity2d, cylinder, heat
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SAMPLE = os.path.join(HERE, "..", "meshes", "distorted_cube_hex8.msh")
+FLOW_CASES = {  # case files of flows that are not posed or ask for what the mesh lacks: (text, the message)
+    "all_outflow.toml": (
+        ANNULUS_CASE_TEXT.replace('{ velocity = ["-y", "x", 0] }', '"outflow"').replace('"wall"', '"outflow"'),
+        "every boundary face is outflow: nothing holds or drives the fluid",
+    ),
+    "net_inflow.toml": (
+        ANNULUS_CASE_TEXT.replace('["-y", "x", 0]', '["x", "y", 0]'),
+        "through the prescribed velocities of a closed domain",
+    ),
+    "report_tag.toml": (
+        ANNULUS_CASE_TEXT + "[report]\nforces = { iner = {} }\n",
+        "iner",
+    ),
+    "huge_number.toml": (
+        ANNULUS_CASE_TEXT.replace('"-y"', '"' + "9" * 400 + '*y"'),
+        "inner",
+    ),
+}
 PROGRAMS = {
     "fem3d.cavity": cavity.main,
     "fem3d.verify": verify.main,
+    "fem3d.run": run_case.main,
     "tridiag.cases.cavity2d": cavity2d.main,
     "tridiag.cases.cylinder": cylinder.main,
     "tridiag.cases.heat": heat.main,
@@ -65,6 +85,18 @@ def make_files(folder: str) -> dict:
         fh.write("0.1 0.2 0.3\n")
     np.save(paths["short.npy"], np.zeros(7))
     curved_hex27(paths["curved27.vtu"])
+    for name, (text, _) in FLOW_CASES.items():
+        paths[name] = os.path.join(folder, name)
+        with open(paths[name], "w") as fh:
+            fh.write(text)
+    paths["posed.toml"] = os.path.join(folder, "posed.toml")
+    with open(paths["posed.toml"], "w") as fh:
+        fh.write(ANNULUS_CASE_TEXT)
+    busy = os.path.join(folder, "busy")  # a folder another live run holds (process 1 of this host)
+    os.makedirs(busy, exist_ok=True)
+    with open(os.path.join(busy, ".lock"), "w") as fh:
+        json.dump({"host": socket.gethostname(), "pid": 1}, fh)
+    paths["busy"] = busy
     return paths
 
 
@@ -132,12 +164,15 @@ def cases(folder: str, ranks: int, f: dict) -> list:
         ]
     ]
     out_cases.append(("fem3d.verify", ["--n", "2", "--out", "/proc/cannot-write-here/v.json"], "is not writable"))
+    out_cases += [("fem3d.run", [f[name], *out], message) for name, (_, message) in FLOW_CASES.items()]
+    out_cases.append(("fem3d.run", [f["report_tag.toml"].replace("report_tag", "missing")], "case file not found"))
+    out_cases.append(("fem3d.run", [f["posed.toml"], "--out", f["busy"]], "busy is in use by process 1 (remove"))
     if ranks > 1:
         out_cases.append(
             (
                 "fem3d.verify",
                 ["--n", "1", "--solver", "paper", *vout],
-                f"{ranks} ranks but the mesh has only 1 element layers",
+                "the mesh is too coarse: 3 free velocity unknowns for 8 pressure unknowns",
             )
         )
     flow_out = ["--out", os.path.join(folder, "flow")]

@@ -11,6 +11,32 @@ from fem3d.discretisation.mesh import TENSOR27_TO_VTK, VTK_HEX8_TO_TENSOR, box_m
 from fem3d.problems.navier_stokes import FlowProblem, NavierStokesSystem
 
 MESHES = os.path.join(os.path.dirname(__file__), "..", "meshes")
+DFG_CASE_TEXT = f"""[mesh]
+file = "{os.path.abspath(os.path.join(MESHES, "dfg3d", "channel_coarse.msh"))}"
+[fluid]
+nu = 1e-3
+[boundary]
+inflow = {{ velocity = ["y*(0.41-y)", 0, 0] }}
+walls = "wall"
+cylinder = "wall"
+outflow = "outflow"
+"""  # a case file of the coarse DFG channel
+ANNULUS_CASE_TEXT = f"""[mesh]
+file = "{os.path.abspath(os.path.join(MESHES, "annulus_hex27.msh"))}"
+[fluid]
+re = 20
+[boundary]
+inner = {{ velocity = ["-y", "x", 0] }}
+outer = "wall"
+ends = "wall"
+"""  # a case file of the annulus (64 elements) between a turning inner cylinder and a wall
+
+
+def case_file(tmp_path, text: str, name: str = "case.toml") -> str:
+    """Write the case file ``text`` into the folder ``tmp_path`` (a pathlib.Path); its path."""
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
 
 
 def sample_mesh(name: str):

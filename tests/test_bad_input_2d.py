@@ -59,7 +59,8 @@ HEAT = [
     (["unsteady", "--n", "17", "--steps", "10000000000"], "--steps must be >= 0 and <= 1000000000"),
     (
         ["unsteady", "--n", "17", "--solver", "quantum"],
-        "--solver must be one of auto, fused, thomas, pta, cr, cr_sorted, pcr, checkerboard, hybrid, tuned (got 'quantum')",
+        "--solver must be one of auto, fused, thomas, pta, cr, cr_sorted, pcr, checkerboard, hybrid, tuned "
+        "(got 'quantum')",
     ),
     (
         ["unsteady", "--n", "17", "--layout", "diagonal"],
@@ -89,7 +90,8 @@ CAVITY = [
     (["--wall-relaxation", "nan"], "--wall-relaxation must be > 0 and <= 1 and finite (got nan)"),
     (
         ["--solver", "magic"],
-        "--solver must be one of auto, fused, thomas, pta, cr, cr_sorted, pcr, checkerboard, hybrid, tuned (got 'magic')",
+        "--solver must be one of auto, fused, thomas, pta, cr, cr_sorted, pcr, checkerboard, hybrid, tuned "
+        "(got 'magic')",
     ),
     (
         ["--solver", "checkerboard"],
@@ -200,7 +202,8 @@ def test_a_failing_picture_is_a_warning_and_the_results_stand(tmp_path, capsys, 
         (
             ["-m", "tridiag.cases.cylinder", "--grid", "16x50", "--dt", "50", *CPU],
             3,
-            "tridiag.cases.cylinder: not converged (CFL): time step too large for the convective CFL condition at step 0",
+            "tridiag.cases.cylinder: not converged (CFL): time step too large for the convective CFL condition "
+            "at step 0",
         ),
         (
             [os.path.join(SCRIPTS, "heat_steady_table.py")],

@@ -17,6 +17,7 @@ from fem3d.discretisation.fields import centre_line, evaluate, locate, mid_plane
 from fem3d.discretisation.mesh import box_mesh
 from fem3d.problems.lid_driven import lid_driven_problem
 from fem3d.problems.references import PROFILE_POINTS
+from fem3d.solvers.nonlinear import continuation_steps
 from support import MESHES
 
 RESULTS = ["solution.npy", "cavity.vtu", "profiles.csv", "summary.json"]
@@ -111,7 +112,10 @@ def test_profiles_are_finite_element_values(readme_run):
 
 def test_evaluation_on_a_mesh_matches_the_interpolant():
     mesh = box_mesh(2, grading=1.0)
-    f = lambda p: np.stack([p[:, 0] * p[:, 1], p[:, 2] ** 2, p[:, 0] - p[:, 1]], axis=1)
+
+    def f(p):
+        return np.stack([p[:, 0] * p[:, 1], p[:, 2] ** 2, p[:, 0] - p[:, 1]], axis=1)
+
     x = np.concatenate([f(mesh.points).T.ravel(), mesh.points[mesh.pressure_nodes] @ [1.0, -2.0, 0.5]])
     pts = np.random.default_rng(0).uniform(0, 1, (40, 3))
     vel, p = evaluate(mesh, x, *locate(mesh, pts))
@@ -122,7 +126,10 @@ def test_evaluation_on_a_mesh_matches_the_interpolant():
 
 def test_centre_line_and_mid_plane_sample_the_field():
     mesh = box_mesh(2, 1, 3, lengths=(2.0, 1.0, 1.5), origin=(-1.0, 0.0, 0.0), grading=0.5)
-    f = lambda p: np.stack([p[:, 0] + 2 * p[:, 1], p[:, 2] ** 2, -p[:, 0] * p[:, 1]], axis=1)  # in the Q2 space
+
+    def f(p):  # in the Q2 space
+        return np.stack([p[:, 0] + 2 * p[:, 1], p[:, 2] ** 2, -p[:, 0] * p[:, 1]], axis=1)
+
     x = np.concatenate([f(mesh.points).T.ravel(), mesh.points[mesh.pressure_nodes] @ [1.0, 0.0, 3.0]])
     line = centre_line(mesh, x, 1, 5, extra_coords=[0.3, 0.5, 7.0])
     assert line["coords"].tolist() == [0.0, 0.25, 0.3, 0.5, 0.75, 1.0]  # extra points sorted in, clipped, no repeats
@@ -141,18 +148,15 @@ def test_lid_nodes_and_continuation_steps():
     moving = problem.bc_nodes[problem.bc_values[:, 0] == 1.0]
     assert len(moving) == 3 * 3 and np.all(mesh.points[moving, 1] == 1.0)
     assert len(problem.bc_nodes) == mesh.n_nodes - 3**3
-    assert cavity.continuation_steps("auto", 1000.0) == [400.0]
-    assert (
-        cavity.continuation_steps("auto", 2500.0) == [400.0, 1000.0]
-        and len(cavity.continuation_steps("auto", 3000.0)) == 3
-    )
-    assert cavity.continuation_steps("auto", 400.0) == [] and cavity.continuation_steps("none", 1e4) == []
-    assert cavity.continuation_steps("auto", 3000.0) == [400.0, 783.0, 1530.0]
-    assert cavity.continuation_steps("400,100", 1000.0) == [100.0, 400.0]
+    assert continuation_steps("auto", 1000.0) == [400.0]
+    assert continuation_steps("auto", 2500.0) == [400.0, 1000.0] and len(continuation_steps("auto", 3000.0)) == 3
+    assert continuation_steps("auto", 400.0) == [] and continuation_steps("none", 1e4) == []
+    assert continuation_steps("auto", 3000.0) == [400.0, 783.0, 1530.0]
+    assert continuation_steps("400,100", 1000.0) == [100.0, 400.0]
     with pytest.raises(InputError, match="--continuation must be > 0 and <= 1000"):
-        cavity.continuation_steps("100,2000", 1000.0)
+        continuation_steps("100,2000", 1000.0)
     with pytest.raises(InputError, match="--continuation"):
-        cavity.continuation_steps("fast", 1000.0)
+        continuation_steps("fast", 1000.0)
 
 
 def test_mesh_file_with_tagged_lid(tmp_path):
@@ -204,7 +208,7 @@ def test_refined_mesh_file_is_solved_by_multigrid(tmp_path):
 
 def test_memory_estimate_names_the_largest_refinement_that_fits(tmp_path, capsys, monkeypatch):
     """2 GiB free on the CPU, mg with stored matrices: (245e3 + 4e3) bytes per element and 0.05 GB
-    (fem3d.commands.memory) fit 8,423 elements: the 216 of the distorted cube refined once
+    (fem3d.problems.memory) fit 8,423 elements: the 216 of the distorted cube refined once
     (1,728), not twice (13,824)."""
     monkeypatch.setattr("gpucfd.backend.host_free_bytes", lambda: 2**31)
     code = run_cli(
@@ -444,15 +448,17 @@ def test_help_mentions_defaults():
 
 
 def test_results_are_on_disk_before_the_pictures_start(tmp_path, monkeypatch):
-    """A run killed while drawing keeps its results, and summary.json lists only them."""
+    """A run killed while drawing keeps its results, and summary.json lists only them; the
+    run's lock on the folder goes with it."""
 
     def killed(run, warn, stop):
-        assert sorted(os.listdir(tmp_path)) == sorted(RESULTS)
+        assert sorted(os.listdir(tmp_path)) == sorted(RESULTS + [".lock"])
         raise KeyboardInterrupt
 
     monkeypatch.setattr(cavity, "write_pictures", killed)
     with pytest.raises(KeyboardInterrupt):
         cavity.main(["--n", "2", "--device", "cpu", "--out", str(tmp_path), "--quiet"])
+    assert not (tmp_path / ".lock").exists()
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["converged"] and summary["files"] == RESULTS and summary["warnings"] == []
     assert np.load(tmp_path / "solution.npy").shape == (summary["dofs"],) == (3 * 5**3 + 3**3,)
@@ -571,7 +577,7 @@ def test_more_cpu_ranks_than_cores_are_warned_of(tmp_path):
     )
     assert p.stderr.splitlines()[0] == (
         f"fem3d.cavity: warning: {cores + 1} ranks share this node's {cores} CPU cores: oversubscribed "
-        f"ranks wait on each other (4 ranks on 2 cores took 3x the time of one rank); start at most {cores}"
+        f"ranks wait on each other and run several times slower than one rank; start at most {cores}"
     )
 
 

@@ -16,8 +16,9 @@ from support import MESHES, twisted_mesh
 def test_a_turned_box_coarsens_as_the_box_does_and_interpolates_exactly(grid):
     """A uniform box listed as a file would list it, each element turned at random in its
     reference cube: its sheets are the box's layers, its parents those of the box's own
-    coarsening (odd sides: one layer whole; a side of two layers is paired too), and the prolongations of its turned children
-    reproduce a triquadratic velocity and a trilinear pressure at the fine nodes to round-off."""
+    coarsening (odd sides: one layer whole; a side of two layers is paired too), and the
+    prolongations of its turned children reproduce a triquadratic velocity and a trilinear
+    pressure at the fine nodes to round-off."""
     fine = twisted_mesh(grid=grid, jitter=0.0, seed=3, lengths=np.array(grid) / max(grid))  # cubes
     assert len(np.unique(element_sheets(fine.pressure_cells))) == sum(grid)
     c = coarsen(fine)

@@ -16,10 +16,10 @@ class Reach:
     def __init__(self, ratio: float, reason: str = "stagnated"):
         self.ratio, self.reason, self.calls = ratio, reason, []
         self.options, self.stagnation = NonlinearOptions(), []
-        self.system = SimpleNamespace(problem=SimpleNamespace(re=None))
+        self.system = SimpleNamespace(re=None)
 
     def solve(self, x0=None, log=None):
-        re = self.system.problem.re
+        re = self.system.re
         self.calls.append((re, x0, self.options.tol))
         self.stagnation.append(self.options.stagnation)
         ok = x0 is None or re / x0 <= self.ratio

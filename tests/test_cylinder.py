@@ -1,4 +1,5 @@
-"""Square cylinder in a channel (tridiag.cases.channel, tridiag.cases.cylinder_flow, python -m tridiag.cases.cylinder)."""
+"""Square cylinder in a channel (tridiag.cases.channel, tridiag.cases.cylinder_flow,
+python -m tridiag.cases.cylinder)."""
 
 import json
 

@@ -43,10 +43,10 @@ def face_areas(mesh, tag, n_gauss=8):
     faces = mesh.boundary_faces[mesh.boundary_tags == mesh.tag_names[tag]]
     X = mesh.points[mesh.cells[faces[:, 0][:, None], Q2_FACE_NODES[faces[:, 1]]]]  # (F, 9, 3), first face axis fastest
     t, w = gauss_legendre(n_gauss)
-    l = np.stack([t * (t - 1) / 2, 1 - t**2, t * (t + 1) / 2], axis=1)
+    shape = np.stack([t * (t - 1) / 2, 1 - t**2, t * (t + 1) / 2], axis=1)  # 1D quadratic shape functions
     dl = np.stack([t - 0.5, -2 * t, t + 0.5], axis=1)
-    du = np.einsum("ip,jq,fqpd->fijd", dl, l, X.reshape(-1, 3, 3, 3))  # d/d(first axis) at Gauss point (i, j)
-    dv = np.einsum("ip,jq,fqpd->fijd", l, dl, X.reshape(-1, 3, 3, 3))
+    du = np.einsum("ip,jq,fqpd->fijd", dl, shape, X.reshape(-1, 3, 3, 3))  # d/d(first axis) at Gauss point (i, j)
+    dv = np.einsum("ip,jq,fqpd->fijd", shape, dl, X.reshape(-1, 3, 3, 3))
     return np.einsum("fij,i,j->", np.linalg.norm(np.cross(du, dv), axis=-1), w, w)
 
 

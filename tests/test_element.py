@@ -55,7 +55,9 @@ def test_derivatives_match_finite_differences(el):
 
 
 def test_q2_reproduces_quadratics_exactly():
-    f = lambda p: 1 + p[:, 0] - 2 * p[:, 1] * p[:, 2] + 3 * p[:, 0] ** 2 * p[:, 1] ** 2 * p[:, 2] ** 2
+    def f(p):
+        return 1 + p[:, 0] - 2 * p[:, 1] * p[:, 2] + 3 * p[:, 0] ** 2 * p[:, 1] ** 2 * p[:, 2] ** 2
+
     pts = rng.uniform(-1, 1, (30, 3))
     assert np.allclose(Q2.values(pts) @ f(Q2.nodes), f(pts), atol=1e-13)
 

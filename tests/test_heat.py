@@ -178,7 +178,7 @@ def test_every_solver_and_layout_agree(backend):
 
 def test_serial_cpu_run_is_the_same_scheme():
     t0 = initial_field(np, 33, np.float64, 1 / 32, 2, 1)
-    ref = run_unsteady(CPU, 33, 7, np.float64, "thomas", "natural", dx=1 / 32, dt=0.004, k=2, l=1)["field"]
+    ref = run_unsteady(CPU, 33, 7, np.float64, "thomas", "natural", dx=1 / 32, dt=0.004, kx=2, ky=1)["field"]
     assert relative_l2(serial_cpu_run(t0, 7, 0.004 * 32 * 32), ref) < 1e-13
 
 
@@ -211,7 +211,7 @@ def test_second_order_in_time():
     """Δx fixed (17² nodes on the unit square), Δt halved: error against the semi-discrete
     exact solution (the spatial error removed) falls 4x per halving."""
     errors = [
-        run_unsteady(CPU, 17, steps, np.float64, "thomas", dx=1 / 16, dt=0.1 / steps, k=1, l=2)["error_semi_discrete"]
+        run_unsteady(CPU, 17, steps, np.float64, "thomas", dx=1 / 16, dt=0.1 / steps, kx=1, ky=2)["error_semi_discrete"]
         for steps in (8, 16, 32, 64)
     ]
     assert all(1.9 < p < 2.1 for p in _orders(errors)), errors

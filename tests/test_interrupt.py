@@ -55,7 +55,7 @@ def test_one_process_stops_cleanly(tmp_path, signum):
             sys.executable,
             *RUN,
             "--re",
-            str(summary["re"]),
+            str(summary["continuation"][-1]["re"]),
             "--continuation",
             "none",
             "--max-steps",
@@ -93,3 +93,25 @@ def test_the_check_raises_once_a_signal_was_recorded():
             check()
         assert exc.value.exit_code == 130 and exc.value.signal_name == "SIGINT"
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_stop_is_honoured_within_one_krylov_iteration():
+    """A SIGINT arriving during a linear solve of the API's pipeline: the solve stops at the
+    Krylov iteration where it arrived (no further iteration), the run ends marked
+    interrupted with its last iterate, and the flow can be solved again."""
+    import fem3d
+
+    walls = {tag: fem3d.Wall() for tag in ("x0", "x1", "y0", "z0", "z1")}
+    flow = fem3d.Flow(fem3d.box_mesh(3), {"y1": fem3d.Velocity(1, 0, 0), **walls}, re=100.0)
+    calls = []
+
+    def progress(iteration, relres):
+        calls.append(iteration)
+        if len(calls) == 2:
+            signal.raise_signal(signal.SIGINT)
+
+    with graceful_stop():
+        result = flow.solve(device="cpu", progress=progress)
+        assert requested() == signal.SIGINT
+    assert len(calls) == 2 and result.reason == "interrupted (SIGINT)" and not result.converged
+    assert np.isfinite(result.x).all() and flow.solve(device="cpu").converged

@@ -3,6 +3,8 @@ checked against assembled SciPy matrices, exact interpolation and the paper solv
 
 import numpy as np
 import pytest
+
+from gpucfd.options import build, command_line
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
@@ -420,7 +422,8 @@ def test_auto_never_takes_the_paper_solver(monkeypatch):
         InputError,
         match=r"^--solver mg: the coarsest level of the multigrid hierarchy has 1,093 unknowns "
         r"\(27 elements\), whose direct solve needs about 0.0023 GB, more than half the 0.004 "
-        r"GB free: give a coarser mesh \(about [23][0-9] elements at most\) and --refine K; or use --solver paper, much slower$",
+        r"GB free: give a coarser mesh \(about [23][0-9] elements at most\) and --refine K; "
+        r"or use --solver paper, much slower$",
     ):
         LinearOptions(solver="mg").for_mesh(refine(sample_mesh("distorted")))
     for mesh in (box_mesh(1), refine(sample_mesh("distorted"))):
@@ -558,13 +561,15 @@ def test_solver_choice_and_bad_options():
     )
     assert auto.for_mesh(refine(twisted_mesh(10))).solver == "mg"
     assert LinearOptions(solver="paper").for_mesh(box_mesh(4)).solver == "paper"
-    with pytest.raises(InputError, match="^--solver mg: the mesh has one element"):
+    with pytest.raises(InputError, match="^solver= mg: the mesh has one element"):
         LinearOptions(solver="mg").for_mesh(box_mesh(1))
-    with pytest.raises(InputError, match="--solver must be one of auto, mg, paper"):
+    with pytest.raises(InputError, match="^--solver mg: the mesh has one element.*or use --solver paper"):
+        build(LinearOptions, {"solver": "mg"}, command_line).for_mesh(box_mesh(1))
+    with pytest.raises(InputError, match="solver= must be one of auto, mg, paper"):
         LinearOptions(solver="amg")
-    with pytest.raises(InputError, match="--smoothing-steps"):
+    with pytest.raises(InputError, match="smoothing_steps="):
         LinearOptions(smoothing_steps=0)
-    with pytest.raises(InputError, match="--restart"):
+    with pytest.raises(InputError, match="restart="):
         LinearOptions(restart=0)
 
 

@@ -12,6 +12,7 @@ from fem3d.discretisation.mesh import box_mesh
 from fem3d.solvers.krylov import SolveInfo
 from fem3d.problems.navier_stokes import FlowProblem, NavierStokesSystem
 from fem3d.solvers.nonlinear import LINEAR_FAILURES, NonlinearOptions, NonlinearSolver, forcing_term
+from gpucfd.options import build, command_line, from_table
 from fem3d.solvers.linear import LinearOptions, make_linear_solver
 from support import sample_mesh
 
@@ -65,8 +66,13 @@ def test_solid_body_rotation_on_curved_hex27_mesh(backend):
     """u = (-y, x, 0), p = (x^2 + y^2)/2 solves Navier-Stokes; the velocity is in the
     isoparametric Q2 space of the triquadratic annulus, the pressure is not."""
     mesh = sample_mesh("annulus")
-    velocity = lambda xp, x: xp.stack([-x[..., 1], x[..., 0], 0 * x[..., 0]], axis=-1)
-    pressure = lambda xp, x: 0.5 * (x[..., 0] ** 2 + x[..., 1] ** 2)
+
+    def velocity(xp, x):
+        return xp.stack([-x[..., 1], x[..., 0], 0 * x[..., 0]], axis=-1)
+
+    def pressure(xp, x):
+        return 0.5 * (x[..., 0] ** 2 + x[..., 1] ** 2)
+
     problem = FlowProblem.with_boundary_velocity(mesh, 50.0, lambda x: velocity(np, x))
     result = nonlinear_solve(problem, backend)
     err = l2_errors(backend, mesh, backend.asarray(result.x), velocity, pressure)
@@ -294,15 +300,15 @@ def test_reynolds_number_must_be_positive_and_bounded(bad):
 @pytest.mark.parametrize(
     "bad, name",
     [
-        (dict(tol=0.0), "--tol"),
-        (dict(tol=1.0), "--tol"),
-        (dict(max_steps=0), "--max-steps"),
-        (dict(forcing=1.0), "--forcing"),
-        (dict(forcing=0.0), "--forcing"),
-        (dict(newton=float("nan")), "--newton"),
-        (dict(anderson=-1), "--anderson"),
-        (dict(keep_factor=0.5), "--keep-factor"),
-        (dict(keep_factor=float("nan")), "--keep-factor"),
+        (dict(tol=0.0), "tol="),
+        (dict(tol=1.0), "tol="),
+        (dict(max_steps=0), "max_steps="),
+        (dict(forcing=1.0), "forcing="),
+        (dict(forcing=0.0), "forcing="),
+        (dict(newton=float("nan")), "newton="),
+        (dict(anderson=-1), "anderson="),
+        (dict(keep_factor=0.5), "keep_factor="),
+        (dict(keep_factor=float("nan")), "keep_factor="),
     ],
 )
 def test_nonlinear_option_ranges(bad, name):
@@ -313,9 +319,9 @@ def test_nonlinear_option_ranges(bad, name):
 @pytest.mark.parametrize(
     "bad, name",
     [
-        (dict(solver="lu"), "--solver"),
-        (dict(max_iterations=2.5), "--max-linear"),
-        (dict(check_every=0), "--check-every"),
+        (dict(solver="lu"), "solver="),
+        (dict(max_iterations=2.5), "max_iterations="),
+        (dict(check_every=0), "check_every="),
     ],
 )
 def test_linear_option_ranges(bad, name):
@@ -328,8 +334,12 @@ def test_matrix_storage_must_be_known():
     problem = FlowProblem.with_boundary_velocity(box_mesh(1), case.re, lambda x: case.velocity(np, x))
     with pytest.raises(InputError, match="--matrix-dtype must be one of float64, float32"):
         NavierStokesSystem(problem, get_backend("cpu"), matrix_dtype="float16")
-    with pytest.raises(InputError, match="--matrix-dtype"):
+    with pytest.raises(InputError, match="matrix_dtype= must be one of float64, float32"):
         LinearOptions(matrix_dtype="half")
+    with pytest.raises(InputError, match="--matrix-dtype must be one of float64, float32 \\(got 'half'\\)"):
+        build(LinearOptions, {"matrix_dtype": "half"}, command_line)
+    with pytest.raises(InputError, match="\\[solver\\] max_linear must be >= 1"):
+        from_table(LinearOptions, {"max_linear": 0}, "solver", set())
 
 
 @pytest.mark.gpu

@@ -2,13 +2,16 @@
 
 import json
 import os
+import socket
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
 import broken_drawings
 from gpucfd.errors import InputError
-from gpucfd.output import atomic_path, check_writable_file, save_npy, write_csv, write_json
+from gpucfd.output import LOCK, atomic_path, check_writable_file, claim_output, save_npy, write_csv, write_json
 from fem3d.commands.picture_process import PictureError, draw_in_child
 
 
@@ -47,6 +50,70 @@ def test_check_writable_file_creates_nothing(tmp_path):
         check_writable_file(str(tmp_path / "missing" / "v.json"))
     with pytest.raises(InputError, match="is not writable \\(it is a directory\\)"):
         check_writable_file(str(tmp_path))
+
+
+CAVITY_FILES = ["cavity.vtu", "cavity.pvtu", "cavity_*.vtu", "profiles.csv", "summary.json", "profiles.png"]
+
+
+def write_lock(folder, pid, host=None):
+    (folder / LOCK).write_text(json.dumps({"host": host or socket.gethostname(), "pid": pid}))
+
+
+def test_a_folder_in_use_by_a_live_process_is_refused_with_one_line(tmp_path):
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        write_lock(tmp_path, sleeper.pid)
+        (tmp_path / "cavity_3.vtu").write_text("its piece")
+        with pytest.raises(InputError) as info:
+            claim_output(str(tmp_path), CAVITY_FILES, option="[output] dir")
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert str(info.value) == (
+        f"[output] dir {tmp_path} is in use by process {sleeper.pid} (remove {tmp_path / LOCK} if it is gone)"
+    )
+    assert sorted(os.listdir(tmp_path)) == [LOCK, "cavity_3.vtu"]  # the running process's files untouched
+    with claim_output(str(tmp_path / "new")):  # this process holds it: a second claim is refused too
+        with pytest.raises(InputError, match=rf"^--out .*new is in use by process {os.getpid()} "):
+            claim_output(str(tmp_path / "new"))
+    (tmp_path / LOCK).write_text("")  # names no process (being written): refused, never taken over
+    with pytest.raises(InputError, match=r"^out= .* is in use by another run \(remove .*/\.lock if it is gone\)$"):
+        claim_output(str(tmp_path), option="out=")
+
+
+def test_a_dead_or_foreign_lock_is_taken_over_and_the_stale_files_removed(tmp_path):
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    write_lock(tmp_path, gone.pid)
+    names = ["cavity.pvtu", "cavity_0.vtu", "cavity_3.vtu", ".cavity_1.vtu.x1y2.part.vtu", "summary.json"]
+    kept = ["notes.txt", "solution.npy", "flow.vtu", "cavity_3.vtu.bak"]
+    for name in names + kept:
+        (tmp_path / name).write_text("earlier run")
+    (tmp_path / "cavity_9.vtu").mkdir()  # not a file: left alone
+    with claim_output(str(tmp_path), [*CAVITY_FILES, "solution.npy"], keep=[str(tmp_path / "solution.npy")]) as c:
+        assert c.removed == sorted(names)
+        assert json.loads((tmp_path / LOCK).read_text()) == {"host": socket.gethostname(), "pid": os.getpid()}
+        assert sorted(os.listdir(tmp_path)) == sorted([LOCK, "cavity_9.vtu", *kept])
+    assert sorted(os.listdir(tmp_path)) == sorted(["cavity_9.vtu", *kept])
+    write_lock(tmp_path, os.getpid(), host="another-node")  # its processes cannot be checked
+    with claim_output(str(tmp_path)) as c:
+        assert c.removed == [] and json.loads((tmp_path / LOCK).read_text())["host"] == socket.gethostname()
+
+
+def test_the_lock_goes_when_the_run_fails_and_a_new_folder_is_made(tmp_path):
+    out = tmp_path / "a" / "b"
+    with pytest.raises(RuntimeError, match="solver exploded"):
+        with claim_output(str(out), CAVITY_FILES):
+            assert os.listdir(out) == [LOCK]
+            raise RuntimeError("solver exploded")
+    assert os.listdir(out) == []
+    claim = claim_output(str(out))
+    claim.release()
+    claim.release()  # once only
+    assert os.listdir(out) == []
+    (tmp_path / "file").write_text("")
+    with pytest.raises(InputError, match=r"^--out .*/file is not a writable directory \("):
+        claim_output(str(tmp_path / "file"))
 
 
 def test_child_draws_the_picture(tmp_path, child_imports_tests):

@@ -171,9 +171,9 @@ def test_multigrid_with_sum_factorised_products_reaches_the_same_solution(backen
 
 
 def test_partial_assembly_needs_the_multigrid_solver():
-    with pytest.raises(InputError, match="--assembly partial needs --solver mg or auto"):
+    with pytest.raises(InputError, match="assembly= partial needs solver= mg or auto"):
         LinearOptions(solver="paper", assembly="partial")
-    with pytest.raises(InputError, match="--assembly must be one of auto, element, partial"):
+    with pytest.raises(InputError, match="assembly= must be one of auto, element, partial"):
         LinearOptions(assembly="matrix-free")
-    with pytest.raises(InputError, match="--solver auto: the mesh has one element, too few for multigrid"):
+    with pytest.raises(InputError, match="solver= auto: the mesh has one element, too few for multigrid"):
         LinearOptions(assembly="partial").for_mesh(box_mesh(1))

@@ -124,7 +124,8 @@ def test_child_that_would_be_inverted_is_an_input_error(tmp_path):
     mesh = read_mesh(curved_hex27(str(tmp_path / "curved.vtu")))
     with pytest.raises(
         InputError,
-        match=r"^--refine 2: refinement 1 \(its element 8 k \+ c is child c of element k before it\): element 0 is inverted or degenerate",
+        match=r"^--refine 2: refinement 1 \(its element 8 k \+ c is child c of element k before it\): "
+        r"element 0 is inverted or degenerate",
     ):
         refine(mesh, 2)
 
@@ -151,8 +152,8 @@ def mesh_fingerprint(mesh):
 @pytest.mark.parametrize(
     "name, digest, points, geometry",
     [  # the lattice numbering of new nodes (refine.LATTICE); the
-        # same meshes as the vertex-key numbering of efdd508 up to the order of the nodes (test below), whose digests and
-        # point sums were 9c5cfa66f12ac9ce, 269614959bfa4f53, cd6992fec032e15a and 32.67, 2.84, -1.20 (x)
+        # same meshes as the vertex-key numbering of efdd508 up to the order of the nodes (test below), whose digests
+        # and point sums were 9c5cfa66f12ac9ce, 269614959bfa4f53, cd6992fec032e15a and 32.67, 2.84, -1.20 (x)
         (
             "distorted",
             "491aa8c30e17447c",

@@ -15,7 +15,8 @@ from fem3d.discretisation.geometry import determinant, jacobians
 from fem3d.discretisation.mesh import Q2_FACE_NODES, read_mesh
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MESHES = {  # committed file: (generator and its options, curved tag, circle centre (two coordinates), their axes, radius)
+# committed file: (generator and its options, curved tag, circle centre (two coordinates), their axes, radius)
+MESHES = {
     "dfg3d/channel_boundary_layer.msh": (
         [
             "dfg3d/make_channel.py",

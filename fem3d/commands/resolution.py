@@ -3,10 +3,9 @@
 MEASURED holds the largest |difference| of our centre-line profiles from the published
 ones (fem3d.problems.references: Wong & Baker 2002 at Re 100, 400, 1000; Albensoeder & Kuhlmann
 2005 at Re 1000) on cubes of N^3 elements graded toward the walls (grading 1), converged
-to the default tolerance: benchmarks/results/cavity_validation_h100.md (Re 100 and 400
-at 24, Re 1000 at 40), cavity_validation_resolution_*_h100.md (the other sizes) and
-cavity_flagship_h100.json (Re 1000 at 24). Between the tabulated N and Re the deviation is interpolated
-linearly in log N and log Re; beyond the largest Re it is extrapolated with the mesh
+to the default tolerance (the runs listed in docs/fem3d.md, accuracy against published
+profiles). Between the tabulated N and Re the deviation is interpolated linearly in log N
+and log Re; beyond the largest Re it is extrapolated with the mesh
 scaled by sqrt(Re) (the wall layers thin like Re^-1/2). Near 0.002 the deviation stops
 falling with N: that is the accuracy of the published profiles themselves.
 """
@@ -21,8 +20,7 @@ TARGET = 0.01  # profiles within this of the published data count as resolved
 MARGIN = 0.75  # the automatic mesh aims at TARGET * MARGIN
 GRADING = 1.0  # grading of the automatic meshes
 # The automatic mesh takes only measured sizes (beyond 40 the deviation is flat): on meshes
-# that do not resolve the wall layers it is not monotone in N (Re 1000: 0.080 at 8^3, 0.178
-# at 10^3 in benchmarks/results/cavity_re1000_n10_cpu.json, 0.038 at 12^3).
+# that do not resolve the wall layers it is not monotone in N (docs/fem3d.md).
 SIZES = (4, 6, 8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64)
 MEASURED = {
     100.0: {4: 0.0758, 6: 0.0207, 8: 0.0068, 12: 0.0019, 16: 0.0017, 24: 0.0017},
@@ -57,11 +55,9 @@ def resolving_size(re: float) -> int:
 
 
 # Seconds of a whole run per element and per unit of work(Re) with the default solver (auto: mg on
-# these boxes), by device kind (one process): fitted to benchmarks/results/bench_solvers_mg_vs_paper_h100.md (an
-# H100: 3.3e-5 to 4.3e-5 at 40^3, up to 1.1e-4 at 20^3 where fixed costs weigh) and to wall times with
-# 2 CPU cores (Re 1000 on 2 ranks: 10 s on 8^3, 62 s on 12^3, while each rank's BLAS ran a thread per core). Since
-# gpucfd.threads, 12^3 takes 14 s, but the CPU figure stays: it keeps --n auto from 20^3 (mg's dense coarsest inverse,
-# 5^3 elements, costs seconds per set-up on a CPU) and 24^3 (144 s on one process, 100 s on 2 ranks).
+# these boxes), by device kind (one process), fitted to whole runs (docs/fem3d.md, the time of the automatic mesh).
+# The CPU figure errs high on purpose: it keeps --n auto on a CPU from 20^3 (mg's dense coarsest inverse, 5^3
+# elements, costs seconds per set-up there) and from 24^3.
 SECONDS_PER_ELEMENT = {"cpu": 0.0072, "gpu": 1e-4}
 BUDGET_S = {"cpu": 120.0, "gpu": 600.0}  # the automatic mesh stays within this estimate
 
@@ -74,8 +70,7 @@ def work(re: float) -> float:
 def estimated_seconds(kind: str, re: float, n: int, ranks: int = 1) -> float:
     """Rough wall time of `python -m fem3d.cavity` on an n^3 cube on ``ranks`` devices of ``kind``.
     CPU ranks are not counted: they share the cores and memory bandwidth that one process
-    already uses (2 cores, Re 1000: 14.3 s on one process and 14.0 s on 2 ranks at 12^3,
-    144 and 100 s at 24^3)."""
+    already uses (docs/parallel.md, CPU ranks)."""
     return SECONDS_PER_ELEMENT[kind] * n**3 * work(re) / (ranks if kind == "gpu" else 1)
 
 

@@ -105,17 +105,17 @@ class LagrangeHex:
         return np.stack(out, axis=-1)
 
     def hessians(self, points) -> np.ndarray:
-        """Reference second derivatives d2N/dxi_k dxi_l, (n_points, n_nodes, 3, 3)."""
+        """Reference second derivatives d2N/dxi_k dxi_m, (n_points, n_nodes, 3, 3)."""
         tabs, npts = self._tables(points)
         ijk = self.node_indices
         out = np.empty((npts, self.n_nodes, 3, 3))
         for k in range(3):
-            for l in range(3):
+            for m in range(3):
                 term = 1.0
                 for d in range(3):
-                    order = (d == k) + (d == l)
+                    order = (d == k) + (d == m)
                     term = term * tabs[d][order][:, ijk[:, d]]
-                out[:, :, k, l] = term
+                out[:, :, k, m] = term
         return out
 
 

@@ -119,5 +119,6 @@ def check_elements(X: np.ndarray, element_ids: np.ndarray | None = None, rel_tol
         where = tuple(float(v) for v in SAMPLES[q])
         raise InputError(
             f"element {eid} is inverted or degenerate (Jacobian determinant {det[q]:.3g} at reference point {where}); "
-            f"{bad.size} bad element(s) in total: reorder its nodes if it is inside out, else move them so that it does not fold"
+            f"{bad.size} bad element(s) in total: reorder its nodes if it is inside out, else move them so that it "
+            f"does not fold"
         )

@@ -39,7 +39,10 @@ def element_matrices_cuda(geo: dict, a, tau, dtau, u_nodes, p_nodes, f, N, M, nu
     import cupy
 
     E, Q = geo["wq"].shape
-    c64 = lambda v: _NULL if v is None else cupy.ascontiguousarray(v, dtype=np.float64)
+
+    def c64(v):
+        return _NULL if v is None else cupy.ascontiguousarray(v, dtype=np.float64)
+
     load, row_sq = cupy.empty((E, NL)), cupy.empty((E, NL))
     residual = None if p_nodes is None else cupy.empty((E, NL))
     if mats is not None and (mats.dtype != np.float64 or not mats.flags.c_contiguous):

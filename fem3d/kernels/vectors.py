@@ -7,12 +7,13 @@ multi_dot(V, w)           (m,) = V (m, n) w (n,), summed in a fixed order (the s
 combine(V, h, x, sign)    x (n,) += sign V (m, n)^T h (m,), in place
 rows_times(a, P, out, transpose)  out (r, k) = a (r, k) P (k, k), or a P^T
 gemv(A, x)                (n,) = A (n, n) x
-all_finite(a)             True when no entry of the float16, float32 or float64 array a is NaN or infinite (one read-back)
+all_finite(a)             True when no entry of the float16, float32 or float64 array a is NaN or infinite
+                          (one read-back)
 
 all_finite is a kernel of its own rather than CuPy's isfinite(a).all(): CuPy reduces through
 CUB block reductions compiled for each block size, which it picks from the array's size below
-2,048 entries and widens past 2^31 entries, so that a new mesh size could compile a new one
-(3.4 s each on an H100: 5.1 s of a 41^3 run, 4.1 s of 112^3).
+2,048 entries and widens past 2^31 entries, so that a new mesh size could compile a new one,
+seconds each (docs/performance.md, time to solution against N).
 """
 
 from __future__ import annotations

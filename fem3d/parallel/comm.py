@@ -207,13 +207,12 @@ class NcclComm(MPIComm):
     overlap the messages;
     each is timed by a pair of CUDA events, read when ``seconds`` is asked for. The NCCL
     communicator is made on a thread of its own while the run is prepared (ncclCommInitRank
-    releases the GIL; 0.55 s of 4 H200 ranks' set-up), and the first use waits for it. NCCL opens
-    its links to a peer at the first message and its reduction rings at the first
-    reduction; :meth:`connect` opens them while the run is prepared. NCCL_MAX_NCHANNELS
-    defaults to CHANNELS (a value set in the environment wins): on two H200s (NCCL 2.28) NCCL's set-up took 3.2 s with its own
-    channel count (init 0.68 s, first message 1.63 s, first reduction 0.92 s) and 0.87 s
-    with 4, an exchange with a neighbour 14 against 17 µs and a reduction of 3 entries 11
-    against 17 µs after it; the interface messages (0.2-0.4 MB at 64^3-112^3) need no more."""
+    releases the GIL), and the first use waits for it. NCCL opens its links to a peer at the
+    first message and its reduction rings at the first reduction; :meth:`connect` opens them
+    while the run is prepared. NCCL_MAX_NCHANNELS defaults to CHANNELS (a value set in the
+    environment wins): NCCL's own channel count makes its set-up several times slower for a
+    few µs less per message, and the interface messages (0.2-0.4 MB at 64^3-112^3) need no
+    more (docs/parallel.md, communicator)."""
 
     name = "nccl"
     CHANNELS = 4

@@ -40,7 +40,8 @@ def _record(signum, frame):
 
 @contextmanager
 def graceful_stop():
-    """Record SIGINT/SIGTERM instead of dying while the block runs (main thread only)."""
+    """Record SIGINT/SIGTERM instead of dying while the block runs (main thread only); the
+    record is forgotten when the block ends, so a later solve is not stopped by it."""
     previous = {s: signal.getsignal(s) for s in SIGNALS}
     _received.clear()
     for s in SIGNALS:
@@ -50,6 +51,7 @@ def graceful_stop():
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+        _received.clear()
 
 
 def requested() -> int:

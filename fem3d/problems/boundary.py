@@ -25,8 +25,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpucfd.sets import distinct
-from gpucfd.errors import InputError
+from gpucfd.errors import InputError, cut, first_few, shown
 from .expressions import Expression
+from ..discretisation.fields import evaluate
+from ..discretisation.surfaces import face_rule
 from ..discretisation.mesh import Q2_FACE_NODES, point_text
 
 PLANE_TOL = 1e-9  # a slip face lies in a plane when its nodes' spread is below this times the mesh size
@@ -50,7 +52,7 @@ class Slip:
 class Velocity:
     """Prescribed velocity (u, v, w): numbers or expression texts in x, y, z."""
 
-    def __init__(self, u, v=0.0, w=0.0, where: str = "velocity"):
+    def __init__(self, u, v=0.0, w=0.0, *, where: str = "velocity"):
         self.components = tuple(Expression(c, f"{where} {name}") for c, name in zip((u, v, w), "uvw"))
 
     def values(self, points: np.ndarray) -> np.ndarray:
@@ -67,7 +69,7 @@ CONDITIONS = ("wall", "velocity", "outflow", "slip")
 def condition_from_spec(name: str, spec):
     """The condition of boundary ``name`` from a case-file value: "wall", "outflow",
     "slip" or {velocity = [u, v, w]} (numbers or expression texts)."""
-    where = f'boundary "{name}"'
+    where = f'boundary "{cut(name)}"'
     if isinstance(spec, (Wall, Outflow, Slip, Velocity)):
         return spec
     if isinstance(spec, str) and spec in ("wall", "outflow", "slip"):
@@ -75,10 +77,13 @@ def condition_from_spec(name: str, spec):
     if isinstance(spec, dict) and list(spec) == ["velocity"]:
         value = spec["velocity"]
         if not isinstance(value, (list, tuple)) or len(value) != 3:
-            raise InputError(f"{where}: velocity must be a list of 3 numbers or expressions [u, v, w] (got {value!r})")
+            raise InputError(
+                f"{where}: velocity must be a list of 3 numbers or expressions [u, v, w] (got {shown(value)})"
+            )
         return Velocity(*value, where=f"{where} velocity")
     raise InputError(
-        f'{where}: the condition must be one of "wall", "outflow", "slip" or {{velocity = [u, v, w]}} (got {spec!r})'
+        f'{where}: the condition must be one of "wall", "outflow", "slip" or {{velocity = [u, v, w]}} '
+        f"(got {shown(spec)})"
     )
 
 
@@ -99,34 +104,49 @@ class Constraints:
 
 def constraints_by_tag(mesh, conditions: dict) -> Constraints:
     """The constraints of ``conditions`` {tag name: condition or case-file spec}: each
-    boundary face of ``mesh`` must carry a tag with exactly one condition."""
+    boundary face of ``mesh`` must carry a tag with exactly one condition, and each tag
+    named must carry faces."""
+    if not isinstance(conditions, dict):
+        raise InputError(f"boundary: the conditions must be a dict {{tag name: condition}} (got {shown(conditions)})")
     if not conditions:
         raise InputError("boundary: no boundary conditions given (give one of wall, velocity, outflow, slip per tag)")
-    unknown = [t for t in conditions if t not in mesh.tag_names]
-    if unknown:
-        raise InputError(
-            f"boundary: tag(s) {', '.join(map(repr, unknown))} not in the mesh (its tags: "
-            f"{', '.join(sorted(mesh.tag_names)) or 'none'})"
-        )
+    not_names = [t for t in conditions if not isinstance(t, str)]
+    if not_names:
+        raise InputError(f"boundary: tag names must be strings (got {first_few(not_names)})")
+    check_tags(mesh, "boundary", conditions)
     untagged = np.flatnonzero(mesh.boundary_tags < 0)
     if untagged.size:
         raise InputError(
             f"boundary: {untagged.size} boundary face(s) carry no tag, the first at "
             f"{_face_centre(mesh, untagged[0])}; tag every boundary face in the mesh file"
         )
-    named = {t: mesh.tag_names[t] for t in conditions}
-    missing = sorted(
-        {name for name, t in mesh.tag_names.items() if t not in named.values() and (mesh.boundary_tags == t).any()}
-    )
+    given = {mesh.tag_names[t] for t in conditions}
+    present = set(np.unique(mesh.boundary_tags).tolist())
+    missing = sorted(name for name, t in mesh.tag_names.items() if t not in given and t in present)
     if missing:
         raise InputError(
-            f"boundary: faces tagged {', '.join(map(repr, missing))} have no condition "
-            f"(give each one of {', '.join(CONDITIONS)})"
+            f"boundary: faces tagged {first_few(missing)} have no condition (give each one of {', '.join(CONDITIONS)})"
         )
     groups = [
-        (name, mesh.boundary_tags == named[name], condition_from_spec(name, spec)) for name, spec in conditions.items()
+        (name, mesh.boundary_tags == mesh.tag_names[name], condition_from_spec(name, spec))
+        for name, spec in conditions.items()
     ]
     return constraints(mesh, groups)
+
+
+def check_tags(mesh, where: str, tags) -> None:
+    """InputError naming ``where`` (e.g. "boundary", "[report] forces") unless every name of
+    ``tags`` is a tag of ``mesh`` that some boundary face carries."""
+    unknown = [t for t in tags if t not in mesh.tag_names]
+    if unknown:
+        raise InputError(
+            f"{where}: tag(s) {first_few(unknown)} not in the mesh (its tags: "
+            f"{first_few(sorted(mesh.tag_names), 8, cut) or 'none'})"
+        )
+    present = set(np.unique(mesh.boundary_tags).tolist())
+    empty = [t for t in tags if mesh.tag_names[t] not in present]
+    if empty:
+        raise InputError(f"{where}: no boundary face carries the tag(s) {first_few(empty)}")
 
 
 def constraints(mesh, groups: list) -> Constraints:
@@ -153,7 +173,7 @@ def constraints(mesh, groups: list) -> Constraints:
             bad = ~np.isfinite(v).all(axis=1)
             if bad.any():
                 raise InputError(
-                    f'boundary "{name}": the velocity {condition!r} is not finite at '
+                    f'boundary "{cut(name)}": the velocity {shown(condition)} is not finite at '
                     f"{point_text(mesh.points[free[bad][0]])}"
                 )
             value[free] = v
@@ -161,6 +181,21 @@ def constraints(mesh, groups: list) -> Constraints:
     nodes = np.flatnonzero(mask[:, 0] | mask[:, 1] | mask[:, 2])  # 10 times faster than mask.any(axis=1)
     enclosed = not any(isinstance(c, Outflow) and sel.any() for _, sel, c in groups)
     return Constraints(nodes, value[nodes], mask[nodes], enclosed)
+
+
+def boundary_flux(mesh, velocity: np.ndarray) -> tuple[float, float, float]:
+    """(outflow, inflow, size) of the Q2 field with nodal values ``velocity`` (n_nodes, 3) through
+    the boundary of ``mesh``: the integrals of u . n (n the outer normal) over the boundary faces
+    where it is positive and where it is negative (as a positive number), and of |u|, by the
+    faces' Gauss rule (fem3d.discretisation.surfaces.face_rule); faces where u = 0 are skipped."""
+    faces = mesh.boundary_faces
+    moving = velocity[mesh.cells[faces[:, :1], Q2_FACE_NODES[faces[:, 1]]]].any(axis=(1, 2))
+    elements, xi, _, area = face_rule(mesh, faces[moving])
+    x = np.concatenate([velocity.T.ravel(), np.zeros(mesh.n_pressure)])
+    u = evaluate(mesh, x, elements.ravel(), xi.reshape(-1, 3))[0].reshape(area.shape)
+    flux = (u * area).sum(axis=(1, 2))
+    size = (np.linalg.norm(u, axis=2) * np.linalg.norm(area, axis=2)).sum()
+    return float(flux[flux > 0].sum()), float(-flux[flux < 0].sum()), float(size)
 
 
 def _slip_components(mesh, name: str, face_nodes: np.ndarray):
@@ -173,7 +208,7 @@ def _slip_components(mesh, name: str, face_nodes: np.ndarray):
     bad = spread[np.arange(len(axis)), axis] > tol
     if bad.any():
         raise InputError(
-            f'boundary "{name}": slip needs faces in planes x, y or z = constant; the face at '
+            f'boundary "{cut(name)}": slip needs faces in planes x, y or z = constant; the face at '
             f"{point_text(xyz[bad][0].mean(axis=0))} is not"
         )
     return face_nodes.ravel(), np.repeat(axis, face_nodes.shape[1])

@@ -10,16 +10,18 @@
     [boundary]                       # one condition per boundary tag
     inflow = { velocity = ["16*0.45*y*z*(0.41-y)*(0.41-z)/0.41**4", 0, 0] }
     walls = "wall"                   # also "outflow" and "slip"
-    [solver]                         # optional
+    [solver]                         # optional: any solver setting of the command line, e.g.
     solver = "auto"                  # auto, mg, paper
     tol = 1e-8                       # relative residual of the equations
-    max_steps = 200
+    max_steps = 200                  # (python -m fem3d.run --help lists them: --max-steps is max_steps)
     continuation = "none"            # or Reynolds numbers solved first: "5,10"
+    sequence = "none"                # mesh sequencing: coarser meshes solved first, "auto" or a count
     smoothing_steps = 10             # multigrid: GMRES steps of each smoothing (more for long, thin cells)
     [report]                         # optional
     forces = { cylinder = { reference_velocity = 0.2, area = 0.041 } }
     points = { front = [0.45, 0.2, 0.205], back = [0.55, 0.2, 0.205] }
     differences = { delta_p = ["front", "back"] }    # pressure differences of named points
+    fluxes = { out = "outflow", mid = "x=1.25" }     # flux through a tag (outward) or a plane (toward +x)
     [output]                         # optional
     dir = "out"
     vtu = true
@@ -34,18 +36,27 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from gpucfd.errors import InputError, check_range
-from .boundary import condition_from_spec
-from ..discretisation.refine import REFINE_MAX
-from ..solvers.linear import SOLVERS
-from ..solvers.multigrid import SMOOTHING_STEPS
+import numpy as np
 
+from gpucfd.errors import InputError, check_range, cut, first_few, shown
+from .boundary import check_tags, condition_from_spec
+from .quantities import flux_target, parse_plane
+from ..discretisation.fields import locate
+from ..discretisation.mesh import point_text
+from ..discretisation.refine import REFINE_MAX
+from gpucfd.options import from_table, key_of, rules
+from ..solvers.linear import LinearOptions
+from ..solvers.nonlinear import NonlinearOptions
+from ..solvers.sequencing import limits as sequence_limits
+
+CASE_BYTES = 1_000_000  # largest case file read
 SECTIONS = {
     "mesh": {"file", "tag_field", "refine"},
     "fluid": {"nu", "re"},
     "boundary": None,  # any tag name
-    "solver": {"solver", "tol", "max_steps", "continuation", "smoothing_steps"},
-    "report": {"forces", "points", "differences"},
+    "solver": {key_of(n, r) for c in (NonlinearOptions, LinearOptions) for n, r in rules(c).items()}
+    | {"continuation", "sequence"},
+    "report": {"forces", "points", "differences", "fluxes"},
     "output": {"dir", "vtu", "pictures"},
 }
 
@@ -61,14 +72,14 @@ class Case:
     re: float | None
     boundaries: dict
     refine: int = 0
-    solver: str = "auto"
-    tol: float = 1e-8
-    max_steps: int = 200
+    nonlinear: dict = field(default_factory=dict)  # NonlinearOptions' settings the file gives, by field name
+    linear: dict = field(default_factory=dict)  # LinearOptions' settings the file gives
     continuation: str = "none"
-    smoothing_steps: int = SMOOTHING_STEPS
+    sequence: str = "none"
     forces: dict = field(default_factory=dict)  # tag -> {"reference_velocity": U, "area": A}
     points: dict = field(default_factory=dict)  # name -> [x, y, z]
     differences: dict = field(default_factory=dict)  # name -> [point a, point b]: p(a) - p(b)
+    fluxes: dict = field(default_factory=dict)  # name -> a boundary tag or a plane "x=VALUE" (y, z)
     out: str = "out"
     vtu: bool = True
     pictures: bool = True
@@ -83,11 +94,16 @@ def read_case(path: str) -> Case:
         import tomli as tomllib
     if not os.path.isfile(path):
         raise InputError(f"case file not found: {path}")
+    if os.path.getsize(path) > CASE_BYTES:
+        raise InputError(f"{path}: {os.path.getsize(path)} bytes; a case file is a few kB (at most {CASE_BYTES})")
     try:
         with open(path, "rb") as fh:
             data = tomllib.load(fh)
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: not a TOML file ({' '.join(str(exc).split())})") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read the case file ({exc.strerror})") from None
+    except (ValueError, RecursionError) as exc:  # TOMLDecodeError, UnicodeDecodeError, an integer of 4300 digits
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else cut(" ".join(str(exc).split()), 100)
+        raise InputError(f"{path}: not a TOML file ({reason})") from None
     try:
         return _case(path, data)
     except InputError as exc:
@@ -95,15 +111,21 @@ def read_case(path: str) -> Case:
 
 
 def _case(path: str, data: dict) -> Case:
+    unknown = [name for name in data if name not in SECTIONS]
+    if unknown:
+        raise InputError(
+            f"unknown section{'s' if len(unknown) > 1 else ''} {first_few(unknown, show=lambda n: f'[{cut(n)}]')} "
+            f"(sections: {', '.join(SECTIONS)})"
+        )
     for name, value in data.items():
-        if name not in SECTIONS:
-            raise InputError(f"unknown section [{name}] (sections: {', '.join(SECTIONS)})")
         if not isinstance(value, dict):
             raise InputError(f"[{name}] must be a table")
         keys = SECTIONS[name]
         extra = sorted(set(value) - keys) if keys is not None else []
         if extra:
-            raise InputError(f"unknown key(s) {', '.join(extra)} in [{name}] (keys: {', '.join(sorted(keys))})")
+            raise InputError(
+                f"unknown key(s) {first_few(extra, show=cut)} in [{name}] (keys: {', '.join(sorted(keys))})"
+            )
     for name in ("mesh", "fluid", "boundary"):
         if name not in data:
             raise InputError(f"the section [{name}] is missing")
@@ -129,18 +151,14 @@ def _case(path: str, data: dict) -> Case:
     )
     if "refine" in mesh:
         case.refine = int(_number("[mesh] refine", mesh["refine"], low=0, high=REFINE_MAX, integer=True))
-    if "solver" in solver:
-        if solver["solver"] not in SOLVERS:
-            raise InputError(f"[solver] solver must be one of {', '.join(SOLVERS)} (got {solver['solver']!r})")
-        case.solver = solver["solver"]
-    if "tol" in solver:
-        case.tol = _number("[solver] tol", solver["tol"], low=0, high=1, open_=True)
-    if "max_steps" in solver:
-        case.max_steps = int(_number("[solver] max_steps", solver["max_steps"], low=1, high=10000, integer=True))
-    if "smoothing_steps" in solver:
-        case.smoothing_steps = int(
-            _number("[solver] smoothing_steps", solver["smoothing_steps"], low=1, high=20, integer=True)
-        )
+    case.nonlinear = from_table(NonlinearOptions, solver, "solver", set())
+    case.linear = from_table(LinearOptions, solver, "solver", set())
+    if "sequence" in solver:
+        value = solver["sequence"]
+        if isinstance(value, bool) or not isinstance(value, (str, int)):
+            raise InputError('[solver] sequence must be "none", "auto" or a count of coarser meshes')
+        case.sequence = str(value)
+        sequence_limits(case.sequence, "cpu", "[solver] sequence")
     if "continuation" in solver:
         if not isinstance(solver["continuation"], str):
             raise InputError('[solver] continuation must be a string: none, auto or Reynolds numbers like "5,10"')
@@ -148,6 +166,7 @@ def _case(path: str, data: dict) -> Case:
     case.forces = _forces(report.get("forces", {}))
     case.points = _points(report.get("points", {}))
     case.differences = _differences(report.get("differences", {}), case.points)
+    case.fluxes = _fluxes(report.get("fluxes", {}), case.boundaries)
     case.out = output.get("dir", "out")
     if not isinstance(case.out, str):
         raise InputError("[output] dir must be a folder name")
@@ -159,9 +178,28 @@ def _case(path: str, data: dict) -> Case:
     return case
 
 
+def check_report(case: Case, mesh) -> None:
+    """InputError (naming the case file) unless the boundary tags of ``case``'s [report] name
+    faces of ``mesh`` and its points lie in it: the checks of a report before the solve, alike
+    on every rank (the whole mesh; refinement keeps its domain and tags)."""
+    try:
+        check_tags(mesh, "[report] forces", case.forces)
+        for name, through in case.fluxes.items():
+            flux_target(through, mesh, f"[report] fluxes.{cut(name)}")
+        if case.points:
+            elem, _ = locate(mesh, np.array(list(case.points.values()), dtype=np.float64))
+            outside = [name for name, e in zip(case.points, elem) if e < 0]
+            if outside:
+                lo, hi = mesh.bounds()
+                raise InputError(
+                    f"[report] points: {first_few(outside)} {'lie' if len(outside) > 1 else 'lies'} "
+                    f"outside the mesh (it spans {point_text(lo)} to {point_text(hi)})"
+                )
+    except InputError as exc:
+        raise InputError(f"{case.path}: {exc}") from None
+
+
 def _number(name: str, value, low=None, high=None, open_=False, integer=False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InputError(f"{name} must be a number (got {value!r})")
     return check_range(name, value, low=low, high=high, low_open=open_, high_open=open_, integer=integer)
 
 
@@ -170,11 +208,12 @@ def _forces(spec) -> dict:
         raise InputError("[report] forces must be a table {tag = {reference_velocity = U, area = A}}")
     out = {}
     for tag, scales in spec.items():
+        where = f"[report] forces.{cut(tag)}"
         if not isinstance(scales, dict) or set(scales) - {"reference_velocity", "area"}:
-            raise InputError(f"[report] forces.{tag} takes reference_velocity and area (or nothing: forces only)")
-        out[tag] = {k: _number(f"[report] forces.{tag}.{k}", v, low=0, open_=True) for k, v in scales.items()}
+            raise InputError(f"{where} takes reference_velocity and area (or nothing: forces only)")
+        out[tag] = {k: _number(f"{where}.{k}", v, low=0, open_=True) for k, v in scales.items()}
         if len(out[tag]) == 1:
-            raise InputError(f"[report] forces.{tag} needs both reference_velocity and area for coefficients")
+            raise InputError(f"{where} needs both reference_velocity and area for coefficients")
     return out
 
 
@@ -184,8 +223,8 @@ def _points(spec) -> dict:
     out = {}
     for name, p in spec.items():
         if not isinstance(p, list) or len(p) != 3:
-            raise InputError(f"[report] points.{name} must be [x, y, z] (got {p!r})")
-        out[name] = [_number(f"[report] points.{name}", v) for v in p]
+            raise InputError(f"[report] points.{cut(name)} must be [x, y, z] (got {shown(p)})")
+        out[name] = [_number(f"[report] points.{cut(name)}", v) for v in p]
     return out
 
 
@@ -193,9 +232,21 @@ def _differences(spec, points: dict) -> dict:
     if not isinstance(spec, dict):
         raise InputError("[report] differences must be a table {name = [point a, point b]}")
     for name, pair in spec.items():
-        if not isinstance(pair, list) or len(pair) != 2 or any(p not in points for p in pair):
+        if not isinstance(pair, list) or len(pair) != 2 or any(not isinstance(p, str) or p not in points for p in pair):
             raise InputError(
-                f"[report] differences.{name} must name two points of [report] points "
-                f"({', '.join(points) or 'none given'}), got {pair!r}"
+                f"[report] differences.{cut(name)} must name two points of [report] points "
+                f"({first_few(points, show=cut) or 'none given'}), got {shown(pair)}"
+            )
+    return dict(spec)
+
+
+def _fluxes(spec, boundaries: dict) -> dict:
+    if not isinstance(spec, dict):
+        raise InputError('[report] fluxes must be a table {name = "tag" or "x=VALUE"}')
+    for name, through in spec.items():
+        if not (isinstance(through, str) and (through in boundaries or parse_plane(through))):
+            raise InputError(
+                f"[report] fluxes.{cut(name)} must name a tag of [boundary] ({first_few(boundaries, show=cut)}) "
+                f'or a plane "x=VALUE", "y=VALUE" or "z=VALUE" (got {shown(through)})'
             )
     return dict(spec)

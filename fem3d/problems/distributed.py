@@ -34,8 +34,8 @@ def add_parallel_arguments(ap) -> None:
         "--overlap",
         action="store_true",
         help="compute each product's interior elements while its interface "
-        "sum travels (off by default: on 4 H200s with NCCL it was not faster, the exchanges waiting on the "
-        "slowest rank rather than on the link)",
+        "sum travels (off by default: it was not faster where the exchanges wait on the slowest rank rather "
+        "than on the link; docs/parallel.md)",
     )
 
 
@@ -93,6 +93,12 @@ def write_solution_vtu(out: str, stem: str, part, x_local: np.ndarray, comm) -> 
     if comm.rank == 0:
         write_pvtu(os.path.join(out, f"{stem}.pvtu"), pieces, components)
     return f"{stem}.pvtu"
+
+
+def solution_vtu_patterns(stem: str) -> list[str]:
+    """Glob patterns of every file :func:`write_solution_vtu` may write for ``stem``, on any
+    number of ranks: the stale files of an earlier run (gpucfd.output.claim_output)."""
+    return [f"{stem}.vtu", f"{stem}.pvtu", f"{stem}_*.vtu"]
 
 
 def rank_report(comm, system, part, backend, linear=None) -> list | None:

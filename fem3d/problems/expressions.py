@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 
-from gpucfd.errors import InputError
+from gpucfd.errors import InputError, finite_real, shown
 
 MAX_LENGTH = 1000  # characters of one expression
 MAX_DEPTH = 60  # nesting of operations
@@ -39,8 +39,8 @@ class Expression:
     """
 
     def __init__(self, text, where: str = "expression"):
-        if isinstance(text, bool) or not isinstance(text, (str, int, float)):
-            raise InputError(f"{where}: expected a number or an expression in x, y, z (got {type(text).__name__})")
+        if not isinstance(text, str) and not finite_real(text):
+            raise InputError(f"{where}: expected a finite number or an expression in x, y, z (got {shown(text)})")
         self.where = where
         self.text = text if isinstance(text, str) else repr(float(text))
         if len(self.text) > MAX_LENGTH:
@@ -48,23 +48,25 @@ class Expression:
         try:
             tree = ast.parse(self.text.strip(), mode="eval")
         except (SyntaxError, ValueError, RecursionError, MemoryError):
-            raise InputError(f"{where}: {self.text!r} is not an expression ({GRAMMAR})") from None
+            raise InputError(f"{where}: {shown(self.text)} is not an expression ({GRAMMAR})") from None
         self._tree = self._check(tree.body, 0)
         self.constant = None if self._names(self._tree) & set(VARIABLES) else self._constant_value()
 
     def _fail(self, what: str):
-        raise InputError(f"{self.where}: {what} is not allowed in {self.text!r} (allowed: {GRAMMAR})")
+        raise InputError(f"{self.where}: {what} is not allowed in {shown(self.text)} (allowed: {GRAMMAR})")
 
     def _check(self, node, depth: int):
         """``node`` if it and its children are in the grammar; InputError otherwise."""
         if depth > MAX_DEPTH:
-            raise InputError(f"{self.where}: {self.text!r} nests deeper than {MAX_DEPTH} levels")
+            raise InputError(f"{self.where}: {shown(self.text)} nests deeper than {MAX_DEPTH} levels")
         if isinstance(node, ast.Constant):
             value = node.value
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 self._fail(f"the constant {value!r}")
-            if not math.isfinite(float(value)):
-                self._fail(f"the non-finite number {value!r}")
+            if not finite_real(value):
+                raise InputError(
+                    f"{self.where}: the number {shown(value)} in {shown(self.text)} is not a finite float64"
+                )
             return node
         if isinstance(node, ast.Name):
             if node.id not in VARIABLES and node.id not in CONSTANTS:
@@ -96,7 +98,7 @@ class Expression:
     def _constant_value(self) -> float:
         value = float(self(np, np.zeros(3)))
         if not math.isfinite(value):
-            raise InputError(f"{self.where}: {self.text!r} is not a finite number (evaluates to {value})")
+            raise InputError(f"{self.where}: {shown(self.text)} is not a finite number (evaluates to {value})")
         return value
 
     def __call__(self, xp, points):

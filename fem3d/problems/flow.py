@@ -17,198 +17,128 @@ solution, is rank 0's alone). Density is 1; the Reynolds number of the equations
 
 from __future__ import annotations
 
-import os
-import time
-from dataclasses import dataclass, field
-
 import numpy as np
 
 from gpucfd.errors import InputError, check_range
-from gpucfd.output import ensure_writable_dir, save_npy, write_json
+from ..discretisation.mesh import HexMesh
 from ..parallel.comm import setup
-from .distributed import partition_balance, partitioned_system, rank_report, write_solution_vtu
-from ..parallel.interrupt import InterruptCheck
-from .navier_stokes import FlowProblem, run_timing
-from ..solvers.nonlinear import NonlinearOptions, NonlinearSolver, continuation_steps, solve_continuation
-from ..parallel.partition import distribute
-from .quantities import boundary_force, point_values
-from ..solvers.linear import LinearOptions, make_linear_solver
+from ..solvers.linear import LinearOptions
+from ..solvers.nonlinear import NonlinearOptions
+from .navier_stokes import RE_MAX, FlowProblem
+from .result import FlowResult
+from .simulation import Simulation
 
 
 class Flow:
     """A steady incompressible flow on ``mesh`` (fem3d.discretisation.mesh.HexMesh) with kinematic
     viscosity ``nu`` (or Reynolds number ``re`` = 1/nu: give one), boundary conditions by
     tag ``boundaries`` {tag: fem3d.problems.boundary condition or its case-file spelling}, and an
-    optional body force force(xp, x) -> (..., 3) at physical points (..., 3)."""
+    optional body force force(xp, x) -> (..., 3) at physical points (..., 3). A solve never
+    changes it: ``re`` is what was given, and a second solve gives the same answer."""
 
     def __init__(self, mesh, boundaries: dict, nu: float | None = None, re: float | None = None, force=None):
+        _check_mesh(mesh)
+        if not isinstance(boundaries, dict):
+            raise InputError(f"boundaries= must be a dict {{tag: condition}} (got {type(boundaries).__name__})")
+        if force is not None and not callable(force):
+            raise InputError(f"force= must be a function force(xp, x) -> (..., 3) or None (got {type(force).__name__})")
         if (nu is None) == (re is None):
-            raise InputError("give the viscosity nu or the Reynolds number re (1/nu), one of them")
+            raise InputError("give the viscosity nu= or the Reynolds number re= (1/nu), one of them")
         if nu is not None:
-            check_range("nu", nu, low=1e-5, high=1e5)
-            re = 1.0 / nu
-        self.mesh = mesh
-        self.problem = FlowProblem.with_conditions(mesh, re, boundaries, force)
+            re = 1.0 / float(check_range("nu=", nu, low=1e-5, high=1e5))
+        re = float(check_range("re=", re, low=0, high=RE_MAX, low_open=True))
+        self._pose(mesh, re, lambda m: FlowProblem.with_conditions(m, re, boundaries, force))
+        self.boundaries = boundaries
+
+    @classmethod
+    def posed(cls, mesh, re: float, problem_on) -> "Flow":
+        """The flow at Reynolds number ``re`` whose equations on ``mesh`` or any mesh of its
+        hierarchy (mesh sequencing's coarser meshes) are ``problem_on(mesh)``, a
+        fem3d.problems.navier_stokes.FlowProblem at ``re`` (e.g. the lid-driven cavity's,
+        fem3d.problems.lid_driven); its ``boundaries`` are {} (no conditions by tag)."""
+        _check_mesh(mesh)
+        flow = cls.__new__(cls)
+        flow._pose(mesh, re, problem_on)
+        return flow
+
+    def _pose(self, mesh, re: float, problem_on) -> None:
+        self.mesh, self.problem_on, self.boundaries = mesh, problem_on, {}
+        self.problem = problem_on(mesh)
+        self._re = self.problem.re
         self.problem.check_solvable()
 
     @property
     def re(self) -> float:
-        return self.problem.re
+        """The Reynolds number 1/nu (as given; a continuation's stages are the solver's)."""
+        return self._re
 
-    def solve(
+    def simulation(
         self,
         device="auto",
         comm="auto",
         nonlinear: NonlinearOptions | None = None,
         linear: LinearOptions | None = None,
         continuation: str = "none",
+        sequence: str = "none",
         initial=None,
-        log=None,
-        progress=None,
         started: float | None = None,
-    ) -> "FlowResult":
-        """Newton's method (fem3d.solvers.nonlinear) with the linear solver of ``linear`` (default:
-        FGMRES and multigrid), on ``device`` (auto, cpu, gpu) and,
-        under MPI, every rank of ``comm`` (auto, mpi, nccl; see fem3d.parallel.comm.setup), or
-        on the backend and communicator that setup already made, given as ``device`` and
-        ``comm``.
-        ``continuation``: Reynolds numbers solved first (fem3d.solvers.nonlinear.continuation_steps);
-        ``initial``: the whole solution (n_dofs,) to start from (an earlier run's, a restart);
-        ``log(line)`` receives progress lines, ``progress(iteration, relres)`` the Krylov
-        checks; ``started``: time.perf_counter() where the preparation of this run began
-        (default: this call), e.g. before its mesh was read, so that reading it counts in
-        the data preparation as the cavity command's building of its mesh does."""
-        t_start = time.perf_counter() if started is None else started
-        nonlinear = nonlinear or NonlinearOptions(tol=1e-8, max_steps=200, newton=1.0)
+    ) -> Simulation:
+        """The run of this flow (fem3d.problems.simulation.Simulation), checked and planned,
+        on ``device`` (auto, cpu, gpu) and, under MPI, every rank of ``comm`` (auto, mpi,
+        nccl; fem3d.parallel.comm.setup), or on the backend and communicator that setup
+        already made, given as ``device`` and ``comm``; the other keywords as :meth:`solve`
+        describes them."""
+        for name, value in (("continuation", continuation), ("sequence", sequence)):
+            if not isinstance(value, (str, int)) or isinstance(value, bool):
+                raise InputError(f'{name}= must be a string such as "none" or "auto" (got {type(value).__name__})')
+        for name, value, cls in (("nonlinear", nonlinear, NonlinearOptions), ("linear", linear, LinearOptions)):
+            if value is not None and not isinstance(value, cls):
+                raise InputError(f"{name}= must be a {cls.__name__} or None (got {type(value).__name__})")
+        if initial is not None:
+            initial = _solution("initial=", initial, self.mesh.n_dofs)
         backend, communicator = setup(device, comm) if isinstance(comm, str) else (device, comm)
-        stages = continuation_steps(continuation, self.re)
-        linear = linear or LinearOptions()
-        linear = linear.for_mesh(self.mesh).resolved()
-        part = distribute(self.mesh, communicator, backend, linear.alignment(self.mesh, communicator.size))
-        system = partitioned_system(
-            self.problem, part, backend, linear.matrix_dtype, prepared_since=t_start, assembly=linear.assembly
-        )
-        linear_solver = make_linear_solver(linear, progress)
-        solver = NonlinearSolver(system, linear_solver, nonlinear, InterruptCheck(communicator))
-        x0 = None if initial is None else np.asarray(initial, dtype=np.float64)[part.dist.gdofs]
-        done = solve_continuation(solver, stages, self.re, x0, log)
-        last = done[-1].result
-        return FlowResult(
-            flow=self,
-            system=system,
-            part=part,
-            comm=communicator,
-            x_local=last.x,
-            x=part.dist.gather(last.x),
-            converged=last.converged and done[-1].re == self.re,
-            reason=last.reason,
-            residual=last.residual,
-            history=[s.as_dict() for s in done],
-            options={"nonlinear": vars(nonlinear), "linear": vars(linear)},
-            times_s=system.phase_seconds(),
-            per_rank=rank_report(communicator, system, part, backend, linear_solver),
-            device=backend.describe(),
+        extra = {} if nonlinear is None else {"nonlinear": nonlinear}
+        return Simulation(
+            self,
+            backend,
+            communicator,
+            linear=linear or LinearOptions(),
+            continuation=continuation,
+            sequence=str(sequence),
+            initial=initial,
+            started=started,
+            **extra,
         )
 
+    def solve(self, log=None, progress=None, **run) -> FlowResult:
+        """Newton's method (fem3d.solvers.nonlinear) with the linear solver of ``linear``
+        (default: FGMRES and multigrid): the run of :meth:`simulation` with the keywords ``run``
+        (device, comm, nonlinear, linear; ``continuation``: Reynolds numbers solved first,
+        fem3d.solvers.nonlinear.continuation_steps; ``sequence``: coarser meshes of the
+        hierarchy solved first, none, auto or a count, fem3d.solvers.sequencing.plan;
+        ``initial``: the whole solution (n_dofs,) to start from, an earlier run's; ``started``:
+        time.perf_counter() where the preparation of this run began, default this call, e.g.
+        before its mesh was read, so that reading it counts in the data preparation), solved.
+        ``log(line)`` receives progress lines, ``progress(iteration, relres)`` the Krylov
+        checks."""
+        return self.simulation(**run).run(log=log, progress=progress)
 
-@dataclass
-class FlowResult:
-    """A solved flow. Quantities (forces, point values) are collective under MPI: call
-    them on every rank; they return the same on each. ``x`` (the whole solution
-    [u | v | w | p], host) is rank 0's; ``x_local`` this rank's part."""
 
-    flow: Flow
-    system: object
-    part: object
-    comm: object
-    x_local: np.ndarray
-    x: np.ndarray | None
-    converged: bool
-    reason: str
-    residual: float
-    history: list
-    options: dict
-    times_s: dict
-    per_rank: list | None
-    device: str
-    quantities: dict = field(default_factory=dict)
+def _check_mesh(mesh) -> None:
+    if not isinstance(mesh, HexMesh):
+        raise InputError(
+            f"mesh= must be a mesh: fem3d.read_mesh(path) or fem3d.box_mesh(n) (got {type(mesh).__name__})"
+        )
 
-    @property
-    def steps(self) -> list:
-        """Nonlinear steps of the final Reynolds number (fem3d.solvers.nonlinear.Step fields)."""
-        return self.history[-1]["steps"]
 
-    def timing(self) -> dict:
-        """t_run_s, t_unit_us (over the nonlinear steps of every continuation stage, as
-        T_run counts them all), wall_s and wall_since (fem3d.problems.navier_stokes.run_timing)."""
-        return run_timing(self.times_s, sum(len(s["steps"]) for s in self.history), self.flow.mesh.n_elements)
-
-    def force(self, tag: str) -> np.ndarray:
-        """(3,) force of the fluid on the boundary faces tagged ``tag``."""
-        return boundary_force(self.system, self.x_local, [tag])
-
-    def coefficients(self, tag: str, reference_velocity: float, area: float) -> np.ndarray:
-        """(3,) force coefficients 2 F / (U^2 A) (density 1) on ``tag``: drag along x, lift
-        along y, and the z component."""
-        check_range("reference_velocity", reference_velocity, low=0, low_open=True)
-        check_range("area", area, low=0, low_open=True)
-        return 2.0 * self.force(tag) / (reference_velocity**2 * area)
-
-    def values(self, points) -> tuple[np.ndarray, np.ndarray]:
-        """(velocity (P, 3), pressure (P,)) at physical points (P, 3), the points located once;
-        NaN outside the mesh. The pressure level: an outflow fixes it; an enclosed flow's
-        pressure has zero mean."""
-        return point_values(self.part.mesh, self.x_local, points, self.comm)
-
-    def velocity(self, points) -> np.ndarray:
-        """(P, 3) velocity at physical points (P, 3); NaN outside the mesh."""
-        return self.values(points)[0]
-
-    def pressure(self, points) -> np.ndarray:
-        """(P,) pressure at physical points (P, 3); NaN outside the mesh (level: :meth:`values`)."""
-        return self.values(points)[1]
-
-    def summary(self) -> dict:
-        """What summary.json holds: the run, its convergence and the recorded quantities."""
-        steps = self.steps
-        mesh = self.flow.mesh
-        return {
-            "re": self.flow.re,
-            "nu": 1.0 / self.flow.re,
-            "converged": self.converged,
-            "reason": self.reason,
-            "residual": self.residual,
-            "mesh": {"elements": mesh.n_elements, "velocity_nodes": mesh.n_nodes, "pressure_nodes": mesh.n_pressure},
-            "dofs": mesh.n_dofs,
-            "device": self.device,
-            "ranks": self.comm.size,
-            "communicator": self.comm.name,
-            "nonlinear_steps": len(steps),
-            "linear_iterations": sum(s["linear_iterations"] for s in steps),
-            "linear_iterations_per_step": sum(s["linear_iterations"] for s in steps) / max(len(steps), 1),
-            "quantities": self.quantities,
-            "continuation": self.history,
-            "times_s": self.times_s,
-            **self.timing(),
-            "per_rank": self.per_rank,
-            "partition": partition_balance(self.per_rank),
-            "options": self.options,
-        }
-
-    def write(self, out: str, vtu: bool = True, extra: dict | None = None) -> list[str]:
-        """solution.npy, flow.vtu (flow_<rank>.vtu pieces and flow.pvtu on several ranks;
-        none without ``vtu``) and summary.json (with ``extra`` merged in), each atomically,
-        into the folder ``out``. Collective; returns the files written (rank 0; [] elsewhere)."""
-        root = self.comm.rank == 0
-        ensure_writable_dir(out)
-        files = []
-        if root:
-            save_npy(os.path.join(out, "solution.npy"), self.x)
-            files.append("solution.npy")
-        if vtu:
-            files.append(write_solution_vtu(out, "flow", self.part, self.x_local, self.comm))
-        if not root:
-            return []
-        files.append("summary.json")
-        write_json(os.path.join(out, "summary.json"), {**self.summary(), **(extra or {}), "files": files})
-        return files
+def _solution(name: str, value, n_dofs: int) -> np.ndarray:
+    """``value`` as a float64 vector of ``n_dofs`` finite numbers; InputError naming ``name``."""
+    try:
+        x = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InputError(f"{name} must be an array of {n_dofs} numbers (got {type(value).__name__})") from None
+    if x.shape != (n_dofs,):
+        raise InputError(f"{name} must hold {n_dofs} values for this mesh (got an array of shape {x.shape})")
+    if not np.isfinite(x).all():
+        raise InputError(f"{name} holds NaN or infinite values")
+    return x

@@ -36,7 +36,8 @@ def lid_faces(mesh, lid: str) -> np.ndarray:
         mask = np.isin(mesh.boundary_tags, mesh.tag_ids([lid]))
     if not mask.any():
         raise InputError(
-            f"--lid {lid}: no boundary face of the mesh is on the lid (tags: {', '.join(sorted(mesh.tag_names)) or 'none'})"
+            f"--lid {lid}: no boundary face of the mesh is on the lid "
+            f"(tags: {', '.join(sorted(mesh.tag_names)) or 'none'})"
         )
     return mask
 

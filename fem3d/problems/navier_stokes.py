@@ -31,7 +31,7 @@ import numpy as np
 
 from ..kernels.scatter import ScatterPlan
 from ..discretisation.assembly import ReferenceTables, dirichlet_rows, element_matrices_chunk
-from .boundary import Constraints, constraints_by_tag
+from .boundary import Constraints, boundary_flux, constraints_by_tag
 from gpucfd.backend import PhaseTimer, process_seconds
 from gpucfd.errors import InputError, check_range
 from ..discretisation.fields import nodal_velocity, pressure_weights
@@ -42,6 +42,7 @@ from ..solvers.partial_assembly import ASSEMBLIES, PartialAssemblyOperator
 from ..parallel.partition import Distribution
 
 RE_MAX = 1e5  # largest Reynolds number accepted
+FLUX_TOL = 1e-10  # a closed domain's net boundary flux beyond this times the integral of |u| is an input error
 RUN_PHASES = ("data_preparation", "element_matrices", "linear_setup", "solve")  # T_run: the paper's phases
 
 
@@ -61,7 +62,7 @@ class FlowProblem:
     enclosed: bool = True
 
     def __post_init__(self):
-        check_range("--re", self.re, low=0, high=RE_MAX, low_open=True)
+        self.re = float(check_range("--re", self.re, low=0, high=RE_MAX, low_open=True))
         self.bc_nodes = np.asarray(self.bc_nodes, dtype=np.int64)
         self.bc_values = np.asarray(self.bc_values, dtype=np.float64).reshape(len(self.bc_nodes), 3)
         mask = np.ones((len(self.bc_nodes), 3), dtype=bool) if self.bc_mask is None else self.bc_mask
@@ -89,9 +90,27 @@ class FlowProblem:
         return cls(mesh, re, c.nodes, c.values, force, c.mask, c.enclosed)
 
     def check_solvable(self) -> None:
-        """InputError when the mesh has fewer free velocity unknowns than pressure unknowns
-        (less one for the pressure level of an enclosed flow): such a discrete problem has
-        no solution (one element of a cube, say)."""
+        """InputError when the flow is not posed or its discrete equations have no solution:
+        a velocity component that no boundary face prescribes (every face outflow, say: any
+        constant may be added to it); a closed domain (no outflow) whose prescribed boundary
+        velocity carries a net flux (an incompressible flow has none; beyond FLUX_TOL of the
+        integral of |u|, by fem3d.problems.boundary.boundary_flux); fewer free velocity
+        unknowns than pressure unknowns (less one for the pressure level of an enclosed flow:
+        one element of a cube, say)."""
+        fixed = self.bc_mask.any(axis=0)
+        if not fixed.any():
+            raise InputError(
+                "every boundary face is outflow: nothing holds or drives the fluid (any constant velocity may be "
+                "added to a solution); make some tag a wall or a velocity"
+            )
+        if not fixed.all():
+            free = [c for c, f in zip("uvw", fixed) if not f]
+            them = "them" if len(free) > 1 else "it"
+            raise InputError(
+                f"no boundary face prescribes the velocity component{'s' * (len(free) > 1)} {' and '.join(free)} "
+                f"(outflow and slip faces leave {them} free), so any constant may be added to {them}; make some tag "
+                "a wall or a velocity"
+            )
         prescribed = np.zeros((self.mesh.n_nodes, 3), dtype=bool)
         np.logical_or.at(prescribed, self.bc_nodes, self.bc_mask)
         free = 3 * self.mesh.n_nodes - int(prescribed.sum())
@@ -100,6 +119,16 @@ class FlowProblem:
                 f"the mesh is too coarse: {free} free velocity unknowns for {self.mesh.n_pressure} pressure "
                 "unknowns leave the equations without a solution; use more elements (for the cube, --n 2 or more)"
             )
+        if self.enclosed:
+            velocity = np.zeros((self.mesh.n_nodes, 3))
+            velocity[self.bc_nodes] = np.where(self.bc_mask, self.bc_values, 0.0)
+            out, into, size = boundary_flux(self.mesh, velocity)
+            if abs(out - into) > FLUX_TOL * size:
+                raise InputError(
+                    f"net {'inflow' if into > out else 'outflow'} {abs(out - into):.6g} through the prescribed "
+                    f"velocities of a closed domain ({into:.6g} in, {out:.6g} out; no outflow boundary): an "
+                    "incompressible flow has none; make some tag an outflow or balance the velocities"
+                )
 
     def restricted(self, mesh: HexMesh, nodes: np.ndarray) -> "FlowProblem":
         """The same flow on a part of the mesh: ``mesh``, whose Q2 node k is node
@@ -177,6 +206,7 @@ class NavierStokesSystem:
             raise InputError(f"--assembly must be one of {', '.join(ASSEMBLIES)} (got {assembly!r})")
         storage = matrix_storage(matrix_dtype)
         self.problem = problem
+        self.re = problem.re  # of the equations: a continuation's stage sets it, never the problem's
         self.backend = backend
         self.timer = timer or PhaseTimer(backend)
         xp = self.xp = backend.xp
@@ -271,7 +301,7 @@ class NavierStokesSystem:
             self.geometry,
             nodal_velocity(self.xp, x, self.mesh.n_nodes),
             self.cells,
-            self.problem.re,
+            self.re,
             self.tables,
             self.problem.force,
             x[self.dofs[:, 81:]],
@@ -291,7 +321,7 @@ class NavierStokesSystem:
             self.xp,
             self.geometry[ids],
             velocity[self.cells[ids]],
-            self.problem.re,
+            self.re,
             self.tables,
             self.problem.force,
             x[dofs[:, 81:]],
@@ -321,7 +351,7 @@ class NavierStokesSystem:
                 xp,
                 self.geometry[e],
                 vel[self.cells[e]],
-                self.problem.re,
+                self.re,
                 self.tables,
                 self.problem.force,
                 x[dofs[:, 81:]],

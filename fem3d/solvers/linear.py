@@ -34,8 +34,9 @@ from dataclasses import replace
 import numpy as np
 
 from ..discretisation.assembly import row_norms_squared, scale_rows
-from gpucfd.errors import InputError, check_range
-from ..kernels.ebe import matrix_storage
+from gpucfd.errors import InputError
+from ..kernels.ebe import MATRIX_DTYPES
+from gpucfd.options import setting, spelt, validate
 from .krylov import FGMRES, NormalEquationsCG, NormalJacobi, SolveInfo
 from .partial_assembly import ASSEMBLIES
 from .multigrid import (
@@ -52,9 +53,8 @@ from .multigrid import (
 from gpucfd.backend import host_free_bytes
 
 SOLVERS = ("auto", "mg", "paper")
-REBUILD_AFTER = 0  # mg: iterations of a linear solve up to which its preconditioner serves the next step too. 3 took
-# 2.0 s against 2.6 s at 8^3, Re 400 on the CPU (19 iterations, 3 rebuilds in 6 steps), but at 40^3, Re 1000 on the
-# H100 104 iterations against 76 and 14.2 s against 12.9 s: a kept preconditioner fails where the flow changes fast
+REBUILD_AFTER = 0  # mg: iterations of a linear solve up to which its preconditioner serves the next step too; off:
+# a kept preconditioner fails where the flow changes fast (docs/solvers.md, keeping the preconditioner)
 
 
 @dataclass
@@ -66,36 +66,62 @@ class LinearOptions:
     assembly: the linearisation's products (fem3d.solvers.partial_assembly.ASSEMBLIES:
     stored element matrices, or "partial", sum factorisation with no element matrix kept:
     mg's), or "auto": chosen by the memory check of the commands
-    (fem3d.commands.memory.fitting_assembly), element elsewhere (:meth:`resolved`);
+    (fem3d.problems.memory.fitting_assembly), element elsewhere (:meth:`resolved`);
     restart: FGMRES restart length; smoothing_steps: GMRES steps of each multigrid
     smoothing; rebuild_after: mg keeps its preconditioner for the next linearisation
     while a solve takes at most this many iterations (0: no such rule; the nonlinear
     solver also keeps it after a fast Newton step, NonlinearOptions.keep_factor)."""
 
-    solver: str = "auto"
-    max_iterations: int | None = None
-    check_every: int = 10
-    matrix_dtype: str = "float64"
-    assembly: str = "auto"
-    restart: int = 50
-    smoothing_steps: int = SMOOTHING_STEPS
-    rebuild_after: int = REBUILD_AFTER
+    solver: str = setting(
+        "auto",
+        "mg is FGMRES with monolithic geometric multigrid (boxes, refined meshes, block-structured hexahedral "
+        "meshes), paper the normal-equations Jacobi CG of Kao & Sheu; auto is mg (a mesh it cannot take is an input "
+        "error saying what to change)",
+        choices=SOLVERS,
+    )
+    max_iterations: int | None = setting(
+        None,
+        "Krylov iteration limit per linear solve; not given: 20000 for paper, 100 for mg",
+        low=1,
+        high=10**7,
+        integer=True,
+        optional=True,
+        flag="--max-linear",
+    )
+    check_every: int = setting(
+        10, "paper solver: CG iterations between residual checks", low=1, high=10**6, integer=True
+    )
+    matrix_dtype: str = setting(
+        "float64",
+        "storage of the element matrices (float32: half the memory and time per product)",
+        choices=tuple(MATRIX_DTYPES),
+    )
+    assembly: str = setting(
+        "auto",
+        "element: the linearisation stored as element matrices; partial: applied by sum factorisation, no element "
+        "matrix kept (mg solver; about 60 instead of 135 kB per element on a GPU, so larger meshes fit, about 30 %% "
+        "slower where both fit); auto: element where it fits, else partial",
+        choices=("auto",) + ASSEMBLIES,
+    )
+    restart: int = setting(50, "mg solver: FGMRES restart length", low=1, high=1000, integer=True)
+    smoothing_steps: int = setting(
+        SMOOTHING_STEPS, "mg solver: GMRES steps of each multigrid smoothing", low=1, high=20, integer=True
+    )
+    rebuild_after: int = setting(
+        REBUILD_AFTER,
+        "mg solver: keep the preconditioner for the next nonlinear step while a linear solve takes at most this many "
+        "iterations; 0 for no such rule (see --keep-factor)",
+        low=0,
+        high=1000,
+        integer=True,
+    )
 
     def __post_init__(self):
-        if self.solver not in SOLVERS:
-            raise InputError(f"--solver must be one of {', '.join(SOLVERS)} (got {self.solver!r})")
-        if self.max_iterations is not None:
-            check_range("--max-linear", self.max_iterations, low=1, high=10**7, integer=True)
-        check_range("--check-every", self.check_every, low=1, high=10**6, integer=True)
-        check_range("--restart", self.restart, low=1, high=1000, integer=True)
-        check_range("--smoothing-steps", self.smoothing_steps, low=1, high=20, integer=True)
-        check_range("--rebuild-after", self.rebuild_after, low=0, high=1000, integer=True)
-        matrix_storage(self.matrix_dtype)
-        if self.assembly not in ("auto",) + ASSEMBLIES:
-            raise InputError(f"--assembly must be one of auto, {', '.join(ASSEMBLIES)} (got {self.assembly!r})")
+        validate(self)
         if self.assembly == "partial" and self.solver == "paper":
             raise InputError(
-                "--assembly partial needs --solver mg or auto (the paper solver works on stored element matrices)"
+                f"{spelt('assembly', self)} partial needs {spelt('solver', self)} mg or auto (the "
+                "paper solver works on stored element matrices)"
             )
 
     def for_mesh(self, mesh) -> "LinearOptions":
@@ -105,7 +131,8 @@ class LinearOptions:
             return self
         why = mg_refusal(mesh)
         if why:
-            raise InputError(f"--solver {self.solver}: {why}; or use --solver paper, much slower")
+            solver = spelt("solver", self)
+            raise InputError(f"{solver} {self.solver}: {why}; or use {solver} paper, much slower")
         return replace(self, solver="mg")
 
     def resolved(self) -> "LinearOptions":
@@ -200,7 +227,8 @@ class MultigridSolver:
     # cycles; multigrid needs under 30 where Newton converges (40^3 box at Re 1000: at most 8; the DFG case refined 3
     # times: at most 9), so a solve that needs more marks a linearisation Newton cannot use (fem3d.solvers.nonlinear
     # stops after LINEAR_FAILURES such steps in a row)
-    forcing = 0.1  # largest linear tolerance of a nonlinear step: 0.1 against 0.01 took 50 instead of 76 iterations (8^3, Re 1000)
+    forcing = 0.1  # largest linear tolerance of a nonlinear step: 0.1 against 0.01 took 50 instead of 76 iterations
+    # (8^3, Re 1000)
 
     def __init__(self, options: LinearOptions, progress=None):
         self.options, self.progress = options, progress

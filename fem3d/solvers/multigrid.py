@@ -37,8 +37,8 @@ element Vanka smoother (fem3d.solvers.vanka) before and after the coarse correct
 level is solved exactly: its assembled matrix, the same on every rank, on a GPU by its
 dense inverse up to DENSE_MAX unknowns and by its dense LU factors above (where the device
 has room), else by SciPy's SuperLU on the host (CoarseSolve), where its factors fit
-(direct_fits: a memory estimate, not a count of unknowns). The pressure level of an enclosed flow (no outflow boundary) is fixed on
-the coarsest level at one pressure unknown. A cycle reads nothing back, so on one
+(direct_fits: a memory estimate, not a count of unknowns). The pressure level of an enclosed
+flow (no outflow boundary) is fixed on the coarsest level at one pressure unknown. A cycle reads nothing back, so on one
 GPU with the dense coarse solve the cycle from the first level of at most GRAPH_ELEMENTS
 elements down is replayed from a CUDA graph (gpucfd.graphs.Replayed): on those levels the
 host's time to launch a smoothing step's kernels exceeds the device's time to run them.
@@ -79,17 +79,13 @@ from ..parallel.comm import SerialComm
 from ..parallel.partition import distribute, distribute_owned, partition_elements
 from .vanka import Vanka
 
-STORAGE = (
-    np.float32
-)  # the levels' matrices and smoothers: as many iterations as float64, each in half the time at 8^3, Re 400
-# on the CPU; at 40^3, Re 1000 on the H100 the solve takes 3-10 % less (the A/B runs of commit 8380826)
+# The measurements behind these values are in docs/solvers.md ("The multigrid constants").
+STORAGE = np.float32  # the levels' matrices and smoothers: as many iterations as float64, each reading half the bytes
 MIN_COARSE = 2  # sides of at most this many elements are not coarsened
 LAYERS_PER_RANK = 2  # under MPI, a partitioned coarse box keeps at least this many layers per rank along the slab axis;
-IMBALANCE_MAX = (
-    1.1  # of those, the partitioned ones are the most leading ones whose coarsest layers cut in slabs give a
-)
-# rank at most this many times the mean (112^3 on 4 ranks: 28 slab units of 4 layers, not 14 of 8 with 1.14 times the
-# mean on two ranks); the coarser ones are replicated on every rank
+IMBALANCE_MAX = 1.1  # of those, the partitioned ones are the most leading ones whose coarsest layers cut in slabs
+# give a rank at most this many times the mean (112^3 on 4 ranks: 28 slab units of 4 layers, not 14 of 8 with 1.14
+# times the mean on two ranks); the coarser ones are replicated on every rank
 COARSE_MAX = 5_000  # a box or mesh of at most this many unknowns is not coarsened: the coarsest level of a
 # 40^3 box is its 5^3 (4,209 unknowns), of any N^3 box from 6^3 to 100^3 3^3 to 5^3 (1,093-4,209), solved directly
 STRETCHED = 0.5  # a refined mesh with more than this share of elements long along an axis is semi-coarsened from its
@@ -97,32 +93,20 @@ STRETCHED = 0.5  # a refined mesh with more than this share of elements long alo
 FILL = (604.0, 6_934, 0.66)  # SuperLU's factors (PERMC_SPEC, PIVOT_THRESHOLD): entries of L + U per unknown at a
 # reference size, and their growth exponent; 12 bytes each (docs/solvers.md, coarsest level)
 HOST_SHARE = 0.5  # the most of the host's free memory the coarsest level's factors may take
-PERMC_SPEC = (
-    "MMD_AT_PLUS_A"  # SuperLU's column ordering: fill and set-up time 0.6x and 0.4x COLAMD's at 15,468 unknowns
-)
-# (0.3x at 29,114); MMD_ATA 1.4x COLAMD's; the natural order 30x at 6,934
+PERMC_SPEC = "MMD_AT_PLUS_A"  # SuperLU's column ordering: the least fill and set-up time of SuperLU's orderings
 PIVOT_THRESHOLD = 0.1  # SuperLU pivots when a diagonal entry is below this fraction of its column's largest: the
-# default 1.0 pivots the saddle-point rows far from the fill-reducing order (DFG coarse level, 9,670 unknowns: 18.6 s and
-# 36 M entries in L + U against 0.29 s and 3.8 M, the same residual 1e-14)
+# default 1.0 pivots the saddle-point rows far from the fill-reducing order, multiplying the fill and the time
 DENSE_MAX = 5_000  # most unknowns of a coarsest level inverted as a dense matrix on a GPU (a box's coarsest has at most
-# COARSE_MAX): on the H100 (its host's SuperLU beside it) inversion and product took 0.21 s and 0.06 ms at 4,209 unknowns
-# (a 40^3 box's coarsest), against 0.29 s and 2.9 ms (solve and copies) by SuperLU; 0.48 s and 0.14 ms against 0.87 s and
-# 8.9 ms at 6,934. On the CPU the dense inverse took 14.2 s at 6,934 unknowns
+# COARSE_MAX): up to this size the inverse is formed faster than SuperLU's factors and applied many times faster
 LU_ROOM = 3  # above DENSE_MAX, a GPU factorises the coarsest level densely (cuSOLVER's getrf; a solve: getrs) when its
-# free memory holds this many n x n float64 matrices (the DFG channel's coarse mesh, 19,502 unknowns: 3.0 GB each)
+# free memory holds this many n x n float64 matrices
 INVERSES = {"gpu": np.float16, "cpu": np.float32}  # storage of the smoothers' inverses: on a GPU float16 scaled per row
 # (fem3d.kernels.ebe.quantise), half the bytes of float32 to hold and to read at each smoothing; NumPy's float16
 # arithmetic is slow, so float32 on the CPU
 GRAPH_ELEMENTS = 65_536  # levels of at most this many elements run their cycles from a CUDA graph (one GPU)
-_THREAD = ThreadPoolExecutor(
-    max_workers=1, thread_name_prefix="coarse-lu"
-)  # the host factorisation beside the device work
-SMOOTHING_STEPS = 8  # GMRES steps of each smoothing. With 3 the cycle diverged (error factor 1.07) on graded boxes
-# of 20^3 elements and more at Re <= 100; 5 contracts by 0.27 there (benchmarks/results/bench_solvers_smoothing*_h100.md).
-# 40^3 box, Re 1000, one H100: 50 iterations in 12 Newton steps, 12.2-14.4 s with 8; 60 in 15 steps, 14.9-15.5 s with
-# 10. Long, thin cells want more: the DFG channel (cells up to 3.8 times longer than wide, refined 3 times, 8.2 M
-# unknowns) took 6.0 iterations per Newton step with 8 and 4.6 with 10 (its case file asks for 10); with cells up to
-# 4.7 times longer, 5 steps needed 201 and 589 iterations in its last two Newton steps
+_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="coarse-lu")  # the host factorisation beside the device
+SMOOTHING_STEPS = 8  # GMRES steps of each smoothing: fewer let the cycle diverge or slow down on graded boxes, more
+# cost time there; long, thin cells want more (the DFG case file asks for 10)
 
 
 def box_unknowns(grid) -> int:
@@ -240,9 +224,8 @@ def split(n: int):
     The whole layer is the one nearest the middle whose index is 2 modulo 4 (the lower of
     two): it becomes an odd coarse layer, and an odd box's whole layer has an even index, so
     the next coarsening pairs that thin layer with a neighbour instead of leaving it whole
-    again. Left at the middle each time, a graded 41^3 box's 11^3 box held a middle layer a
-    quarter as thick as its neighbours, and mesh sequencing's Re 1000 solve on it took 103
-    FGMRES iterations instead of 31 on the 11^3 box of 42^3."""
+    again, where it would be much thinner than its neighbours and slow the solves of mesh
+    sequencing on that box (docs/solvers.md, measured iteration counts)."""
     layer = np.arange(n)
     if n <= MIN_COARSE:
         return layer, np.full(n, 2)
@@ -348,13 +331,13 @@ class Transfers:
 class Level:
     """One level: its operator, prescribed unknowns, valence, smoother and, except on the
     coarsest, the transfer to the next coarser level: its elements as children ordered by
-    kind (position code and turn), ``child_order`` (Ef,) and ``parent_order`` (Ef,) the local fine and coarse
-    elements of the children in that order, ``kinds`` a list of (kind k, rows: the slice of
-    that order of the children of kind k), ``P`` (K, NL, NL) the prolongation of each kind
-    (Transfers.table, on the backend); ``child_dofs`` (Ef, NL) and ``parent_dofs``
-    (Ef, NL) the children's and their parents' unknowns in that order (summed into by ``prolong_plan`` and ``restrict_plan``,
-    fem3d.kernels.scatter), ``child_weights`` (Ef, NL) the partition-of-unity weights at the
-    children's.
+    kind (position code and turn), ``child_order`` (Ef,) and ``parent_order`` (Ef,) the local
+    fine and coarse elements of the children in that order, ``kinds`` a list of (kind k,
+    rows: the slice of that order of the children of kind k), ``P`` (K, NL, NL) the
+    prolongation of each kind (Transfers.table, on the backend); ``child_dofs`` (Ef, NL) and
+    ``parent_dofs`` (Ef, NL) the children's and their parents' unknowns in that order (summed
+    into by ``prolong_plan`` and ``restrict_plan``, fem3d.kernels.scatter), ``child_weights``
+    (Ef, NL) the partition-of-unity weights at the children's.
 
     The operator is an ElementOperator whose matrices are stored (``mats``), or, with
     ``element_matrices(ids) -> (m, NL, LD)`` (the matrices of the local elements ``ids``,

@@ -35,6 +35,7 @@ import numpy as np
 from .anderson import Anderson
 from .krylov import SolveInfo
 from gpucfd.errors import InputError, check_range
+from gpucfd.options import setting, validate
 
 MIN_STEP = 1.0 / 64  # smallest line-search step length
 ARMIJO = 1e-4
@@ -45,18 +46,13 @@ CONTINUATION_TOL = 1e-4  # residual tolerance of the intermediate Reynolds numbe
 EW_GAMMA = 0.9  # Eisenstat-Walker choice 2: eta = EW_GAMMA (|F_k| / |F_k-1|)^2
 EW_SAFEGUARD = 0.1  # ... and at least EW_GAMMA eta_k-1^2 when that exceeds this
 OUT_OF_REACH = ("linear_solver", "stagnated", "diverged")  # stop reasons that say the flow is out of Newton's reach
-BACKOFFS = 2  # continuation stages split after one stopped out of reach, at most, in a run: the 46^3 box at Re 1000
-# (H100) stagnated at residual 5.4e-3 from Re 400 (line search at its shortest step), where 45^3 and 47^3 converged
-SPLIT_STAGNATION = 6  # stagnation steps of a stage that can still be split: 46^3 at Re 1000 stopped improving after 6
-# Newton steps and spent 14 more; the longest plateau of a stage that converged (45^3-50^3, H100) was 3 steps
-LINEAR_FAILURES = 2  # steps in a row whose linear solve ended unconverged that stop the iteration: 4^3 box at Re 1e5
-# without continuation stopped after 3 steps (CPU) where it spent 200 s and 5 steps of 750-1250 FGMRES iterations
+BACKOFFS = 2  # continuation stages split after one stopped out of reach, at most, in a run (docs/solvers.md)
+SPLIT_STAGNATION = 6  # stagnation steps of a stage that can still be split: longer than a converging stage's plateau
+LINEAR_FAILURES = 2  # steps in a row whose linear solve ended unconverged that stop the iteration
 REUSE_LIMIT = 4  # a solve with a kept preconditioner stops after this many times the iterations of the solve before
 # it (at least this many times the solver's rebuild_after)
-KEEP_FACTOR = 10.0  # keep the preconditioner after a Newton step that cut the residual by this factor or more. The
-# same FGMRES iterations with set-ups saved: 15 at 8^3, Re 400 (CPU, 4 set-ups in 6 steps), 47 at 12^3, Re 1000 (CPU, 10
-# in 12), 76-77 at 40^3, Re 1000 (H100, 13 in 14; benchmarks/results/bench_solvers_h100.md; against a set-up
-# every step: commit 1116cf3)
+KEEP_FACTOR = 10.0  # keep the preconditioner after a Newton step that cut the residual by this factor or more: the
+# Jacobian then hardly changes (docs/solvers.md)
 
 
 def forcing_term(previous_eta: float, norm: float, previous_norm: float, largest: float, tol: float) -> float:
@@ -93,29 +89,52 @@ class NonlinearOptions:
     diverge: stop when the residual exceeds this factor times its first value;
     stagnation: stop after this many steps without a 10 % improvement of the best residual."""
 
-    tol: float = 1e-8
-    max_steps: int = 30
-    newton: float = math.inf
-    anderson: int = 5
-    relax: float = 1.0
-    forcing: float | None = None
-    keep_factor: float = KEEP_FACTOR
-    diverge: float = 1e6
-    stagnation: int = 15
+    tol: float = setting(
+        1e-8,
+        "relative residual of the equations that ends the solve, in (0, 1)",
+        low=0,
+        high=1,
+        low_open=True,
+        high_open=True,
+    )
+    max_steps: int = setting(30, "limit of nonlinear steps", low=1, high=100000, integer=True)
+    newton: float = setting(
+        math.inf,
+        "take Newton steps once the relative residual is below this; 0 for Picard only (the paper's method), inf for "
+        "Newton from the start",
+        low=0,
+        infinite=True,
+    )
+    anderson: int = setting(
+        5, "Anderson mixing depth of Picard steps, 0 for plain Picard", low=0, high=50, integer=True
+    )
+    relax: float = setting(1.0, "Picard damping in (0, 1]", low=0, high=1, low_open=True)
+    forcing: float | None = setting(
+        None,
+        "inexact steps: each linear solve reduces its residual by this factor or more (after the first step by the "
+        "Eisenstat-Walker rule), in (0, 1); not given: 0.1 with --solver mg, 0.01 with paper",
+        low=0,
+        high=1,
+        low_open=True,
+        high_open=True,
+        optional=True,
+    )
+    keep_factor: float = setting(
+        KEEP_FACTOR,
+        "mg solver: keep the preconditioner for the next Newton step when the last Newton step cut the residual by "
+        "at least this factor, >= 1; inf builds a new one every step",
+        low=1,
+        infinite=True,
+    )
+    diverge: float = setting(
+        1e6, "stop when the residual exceeds this factor times its first value, > 1", low=1, low_open=True
+    )
+    stagnation: int = setting(
+        15, "stop after this many steps without a 10 %% improvement of the best residual", low=1, integer=True
+    )
 
     def __post_init__(self):
-        check_range("--tol", self.tol, low=0, high=1, low_open=True, high_open=True)
-        check_range("--max-steps", self.max_steps, low=1, high=100000, integer=True)
-        if not self.newton == math.inf:
-            check_range("--newton", self.newton, low=0)
-        check_range("--anderson", self.anderson, low=0, high=50, integer=True)
-        check_range("--relax", self.relax, low=0, high=1, low_open=True)
-        if self.forcing is not None:
-            check_range("--forcing", self.forcing, low=0, high=1, low_open=True, high_open=True)
-        if not self.keep_factor == math.inf:
-            check_range("--keep-factor", self.keep_factor, low=1)
-        check_range("diverge", self.diverge, low=1, low_open=True)
-        check_range("stagnation", self.stagnation, low=1, integer=True)
+        validate(self)
 
 
 @dataclass
@@ -380,7 +399,7 @@ def solve_continuation(
     try:
         while plan:
             stage_re = plan[0]
-            solver.system.problem.re = stage_re
+            solver.system.re = stage_re
             stage_options = options if stage_re == re else replace(options, tol=max(options.tol, CONTINUATION_TOL))
             if reached is not None and backoffs < BACKOFFS:  # a split can follow: give up on this stage sooner
                 stage_options = replace(stage_options, stagnation=min(options.stagnation, SPLIT_STAGNATION))

@@ -10,10 +10,9 @@ elements (those touching an unknown shared with another rank) first, as
 fem3d.parallel.partition.distribute_owned orders them, a product computes the interface
 elements, starts the interface sum, computes the interior elements while the entries
 travel, then completes the sum (communication behind computation; the same sums in
-another order: equal to round-off). On 4 H200s over NVLink that was not faster (112^3
-at Re 1000, solve phase 2.36 s against 2.32 s blocking, two runs each; 64^3 1.50 against
-1.38 s with NCCL, 1.72 against 1.73 s with host-staged MPI): the doubled launches cost as
-much as the few-µs messages they hide, and an exchange mostly waits for the slowest rank.
+another order: equal to round-off). It is off by default: where the messages take a few
+µs, the doubled launches cost as much as the messages they hide, and an exchange mostly
+waits for the slowest rank (docs/parallel.md, interface sums).
 """
 
 from __future__ import annotations

@@ -24,13 +24,12 @@ from ..discretisation.element import Q1, Q2
 from ..discretisation.mesh import HexMesh, box_mesh, element_dofs
 from .multigrid import REFINED, box_coarsening, child_boxes
 
-SEQUENCE_MIN = {  # elements of the coarsest mesh that --sequence auto solves, by device kind
-    "gpu": 1000,  # H100, Re 1000: 40^3 from 20^3 and 10^3 took 4.6 s, from 20^3 alone 5.2 s, without sequencing 6.5 s
-    "cpu": 200,  # two cores, Re 400: 12^3 from 6^3 7.5 s against 9.5 s, 16^3 from 8^3 14.6 s against 22.2 s; 10^3 from 5^3 5.3 against 5.4 s
+SEQUENCE_MIN = {  # elements of the coarsest mesh that --sequence auto solves, by device kind: where a coarse solve
+    "gpu": 1000,  # stops paying for itself (a GPU's small solves cost their launches whatever the mesh; a CPU's steps
+    "cpu": 200,  # cost in proportion to the elements). Measurements: docs/solvers.md, mesh sequencing
 }
 REDUNDANT_MAX = 131072  # coarser meshes of at most this many elements are solved whole on every rank, not cut among the
-# ranks: their steps are launch- and message-bound (2x H200, Re 1000: 16^3 took 1.2 s on one GPU and 4.0 s cut in two,
-# 32^3 0.75 s and 1.14 s, 50^3 1.41 s and 1.92 s)
+# ranks: their steps are launch- and message-bound (docs/solvers.md, mesh sequencing)
 CHUNK = 65536  # elements per batch of the interpolation
 
 
@@ -152,9 +151,10 @@ def redundant(mesh: HexMesh) -> bool:
     return mesh.n_elements <= REDUNDANT_MAX
 
 
-def limits(spec: str, kind: str) -> tuple[int, int]:
+def limits(spec: str, kind: str, name: str = "--sequence") -> tuple[int, int]:
     """(coarser meshes at most, elements of each at least) of --sequence ``spec`` on device
-    kind ``kind`` (:func:`plan`); InputError naming the allowed values for another ``spec``."""
+    kind ``kind`` (:func:`plan`); InputError naming the allowed values for another ``spec``,
+    the setting spelt ``name``."""
     if spec == "none":
         return 0, 1
     if spec == "auto":
@@ -163,6 +163,6 @@ def limits(spec: str, kind: str) -> tuple[int, int]:
         levels = int(spec)
     except ValueError:
         raise InputError(
-            f"--sequence must be auto, none or a count of coarser meshes, 0 to {SEQUENCE_MAX} (got {spec!r})"
+            f"{name} must be auto, none or a count of coarser meshes, 0 to {SEQUENCE_MAX} (got {spec!r})"
         ) from None
-    return check_range("--sequence", levels, low=0, high=SEQUENCE_MAX, integer=True), 1
+    return check_range(name, levels, low=0, high=SEQUENCE_MAX, integer=True), 1

@@ -70,7 +70,8 @@ def element_neighbours(mesh, xp=np) -> tuple:
     e, f = elem[mine[new]], elem[theirs[new]]  # element pairs sharing a vertex, sorted by element
     # the pattern follows from which vertex of f each shared vertex of e is (the shared Q2 nodes are those of the
     # shared vertices, edges and faces): code sum_l (vertex of f at e's vertex l, plus 1) 16^l, summed over each run
-    # of one key by differences of an int64 prefix sum (exact; no bincount: see fem3d.kernels.vectors on CuPy's reductions)
+    # of one key by differences of an int64 prefix sum (exact; no bincount: see fem3d.kernels.vectors on CuPy's
+    # reductions)
     weights = (local[theirs] + 1) * (16 ** xp.arange(k, dtype=np.int64))[local[mine]]
     last = xp.append(new[1:], True)[: len(new)]  # the last entry of each run
     codes = xp.diff(xp.cumsum(weights)[last], prepend=0)

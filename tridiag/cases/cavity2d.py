@@ -48,7 +48,8 @@ def parse(argv):
         "--tol",
         type=float,
         default=None,
-        help="steady residual to reach (max-norm, relative to max|omega|; default 1e-6, in float32 max(1e-4, 1e-7 n^2))",
+        help="steady residual to reach (max-norm, relative to max|omega|; default 1e-6, in float32 "
+        "max(1e-4, 1e-7 n^2))",
     )
     ap.add_argument("--max-iterations", type=int, default=200000, help="iteration cap in --tol mode (default 200000)")
     ap.add_argument(

@@ -184,7 +184,8 @@ def main(argv=None) -> int:
     say(
         f"cylinder Re {args.re:g}: {ny} x {nx} cells (hy = {g.hy:.4g} D, hx = {g.hx:.4g} D), cylinder faces "
         f"x {channel.faces[2]:g}..{channel.faces[3]:g}, y {channel.faces[0]:g}..{channel.faces[1]:g}; "
-        f"dt {dt:g}, solver {args.solver}, {args.psi_sweeps} psi sweeps, cylinder psi {args.body}, {args.dtype}, {backend.describe()}; "
+        f"dt {dt:g}, solver {args.solver}, {args.psi_sweeps} psi sweeps, cylinder psi {args.body}, {args.dtype}, "
+        f"{backend.describe()}; "
         + (f"steady, to residual {tol:g} (t <= {t_end:g})" if args.steady else f"to t = {t_end:g} ({steps} steps)")
     )
     mismatch = []

@@ -47,7 +47,8 @@ def field_arrays(dtype, body: str) -> float:
 
 def default_dt(channel: Channel, cfl: float, re: float) -> float:
     """Δt = min(cfl · min(hx, hy) / U_max, COUPLING · Re · min(hx, hy)²): the convective target
-    (the core's CFL number max(|u|Δt/hx + |v|Δt/hy) came out at 1.3–1.9 × cfl) capped by the wall coupling number Δt / (Re h²) <= COUPLING."""
+    (the core's CFL number max(|u|Δt/hx + |v|Δt/hy) came out at 1.3–1.9 × cfl) capped by the wall
+    coupling number Δt / (Re h²) <= COUPLING."""
     h = min(channel.grid.hx, channel.grid.hy)
     return min(cfl * h, COUPLING * re * h**2)
 

@@ -1,9 +1,9 @@
 """Exact solutions of the two heat-conduction cases (NumPy, float64).
 
-Unsteady: on the square [0, L]², edges held at 0, the mode T = sin(kπx/L) sin(lπy/L) decays
-as exp(-α π² (k² + l²) t / L²); it is also an eigenvector of the 5-point Laplacian on the
-nodes x = iΔx, which decays at rate α (μ_k + μ_l) / Δx², μ_k = 4 sin²(kπΔx / 2L) (the
-semi-discrete solution: the exact solution of the spatially discretised problem).
+Unsteady: on the square [0, L]², edges held at 0, the mode T = sin(kx πx/L) sin(ky πy/L)
+decays as exp(-α π² (kx² + ky²) t / L²); it is also an eigenvector of the 5-point Laplacian
+on the nodes x = iΔx, which decays at rate α (μ(kx) + μ(ky)) / Δx², μ(k) = 4 sin²(kπΔx / 2L)
+(the semi-discrete solution: the exact solution of the spatially discretised problem).
 
 Steady: the unit square with the edge y = 1 at T1 and the other edges at 0 (Beck et al.
 2008; ../shared/reference/SOURCES.md):
@@ -15,18 +15,18 @@ from __future__ import annotations
 import numpy as np
 
 
-def mode_rate(k: int, l: int, length: float, alpha: float = 1.0, dx: float | None = None) -> float:
-    """Decay rate (1/s) of mode (k, l): continuous, or of the 5-point Laplacian with spacing dx."""
+def mode_rate(kx: int, ky: int, length: float, alpha: float = 1.0, dx: float | None = None) -> float:
+    """Decay rate (1/s) of mode (kx, ky): continuous, or of the 5-point Laplacian with spacing dx."""
     if dx is None:
-        return alpha * np.pi**2 * (k * k + l * l) / length**2
-    mu = [4 * np.sin(m * np.pi * dx / (2 * length)) ** 2 for m in (k, l)]
+        return alpha * np.pi**2 * (kx * kx + ky * ky) / length**2
+    mu = [4 * np.sin(m * np.pi * dx / (2 * length)) ** 2 for m in (kx, ky)]
     return alpha * sum(mu) / dx**2
 
 
-def decaying_mode(x, y, t: float, length: float, k: int = 1, l: int = 1, alpha: float = 1.0, dx: float | None = None):
-    """sin(kπx/L) sin(lπy/L) exp(-rate t) on broadcast x, y (rate from :func:`mode_rate`)."""
-    amp = np.exp(-mode_rate(k, l, length, alpha, dx) * t)
-    return amp * np.sin(k * np.pi * np.asarray(x) / length) * np.sin(l * np.pi * np.asarray(y) / length)
+def decaying_mode(x, y, t: float, length: float, kx: int = 1, ky: int = 1, alpha: float = 1.0, dx: float | None = None):
+    """sin(kx πx/L) sin(ky πy/L) exp(-rate t) on broadcast x, y (rate from :func:`mode_rate`)."""
+    amp = np.exp(-mode_rate(kx, ky, length, alpha, dx) * t)
+    return amp * np.sin(kx * np.pi * np.asarray(x) / length) * np.sin(ky * np.pi * np.asarray(y) / length)
 
 
 def steady_series(x, y, t1: float = 100.0, terms: int = 20000):

@@ -2,8 +2,8 @@
 
 Grid: n × n nodes x_i = iΔx, y_j = jΔx (edges included) on the square [0, L]², L = (n-1)Δx;
 the edges are held at 0 (Dirichlet). The paper does not state its initial field; ours is
-the hot plate T₀ = sin(kπx/L) sin(lπy/L) (k = l = 1 by default), whose exact solution
-decays as exp(-απ²(k² + l²) t / L²) (tridiag.cases.heat_exact), so every run is checked.
+the hot plate T₀ = sin(kx πx/L) sin(ky πy/L) (kx = ky = 1 by default), whose exact solution
+decays as exp(-απ²(kx² + ky²) t / L²) (tridiag.cases.heat_exact), so every run is checked.
 Paper defaults: Δx = 0.01, Δt = 0.01, α = 1 (r = αΔt/Δx² = 100), 100 steps.
 """
 
@@ -23,9 +23,9 @@ from .peaceman_rachford import make_adi
 GRAPH_BLOCK = 50  # time steps per CUDA graph
 
 
-def initial_field(xp, n: int, dtype, dx: float, k: int = 1, l: int = 1):
+def initial_field(xp, n: int, dtype, dx: float, kx: int = 1, ky: int = 1):
     x = np.arange(n) * dx
-    return xp.asarray(decaying_mode(x, x[:, None], 0.0, (n - 1) * dx, k, l), dtype=dtype)
+    return xp.asarray(decaying_mode(x, x[:, None], 0.0, (n - 1) * dx, kx, ky), dtype=dtype)
 
 
 def relative_l2(t, reference) -> float:
@@ -60,8 +60,8 @@ def run_unsteady(
     dx: float = 0.01,
     dt: float = 0.01,
     alpha: float = 1.0,
-    k: int = 1,
-    l: int = 1,
+    kx: int = 1,
+    ky: int = 1,
     options: dict | None = None,
 ) -> dict:
     """``steps`` ADI steps from the hot plate with line solver ``solver`` (tridiag.cases.line_solver
@@ -69,7 +69,7 @@ def run_unsteady(
     semi-discrete: the exact solution of the 5-point scheme in space)."""
     xp = backend.xp
     adi = make_adi(xp, (n, n), dtype, solver, dx, dx, layout=layout, options=options, iterative=True)
-    t = initial_field(xp, n, dtype, dx, k, l)
+    t = initial_field(xp, n, dtype, dx, kx, ky)
     rho = 2 / (alpha * dt)
     backend.synchronize()
     t0 = time.perf_counter()
@@ -85,8 +85,8 @@ def run_unsteady(
         )
     length, t_end = (n - 1) * dx, steps * dt
     x = np.arange(n) * dx
-    exact = decaying_mode(x, x[:, None], t_end, length, k, l, alpha)
-    semi = decaying_mode(x, x[:, None], t_end, length, k, l, alpha, dx=dx)
+    exact = decaying_mode(x, x[:, None], t_end, length, kx, ky, alpha)
+    semi = decaying_mode(x, x[:, None], t_end, length, kx, ky, alpha, dx=dx)
     return dict(
         n=n,
         steps=steps,
@@ -99,7 +99,7 @@ def run_unsteady(
         r=alpha * dt / dx**2,
         length=length,
         t_end=t_end,
-        mode=(k, l),
+        mode=(kx, ky),
         seconds=seconds,
         ms_per_step=seconds / steps * 1e3 if steps else None,
         error_exact=relative_l2(host, exact),

@@ -18,11 +18,11 @@ buffer through its (ny, nx) view writes the transposed storage directly.
 ``--solver``: "fused" (one launch per half sweep, rows built and solved in shared memory:
 tridiag.kernels.line_sweeps; GPU only), a tridiag.solve method (rows built by array
 expressions or one right-hand-side kernel, then solved by that method), "tuned"
-(tridiag.solve's own choice, measured per shape) or "auto", the fastest measured on the H100:
-on a GPU, fused for the vorticity–stream-function flows when the lines fit (their library
-path is launch-bound: cylinder_bench_h100.md, cavity2d_bench_h100.md) and tuned with
-contiguous lines for ADI heat (its library sweep is five bandwidth-bound launches, faster
-than the fused one at every size: adi_bench_h100.md); thomas on the CPU.
+(tridiag.solve's own choice, measured per shape) or "auto", the fastest in the benchmarks
+(docs/performance.md: 2D cavity, square cylinder, ADI heat conduction): on a GPU, fused for
+the vorticity–stream-function flows when the lines fit (their library path is
+launch-bound) and tuned with contiguous lines for ADI heat (its library sweep is five
+bandwidth-bound launches, faster than the fused one at every size); thomas on the CPU.
 """
 
 from __future__ import annotations

@@ -208,7 +208,8 @@ class VorticitySolver:
             return res
         info = last_stable or {}
         raise ConvergenceError(
-            f"diverged at step {iteration} (ψ, ω no longer finite or max|ω| > {BLOWUP:g}/h) with time step Δt = {self.dt:g}: convective CFL "
+            f"diverged at step {iteration} (ψ, ω no longer finite or max|ω| > {BLOWUP:g}/h) with time step "
+            f"Δt = {self.dt:g}: convective CFL "
             f"number max(|u|Δt/hx + |v|Δt/hy) = {info.get('cfl', math.nan):.3g} at cell Reynolds number "
             f"{info.get('cell_re', math.nan):.3g}, wall coupling αΔt/(Re h²) = {info.get('coupling', math.nan):.3g} "
             f"(α = wall relaxation {self.wall_relaxation:g}) before it blew up; stable runs keep the CFL number <= 2 "

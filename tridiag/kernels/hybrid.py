@@ -86,7 +86,7 @@ def onchip_fits(n: int, chunk: int, dtype) -> bool:
 
 def default_chunk(n: int, dtype):
     """Chunk of the one-block-per-system kernel for n rows, or None if no block holds n."""
-    for chunk in (32, 16, 8) if np.dtype(dtype) == np.float64 else (16, 32, 8):  # fastest first (H100)
+    for chunk in (32, 16, 8) if np.dtype(dtype) == np.float64 else (16, 32, 8):  # fastest first (docs/performance.md)
         if onchip_fits(n, chunk, dtype):
             return chunk
     return None
@@ -124,8 +124,8 @@ def hybrid_cuda(a, b, c, d, x, chunk=None):
     rc[:, :-1] = -lc[:, :-1] * fc[nxt]
     rd[:, :-1] -= lc[:, :-1] * fd[nxt]
     if nchunks == 1:
-        l = rd / rb
+        x_reduced = rd / rb  # the reduced system's solution, one unknown per chunk
     else:
-        l = cp.empty_like(ra)
-        hybrid_cuda(ra, rb, rc, rd, l)
-    kernel("hybrid.cu", f"hybrid_expand{chunk}", a.dtype)(*grid, (a, b, c, d, l, x, *args))
+        x_reduced = cp.empty_like(ra)
+        hybrid_cuda(ra, rb, rc, rd, x_reduced)
+    kernel("hybrid.cu", f"hybrid_expand{chunk}", a.dtype)(*grid, (a, b, c, d, x_reduced, x, *args))

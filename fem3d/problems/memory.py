@@ -1,15 +1,11 @@
 """The memory a fem3d run needs, estimated before anything is allocated.
 
 Per element of this rank's part: the stored element matrices and everything else the
-solver keeps (vectors, preconditioner, assembly batches), measured at the peak of runs,
-plus a fixed part (the NumPy path's batched diag(A^T A), the CUDA context and modules).
-The paper solver: scripts/bench_fem.py (peak of CuPy's pool on an H100; the NumPy path:
-peak resident size of `python -m fem3d.cavity` at 20^3 and 26^3). The mg solver (its
-float32 copy of the finest matrices, Vanka inverses, coarse levels and FGMRES basis):
-`python -m fem3d.cavity --re 1000` at 40^3 and 64^3 on an H100 (CuPy's pool; float32 storage
-at 30^3 and Re 100) and at 12^3 and 20^3 on the CPU (peak resident size); with --assembly
-partial (the point data of the sum-factorised products, no element matrix kept on the finest
-level), at Re 1000 (H100) and 400 (CPU). The host also holds the whole mesh.
+solver keeps (vectors, preconditioner, assembly batches; for mg its float32 copy of the
+finest matrices, Vanka inverses, coarse levels and FGMRES basis; with --assembly partial the
+point data of the sum-factorised products, no element matrix kept on the finest level), plus
+a fixed part (the NumPy path's batched diag(A^T A), the CUDA context and modules), fitted to
+the peak memory of runs (docs/fem3d.md, memory). The host also holds the whole mesh.
 """
 
 from __future__ import annotations
@@ -26,16 +22,13 @@ DEVICE_BYTES = {
     ("gpu", "float64", "paper"): (101.5e3, 0.5e9),
     ("gpu", "float32", "paper"): (65.4e3, 0.5e9),
     ("cpu", "float64", "paper"): (72e3, 2.6e9),
-    ("cpu", "float32", "paper"): (100e3, 2.6e9),  # measured when each NumPy product made a float64 copy: an upper bound
-    ("gpu", "float64", "mg"): (135e3, 3.5e9),  # 12.5 GB at 40^3, 37.8 GB at 64^3 (Re 1000; float16 inverses)
-    ("gpu", "float32", "mg"): (182e3, 2.2e9),  # 7.11 GB at 30^3 (the pool keeps freed blocks: no lower than float64)
-    ("cpu", "float64", "mg"): (245e3, 0.05e9),  # 0.38 GB at 12^3, 1.91 GB at 20^3
-    ("cpu", "float32", "mg"): (217e3, 0.05e9),  # 0.34 GB at 12^3, 1.67 GB at 20^3
-    ("gpu", "partial", "mg"): (
-        58e3,
-        2.2e9,
-    ),  # 17.5 GB at 64^3, 58.5 GB at 100^3 (Re 1000; no element matrix stored, float16 inverses)
-    ("cpu", "partial", "mg"): (130e3, 0.1e9),  # 0.32 GB at 12^3, 0.86 GB at 18^3 (Re 400)
+    ("cpu", "float32", "paper"): (100e3, 2.6e9),  # an upper bound (a float64 copy per NumPy product)
+    ("gpu", "float64", "mg"): (135e3, 3.5e9),  # float16 inverses
+    ("gpu", "float32", "mg"): (182e3, 2.2e9),  # no lower than float64: CuPy's pool keeps freed blocks
+    ("cpu", "float64", "mg"): (245e3, 0.05e9),
+    ("cpu", "float32", "mg"): (217e3, 0.05e9),
+    ("gpu", "partial", "mg"): (58e3, 2.2e9),  # no element matrix stored, float16 inverses
+    ("cpu", "partial", "mg"): (130e3, 0.1e9),
 }
 HOST_MESH_BYTES = 4e3  # per element of the whole mesh: connectivity, coordinates, geometry, boundary faces
 
@@ -74,8 +67,8 @@ def fitting_assembly(backend, linear, mesh_elements: int, ranks: int) -> tuple:
         None
         if chosen == "element"
         else (
-            f"{mesh_elements:,} elements do not fit with stored element matrices: --assembly partial (sum-factorised products, "
-            f"no element matrix kept; about 30 % slower where both fit)"
+            f"{mesh_elements:,} elements do not fit with stored element matrices: --assembly partial "
+            f"(sum-factorised products, no element matrix kept; about 30 % slower where both fit)"
         )
     )
     return replace(linear, assembly=chosen), note

@@ -1,0 +1,223 @@
+"""One run of a steady flow, whatever the front door: ``python -m fem3d.cavity``, ``fem3d.run``,
+``fem3d.verify`` and ``fem3d.Flow.solve`` all build a :class:`Simulation` and run it.
+
+Making one checks, collectively (inside fem3d.parallel.comm.agreed_errors), what can be
+checked before any work: the continuation's plan, the linear solver for the mesh and the
+assembly that fits the device (fem3d.problems.memory), the partition of the mesh among the
+ranks, and the coarser meshes of mesh sequencing (fem3d.solvers.sequencing), the flow solved
+first on coarser meshes of its hierarchy, each solution the next mesh's initial guess.
+:meth:`Simulation.run` then builds the system and the solvers, solves the continuation's
+Reynolds numbers and returns the one record of a run, fem3d.problems.result.FlowResult.
+Nothing here writes into the flow: a continuation's stage Reynolds number is the system's.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, field, replace
+
+import numpy as np
+
+from gpucfd.backend import PhaseTimer
+
+from ..parallel.comm import SerialComm
+from ..parallel.interrupt import InterruptCheck
+from ..parallel.partition import distribute, partition_elements
+from ..solvers.linear import LinearOptions, make_linear_solver
+from ..solvers.nonlinear import NonlinearOptions, NonlinearSolver, continuation_steps, solve_continuation
+from ..solvers.sequencing import interpolate, redundant
+from ..solvers.sequencing import limits as sequence_limits
+from ..solvers.sequencing import plan as sequence_plan
+from ..discretisation.mesh import HexMesh
+from gpucfd.errors import InputError
+from .distributed import partitioned_system, rank_report
+from .memory import fitting_assembly
+from .result import FlowResult
+
+
+def default_nonlinear() -> NonlinearOptions:
+    """The nonlinear options of a run that gives none: to 1e-8, Newton once the residual is below 1."""
+    return NonlinearOptions(tol=1e-8, max_steps=200, newton=1.0)
+
+
+@dataclass
+class Simulation:
+    """A steady flow's run. ``flow``: fem3d.problems.flow.Flow (its mesh, Reynolds number and
+    ``problem_on(mesh)``, its equations on any mesh of the hierarchy); ``backend`` and
+    ``comm`` from fem3d.parallel.comm.setup; ``continuation``: the Reynolds numbers solved
+    first (fem3d.solvers.nonlinear.continuation_steps); ``sequence``: the coarser meshes
+    solved first (fem3d.solvers.sequencing.plan: none, auto or a count; only without
+    ``initial`` and, for auto, with the mg solver); ``initial``: the whole solution
+    (n_dofs,) to start from; ``started``: time.perf_counter() where the preparation of the
+    run began (default: now), so that reading or building the mesh counts in its data
+    preparation. After construction, ``linear`` is resolved for the mesh, ``notes`` holds
+    warnings for the user (a partial assembly chosen for memory) and ``part`` this rank's
+    part of the mesh."""
+
+    flow: object
+    backend: object
+    comm: object
+    nonlinear: NonlinearOptions = field(default_factory=default_nonlinear)
+    linear: LinearOptions = field(default_factory=LinearOptions)
+    continuation: str = "none"
+    sequence: str = "none"
+    initial: np.ndarray | None = None
+    started: float | None = None
+    notes: list = field(default_factory=list)
+
+    def __post_init__(self):
+        self.started = time.perf_counter() if self.started is None else self.started
+        mesh, comm, backend = self.flow.mesh, self.comm, self.backend
+        self.stages = continuation_steps(self.continuation, self.flow.re)
+        sequence_limits(self.sequence, backend.kind)  # checked also where an initial guess leaves it unused
+        self.linear, note = fitting_assembly(backend, self.linear.for_mesh(mesh), mesh.n_elements, comm.size)
+        self.notes += [note] if note else []
+        if self.initial is not None and np.shape(self.initial) != (mesh.n_dofs,):
+            shape = np.shape(self.initial)
+            raise InputError(f"initial: expected {mesh.n_dofs} values for this mesh, got shape {shape}")
+        self.part = distribute(mesh, comm, backend, self.linear.alignment(mesh, comm.size))
+        auto_off = self.sequence == "auto" and self.linear.solver != "mg"
+        self.coarser = (
+            []
+            if self.initial is not None or auto_off
+            else sequence_plan(self.sequence, mesh, backend.kind, self._solvable)
+        )
+
+    def _solvable(self, mesh: HexMesh) -> bool:
+        """A coarser mesh of sequencing can be solved by this run's linear solver on its ranks."""
+        ranks = 1 if redundant(mesh) else self.comm.size
+        try:
+            resolved = self.linear.for_mesh(mesh)
+            partition_elements(mesh, ranks, resolved.alignment(mesh, ranks))
+        except InputError:
+            return False
+        return resolved.solver == self.linear.solver
+
+    def run(self, log=None, progress=None, on_stage=None) -> FlowResult:
+        """Solve (collective): the coarser meshes first, then the continuation on the mesh.
+        ``log(line)`` receives progress lines, ``progress(iteration, relres)`` the Krylov
+        checks (a stop signal is honoured at each, fem3d.parallel.interrupt), ``on_stage(stage,
+        whole)`` each converged Reynolds number of the mesh's continuation (``whole``: its
+        solution gathered, rank 0's; a checkpoint)."""
+        log = log or (lambda line: None)
+        backend, comm, part = self.backend, self.comm, self.part
+        check = InterruptCheck(comm)
+        watch = check if progress is None else (lambda it, relres: (progress(it, relres), check(it, relres)))
+        timer, since, sequence = PhaseTimer(backend), self.started, []
+        stages, nonlinear = self.stages, self.nonlinear
+        x0 = None if self.initial is None else np.asarray(self.initial, dtype=np.float64)[part.dist.gdofs]
+        if self.coarser:
+            x0, sequence = self._coarser_first(timer, log, watch)
+            backend.release_cached()  # the coarse systems' memory, for the fine system and its cycle's graph pool
+            since = None
+            if x0 is not None:
+                stages, nonlinear = [], from_coarser(nonlinear)
+        system = partitioned_system(
+            self.flow.problem,
+            part,
+            backend,
+            self.linear.matrix_dtype,
+            prepared_since=since,
+            assembly=self.linear.assembly,
+            timer=timer,
+        )
+        linear_solver = make_linear_solver(self.linear, watch)
+        solver = NonlinearSolver(system, linear_solver, nonlinear, InterruptCheck(comm))
+        gathered = {}
+
+        def converged_stage(stage):
+            gathered["x"], gathered["whole"] = stage.result.x, part.dist.gather(stage.result.x)
+            if on_stage is not None:
+                on_stage(stage, gathered["whole"])
+
+        done = solve_continuation(solver, stages, self.flow.re, x0, log, converged_stage)
+        last = done[-1].result
+        finished = time.perf_counter()
+        x = gathered["whole"] if gathered.get("x") is last.x else part.dist.gather(last.x)
+        return FlowResult(
+            flow=self.flow,
+            system=system,
+            part=part,
+            comm=comm,
+            x_local=last.x,
+            x=x,
+            converged=last.converged and done[-1].re == self.flow.re,
+            reason=last.reason,
+            residual=last.residual,
+            history=[s.as_dict() for s in done],
+            options={"nonlinear": asdict(self.nonlinear), "linear": asdict(self.linear)},
+            times_s=system.phase_seconds(),
+            per_rank=rank_report(comm, system, part, backend, linear_solver),  # collective
+            device=backend.describe(),
+            sequence=sequence,
+            finished=finished,
+        )
+
+    def _coarser_first(self, timer, log, progress):
+        """Mesh sequencing: the flow solved on the meshes of ``coarser`` (finest first),
+        coarsest first, the continuation's stages there, each mesh from the last one's
+        solution interpolated; a mesh of at most REDUNDANT_MAX elements solved whole on every
+        rank (the same steps everywhere). Returns (the initial guess on this rank's part of
+        the mesh, or None where the last coarse solve did not converge or was interrupted,
+        and a record per coarse mesh). A mesh whose solve does not converge passes nothing
+        on: the next finer one starts from rest with the continuation."""
+        backend, comm, coarser, linear = self.backend, self.comm, self.coarser, self.linear
+        re = self.flow.re
+
+        def part_of(k):  # this rank's part of coarser[k].coarse, or of the mesh for k = -1
+            if k < 0:
+                return self.part
+            m = coarser[k].coarse
+            cut = SerialComm() if redundant(m) else comm  # a small mesh is solved whole on every rank
+            return distribute(m, cut, backend, linear.alignment(m, cut.size))
+
+        x, records, part, since = None, [], part_of(len(coarser) - 1), self.started
+        for k in reversed(range(len(coarser))):
+            c = coarser[k]
+            t0 = time.perf_counter()
+            system = partitioned_system(
+                self.flow.problem_on(c.coarse),
+                part,
+                backend,
+                linear.matrix_dtype,
+                prepared_since=since,
+                assembly=linear.assembly,
+                timer=timer,
+            )
+            since = None
+            solver = NonlinearSolver(
+                system,
+                make_linear_solver(linear.for_mesh(c.coarse), progress),
+                self.nonlinear if x is None else from_coarser(self.nonlinear),
+                InterruptCheck(comm),
+            )
+            log(f"mesh sequencing: {c.coarse.n_elements} elements, {c.coarse.n_dofs} unknowns")
+            done = solve_continuation(solver, self.stages if x is None else [], re, x, lambda line: log("  " + line))
+            last = done[-1].result
+            records.append(
+                {
+                    "elements": c.coarse.n_elements,
+                    "unknowns": c.coarse.n_dofs,
+                    "seconds": time.perf_counter() - t0,
+                    "converged": last.converged and done[-1].re == re,
+                    "stages": [s.as_dict() for s in done],
+                }
+            )
+            if last.reason.startswith("interrupted"):
+                return None, records
+            finer = part_of(k - 1)
+            if not records[-1]["converged"]:
+                log(f"  not converged ({last.reason}): the next mesh starts from rest")
+                x, part = None, finer
+                continue
+            whole = part.dist.gather(last.x, everyone=True)
+            x = interpolate(backend.xp, whole, coarser[k - 1].coarse if k else self.flow.mesh, c, finer)
+            x = finer.dist.sum_interface(finer.dist.owned_part(x))  # a shared entry: its owner's value on every rank
+            part = finer
+        return x, records
+
+
+def from_coarser(nonlinear: NonlinearOptions) -> NonlinearOptions:
+    """The nonlinear options of a solve from a coarser mesh's solution: Newton from the first step."""
+    return replace(nonlinear, newton=math.inf)
