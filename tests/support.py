@@ -74,10 +74,10 @@ def twisted_mesh(n: int = 2, seed: int = 0, jitter: float = 0.15, grid=None, len
 
 
 def curved_hex27(path: str) -> str:
-    """Write a one-element hex27 mesh to ``path``: valid on the 5x5x5 reference lattice that
-    fem3d.discretisation.geometry.check_elements samples (det J >= 0.005 there) but with the centre
-    node 4 of its face zeta = -1 pushed in so far that det J < 0 at (-1/4, -1/4, -1): a child of it
-    (fem3d.discretisation.refine), sampled on its own lattice, is inverted."""
+    """Write a one-element hex27 mesh to ``path``: det J >= 0.005 on the 5x5x5 reference lattice
+    (fem3d.discretisation.geometry.SAMPLES) but with the centre node 4 of its face zeta = -1
+    pushed in so far that det J < 0 near (-1/4, -1/4, -1): the element folds between those
+    samples (a child of it would be inverted)."""
     X = (Q2.nodes + 1) / 2
     X[4] += (-0.12, -0.12, 0.32)
     meshio.write(path, meshio.Mesh(X[TENSOR27_TO_VTK], [("hexahedron27", np.arange(27)[None])]))

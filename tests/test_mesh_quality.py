@@ -7,8 +7,16 @@ import meshio
 import numpy as np
 import pytest
 
-from fem3d.discretisation.element import Q1, Q2
-from fem3d.discretisation.geometry import SAMPLES, check_elements, determinant, element_quality, jacobians
+from fem3d.discretisation.element import Q1, Q2, LagrangeHex
+from fem3d.discretisation.geometry import (
+    SAMPLES,
+    check_elements,
+    determinant,
+    determinant_bounds,
+    element_quality,
+    jacobians,
+    volume_scale,
+)
 from fem3d.discretisation.mesh import TENSOR27_TO_VTK, VTK_HEX8_TO_TENSOR, box_mesh, read_mesh
 from fem3d.discretisation.refine import LATTICE
 from fem3d.mesh import main
@@ -59,12 +67,40 @@ def test_a_fold_between_the_nodes_is_named(tmp_path):
     assert at_nodes.min() > 0.01
     with pytest.raises(
         InputError,
-        match=r"^element 1 is inverted or degenerate \(Jacobian determinant -0.00937 at "
-        r"reference point \(-0.5, -1.0, -1.0\)\); 1 bad element\(s\) in total",
+        match=r"^element 1 is inverted or degenerate \(Jacobian determinant -0.007 at "
+        r"reference point \(-0.6, -1.0, -1.0\)\); 1 bad element\(s\) in total",
     ):
         check_elements(X, np.arange(2))
-    with pytest.raises(InputError, match=r"folded.vtu: element 1 is inverted or degenerate .* \(-0.5, -1.0, -1.0\)"):
+    with pytest.raises(InputError, match=r"folded.vtu: element 1 is inverted or degenerate .* \(-0.6, -1.0, -1.0\)"):
         read_mesh(path)
+
+
+def test_a_fold_that_no_lattice_sees_is_found():
+    """A hex27 element whose det J is positive on the 5x5x5 lattice and on the 6x6x6 lattice of
+    its degree (5 per axis) but negative near (-0.83, 1, 1): the Bernstein bound does not
+    prove it valid, and the halving search finds a point where det J < 0 (checked directly)."""
+    X = (Q2.nodes + 1) / 2
+    X[0] += (0.0406, -0.3862, 0.139)
+    X[15] += (-0.0815, -0.0295, 0.1662)
+    X[26] += (1.4422, 0.7188, 0.544)
+
+    def det(points):
+        return determinant(np, jacobians(np, X[None], Q2.gradients(np.atleast_2d(points))))[0]
+
+    lattice = LagrangeHex(5).nodes
+    assert det(SAMPLES).min() > 0.003 and det(lattice).min() > 0.003 and det(LagrangeHex(24).nodes).min() < -0.008
+    assert determinant_bounds(X[None])[0] < 0
+    with pytest.raises(InputError, match=r"^element 7 is inverted or degenerate \(Jacobian determinant -0.00782 at "):
+        check_elements(X[None], np.array([7]))
+    assert det([-0.8, 1.0, 1.0])[0] == pytest.approx(-0.00782, abs=1e-5)
+
+
+def test_valid_curved_elements_are_proved_valid_without_a_search():
+    """The committed meshes (curved hex27 around cylinders and pipes, boundary layers of aspect
+    186, a distorted hex8 cube): every element's Bernstein bound of det J is positive."""
+    for name in ("dfg3d/channel_coarse.msh", "dfg3d/channel_boundary_layer.msh", "pipe/pipe.msh", "annulus_hex27.msh"):
+        X = read_mesh(os.path.join(MESHES, name)).geometry
+        assert (determinant_bounds(X) > 0.05 * volume_scale(X)).all(), name
 
 
 def test_mesh_cli_prints_the_worst_elements(tmp_path, capsys):

@@ -412,7 +412,7 @@ def test_auto_never_takes_the_paper_solver(monkeypatch):
         match=r"^--solver auto: the mesh has one element, too few for multigrid: refine it; "
         r"or use --solver paper, much slower$",
     ):
-        LinearOptions().for_mesh(box_mesh(1))
+        build(LinearOptions, {}, command_line).for_mesh(box_mesh(1))
     for free in (60e6, 4e6):
         monkeypatch.setattr("fem3d.solvers.multigrid.host_free_bytes", lambda: free)
         monkeypatch.setattr("fem3d.solvers.linear.host_free_bytes", lambda: free)
@@ -420,10 +420,10 @@ def test_auto_never_takes_the_paper_solver(monkeypatch):
             assert LinearOptions().for_mesh(big).solver == "mg"  # 4,209 unknowns: about 22 MB of factors
     with pytest.raises(
         InputError,
-        match=r"^--solver mg: the coarsest level of the multigrid hierarchy has 1,093 unknowns "
+        match=r"^solver= mg: the coarsest level of the multigrid hierarchy has 1,093 unknowns "
         r"\(27 elements\), whose direct solve needs about 0.0023 GB, more than half the 0.004 "
         r"GB free: give a coarser mesh \(about [23][0-9] elements at most\) and --refine K; "
-        r"or use --solver paper, much slower$",
+        r"or use solver= paper, much slower$",
     ):
         LinearOptions(solver="mg").for_mesh(refine(sample_mesh("distorted")))
     for mesh in (box_mesh(1), refine(sample_mesh("distorted"))):

@@ -7,6 +7,8 @@ Arrays are batched over elements: X has shape (E, n_geo, 3).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .element import Q1, Q2, LagrangeHex
@@ -64,26 +66,19 @@ SAMPLES = LagrangeHex(4).nodes
 CHUNK = 512  # elements per batch: temporaries of a few MB, reused from the heap
 
 
-def sample_jacobians(X: np.ndarray):
-    """Yield (rows, J) over chunks of the elements X (E, G, 3): J[e, i, k, s] = d x_i / d xi_k at SAMPLES[s]."""
+def sample_jacobians(X: np.ndarray, points: np.ndarray = SAMPLES):
+    """Yield (rows, J) over chunks of the elements X (E, G, 3): J[e, i, k, s] = d x_i / d xi_k at
+    the reference points[s] (S, 3)."""
     n_geo = X.shape[1]
-    dG = geometry_element(n_geo).gradients(SAMPLES).transpose(1, 2, 0).reshape(n_geo, -1)  # (G, 3 S)
+    dG = geometry_element(n_geo).gradients(points).transpose(1, 2, 0).reshape(n_geo, -1)  # (G, 3 S)
     for s in range(0, X.shape[0], CHUNK):
         Xt = np.ascontiguousarray(X[s : s + CHUNK].transpose(0, 2, 1)).reshape(-1, n_geo)  # (e 3, G)
-        yield slice(s, s + CHUNK), (Xt @ dG).reshape(-1, 3, 3, len(SAMPLES))  # one matrix product
+        yield slice(s, s + CHUNK), (Xt @ dG).reshape(-1, 3, 3, len(points))  # one matrix product
 
 
 def volume_scale(X: np.ndarray) -> np.ndarray:
     """Bounding-box volume / 8 of each element of X (E, G, 3): (E,), about |det J| of a box element."""
     return np.prod([np.ptp(X[:, :, d], axis=1) for d in range(3)], axis=0) / 8.0
-
-
-def min_determinant(X: np.ndarray) -> np.ndarray:
-    """Smallest det J over SAMPLES of each element of X (E, G, 3): (E,), length units cubed (NaN if any is NaN)."""
-    out = np.empty(X.shape[0])
-    for rows, J in sample_jacobians(X):
-        out[rows] = determinant(np, J.transpose(0, 3, 1, 2)).min(axis=1)
-    return out
 
 
 def element_quality(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -104,21 +99,85 @@ def element_quality(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def check_elements(X: np.ndarray, element_ids: np.ndarray | None = None, rel_tol: float = 1e-12) -> None:
-    """Raise InputError naming the first element whose map is inverted or degenerate.
+    """Raise InputError naming the first element whose map is inverted or degenerate anywhere.
 
-    The Jacobian determinant of each element of X (E, G, 3) is sampled at SAMPLES (the 5x5x5
-    lattice of spacing 1/2 on the reference cube, so also between the nodes, where a triquadratic
-    map can fold); it must exceed ``rel_tol`` times the element's volume scale.
+    The Jacobian determinant of an element of X (E, G, 3) of geometry degree p is a polynomial
+    of degree 3 p - 1 along each reference axis; from its values on that degree's lattice its
+    Bernstein coefficients bound it from below on the whole element (:func:`determinant_bounds`).
+    An element whose bound exceeds ``rel_tol`` times its volume scale is valid everywhere; the
+    others are searched (:func:`_fold`) for a point where det J is below that, by halving the
+    reference box where the bound does not decide, down to FOLD_DEPTH halvings.
     """
-    bad = np.flatnonzero(~(min_determinant(X) > rel_tol * volume_scale(X)))  # NaN is bad
-    if bad.size:
-        e = bad[0]
-        det = determinant(np, jacobians(np, X[e : e + 1], geometry_element(X.shape[1]).gradients(SAMPLES)))[0]
-        q = int(np.argmin(det))
+    floor = rel_tol * volume_scale(X)
+    lower = determinant_bounds(X)
+    for e in np.flatnonzero(~(lower > floor)):  # NaN is undecided, and a sample proves it bad
+        fold = _fold(X[e], floor[e])
+        if fold is None:
+            continue
+        det, where = fold
         eid = int(element_ids[e]) if element_ids is not None else int(e)
-        where = tuple(float(v) for v in SAMPLES[q])
+        bad = sum(_fold(X[f], floor[f]) is not None for f in np.flatnonzero(~(lower > floor)) if f != e) + 1
         raise InputError(
-            f"element {eid} is inverted or degenerate (Jacobian determinant {det[q]:.3g} at reference point {where}); "
-            f"{bad.size} bad element(s) in total: reorder its nodes if it is inside out, else move them so that it "
-            f"does not fold"
+            f"element {eid} is inverted or degenerate (Jacobian determinant {det:.3g} at reference point "
+            f"{tuple(round(float(v), 4) for v in where)}); {bad} bad element(s) in total: reorder its nodes if it "
+            "is inside out, else move them so that it does not fold"
         )
+
+
+FOLD_DEPTH = 8  # halvings of the reference box searched for a fold (a box of 1/256 of the element's side)
+
+
+def _determinant_lattice(n_geo: int):
+    """(the lattice of the determinant's degree on [-1, 1]^3 (M, 3) in tensor order, its
+    degree d, the inverse (d+1, d+1) of the 1D Bernstein basis at the lattice's nodes)."""
+    d = 3 * (round(n_geo ** (1 / 3)) - 1) - 1
+    t = np.linspace(0.0, 1.0, d + 1)
+    j = np.arange(d + 1)
+    basis = np.array([math.comb(d, k) for k in j]) * t[:, None] ** j * (1 - t[:, None]) ** (d - j)
+    return LagrangeHex(d).nodes, d, np.linalg.inv(basis)
+
+
+def _lower_bound(values: np.ndarray, d: int, inverse: np.ndarray) -> np.ndarray:
+    """The smallest Bernstein coefficient (m,) of the polynomials of degree d per axis with
+    ``values`` (m, (d+1)^3) on the lattice (tensor order: x fastest)."""
+    c = values.reshape(-1, d + 1) @ inverse.T  # along x, then y and z: (m, z, y, x) throughout
+    c = (c.reshape(-1, d + 1, d + 1, d + 1).transpose(0, 1, 3, 2) @ inverse.T).transpose(0, 1, 3, 2)
+    c = (c.transpose(0, 3, 2, 1) @ inverse.T).transpose(0, 3, 2, 1)
+    return c.reshape(len(c), -1).min(axis=1)
+
+
+def determinant_bounds(X: np.ndarray) -> np.ndarray:
+    """A lower bound (E,) of det J over the whole reference cube of each element of X (E, G, 3)
+    (length units cubed; NaN where X is): the smallest Bernstein coefficient of det J."""
+    points, d, inverse = _determinant_lattice(X.shape[1])
+    out = np.empty(X.shape[0])
+    for rows, J in sample_jacobians(X, points):
+        out[rows] = _lower_bound(determinant(np, J.transpose(0, 3, 1, 2)), d, inverse)
+    return out
+
+
+def _fold(X: np.ndarray, floor: float):
+    """(det J, reference point) where det J of the element X (G, 3) is at most ``floor``, or
+    None where its Bernstein bounds prove it above that: the reference cube halved where the
+    bound does not decide, FOLD_DEPTH times at most (then the lattice's values decide)."""
+    points, d, inverse = _determinant_lattice(X.shape[0])
+    geo = geometry_element(X.shape[0])
+    boxes = [(np.full(3, -1.0), 2.0)]  # (lowest corner, side) of the reference boxes to search
+    for depth in range(FOLD_DEPTH + 1):
+        if not boxes:
+            return None
+        corners, sides = np.array([c for c, _ in boxes]), np.array([h for _, h in boxes])
+        at = corners[:, None] + sides[:, None, None] * (points[None] + 1) / 2  # (B, M, 3)
+        dG = geo.gradients(at.reshape(-1, 3))
+        det = determinant(np, jacobians(np, X[None], dG)).reshape(len(boxes), -1)
+        low = np.nanargmin(np.where(np.isnan(det), -np.inf, det))
+        if not det.flat[low] > floor:
+            return float(det.flat[low]), at.reshape(-1, 3)[low]
+        undecided = np.flatnonzero(~(_lower_bound(det, d, inverse) > floor))
+        if depth == FOLD_DEPTH:
+            return None
+        half = sides[undecided] / 2
+        boxes = [
+            (corners[b] + half[i] * np.array(o), half[i]) for i, b in enumerate(undecided) for o in np.ndindex(2, 2, 2)
+        ]
+    return None
