@@ -119,3 +119,31 @@ def test_gpu_requested_without_gpu(tmp_path):
     p = run("--device", "gpu", "--n", "1", cwd=tmp_path)
     assert p.returncode == 2 and "--device gpu requested but no CUDA GPU is usable" in p.stderr
     assert len(p.stderr.strip().splitlines()) == 1
+
+
+def test_a_verify_row_is_the_apis_solve_of_the_same_flow(tmp_path):
+    """One pipeline: verify's row for the paper flow on 3^3 has the steps, the residual and
+    the L2 errors of the API's solve of that flow (Flow.posed, the same options)."""
+    import numpy as np
+
+    from fem3d.discretisation.fields import l2_errors
+    from fem3d.discretisation.mesh import box_mesh
+    from fem3d.problems.exact import CASES
+    from fem3d.problems.flow import Flow
+    from fem3d.problems.navier_stokes import FlowProblem
+    from fem3d.solvers.nonlinear import NonlinearOptions
+    from gpucfd.backend import get_backend
+
+    out = tmp_path / "v.json"
+    assert run("--case", "paper", "--n", "3", "--device", "cpu", "--quiet", "--out", str(out)).returncode == 0
+    (row,) = json.loads(out.read_text())["cases"]["paper"]
+    case = CASES["paper"](100.0)
+
+    def problem_on(mesh):
+        return FlowProblem.with_boundary_velocity(mesh, case.re, lambda x: case.velocity(np, x), force=case.force)
+
+    result = Flow.posed(box_mesh(3), case.re, problem_on).solve(device="cpu", nonlinear=NonlinearOptions(tol=1e-10))
+    backend = get_backend("cpu")
+    errors = l2_errors(backend, result.part.mesh, result.x_local, case.velocity, case.pressure)
+    assert row["nonlinear_steps"] == len(result.steps) and row["residual"] == result.residual
+    assert row["errors"] == errors
