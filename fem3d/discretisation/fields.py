@@ -172,13 +172,14 @@ def nodal_fields(mesh, x: np.ndarray, chunk: int = 4096, node_sum=None) -> dict:
     p = split(x, mesh.n_nodes)[3]
     pressure = np.empty(mesh.n_nodes)
     pressure[mesh.cells] = p[mesh.pressure_cells] @ Q1.values(Q2.nodes).T
-    dN = Q2.gradients(Q2.nodes)  # (27 nodes, 27 functions, 3)
+    dN = Q2.gradients(Q2.nodes).transpose(0, 2, 1).reshape(-1, 27)  # (27 nodes x 3 axes, 27 functions)
     dG = geometry_element(mesh.geometry.shape[1]).gradients(Q2.nodes)
     curl_sum = np.zeros((mesh.n_nodes, 3))
     for s in range(0, mesh.n_elements, chunk):
         cells = mesh.cells[s : s + chunk]
         _, Jinv = det_and_inverse(np, jacobians(np, mesh.geometry[s : s + chunk], dG))
-        grad = einsum(np, "tnk,etki,enc->etci", dN, Jinv, vel[cells])  # d u_c / d x_i at node t
+        reference = (dN @ vel[cells]).reshape(len(cells), 27, 3, 3)  # d u_c / d xi_k at node t: [e, t, k, c]
+        grad = np.matmul(reference.transpose(0, 1, 3, 2), Jinv)  # d u_c / d x_i: [e, t, c, i]
         curl = np.stack(
             [grad[..., 2, 1] - grad[..., 1, 2], grad[..., 0, 2] - grad[..., 2, 0], grad[..., 1, 0] - grad[..., 0, 1]],
             axis=-1,
