@@ -183,7 +183,7 @@ def constraints(mesh, groups: list) -> Constraints:
     return Constraints(nodes, value[nodes], mask[nodes], enclosed)
 
 
-def boundary_flux(mesh, velocity: np.ndarray) -> tuple[float, float, float]:
+def outflow_and_inflow(mesh, velocity: np.ndarray) -> tuple[float, float, float]:
     """(outflow, inflow, size) of the Q2 field with nodal values ``velocity`` (n_nodes, 3) through
     the boundary of ``mesh``: the integrals of u . n (n the outer normal) over the boundary faces
     where it is positive and where it is negative (as a positive number), and of |u|, by the

@@ -17,8 +17,6 @@ solution, is rank 0's alone). Density is 1; the Reynolds number of the equations
 
 from __future__ import annotations
 
-import numpy as np
-
 from gpucfd.errors import InputError, check_range
 from ..discretisation.mesh import HexMesh
 from ..parallel.comm import setup
@@ -94,8 +92,6 @@ class Flow:
         for name, value, cls in (("nonlinear", nonlinear, NonlinearOptions), ("linear", linear, LinearOptions)):
             if value is not None and not isinstance(value, cls):
                 raise InputError(f"{name}= must be a {cls.__name__} or None (got {type(value).__name__})")
-        if initial is not None:
-            initial = _solution("initial=", initial, self.mesh.n_dofs)
         backend, communicator = setup(device, comm) if isinstance(comm, str) else (device, comm)
         extra = {} if nonlinear is None else {"nonlinear": nonlinear}
         return Simulation(
@@ -129,16 +125,3 @@ def _check_mesh(mesh) -> None:
         raise InputError(
             f"mesh= must be a mesh: fem3d.read_mesh(path) or fem3d.box_mesh(n) (got {type(mesh).__name__})"
         )
-
-
-def _solution(name: str, value, n_dofs: int) -> np.ndarray:
-    """``value`` as a float64 vector of ``n_dofs`` finite numbers; InputError naming ``name``."""
-    try:
-        x = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise InputError(f"{name} must be an array of {n_dofs} numbers (got {type(value).__name__})") from None
-    if x.shape != (n_dofs,):
-        raise InputError(f"{name} must hold {n_dofs} values for this mesh (got an array of shape {x.shape})")
-    if not np.isfinite(x).all():
-        raise InputError(f"{name} holds NaN or infinite values")
-    return x

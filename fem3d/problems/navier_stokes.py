@@ -31,7 +31,7 @@ import numpy as np
 
 from ..kernels.scatter import ScatterPlan
 from ..discretisation.assembly import ReferenceTables, dirichlet_rows, element_matrices_chunk
-from .boundary import Constraints, boundary_flux, constraints_by_tag
+from .boundary import Constraints, outflow_and_inflow, constraints_by_tag
 from gpucfd.backend import PhaseTimer, process_seconds
 from gpucfd.errors import InputError, check_range
 from ..discretisation.fields import nodal_velocity, pressure_weights
@@ -94,7 +94,7 @@ class FlowProblem:
         a velocity component that no boundary face prescribes (every face outflow, say: any
         constant may be added to it); a closed domain (no outflow) whose prescribed boundary
         velocity carries a net flux (an incompressible flow has none; beyond FLUX_TOL of the
-        integral of |u|, by fem3d.problems.boundary.boundary_flux); fewer free velocity
+        integral of |u|, by fem3d.problems.boundary.outflow_and_inflow); fewer free velocity
         unknowns than pressure unknowns (less one for the pressure level of an enclosed flow:
         one element of a cube, say)."""
         fixed = self.bc_mask.any(axis=0)
@@ -122,7 +122,7 @@ class FlowProblem:
         if self.enclosed:
             velocity = np.zeros((self.mesh.n_nodes, 3))
             velocity[self.bc_nodes] = np.where(self.bc_mask, self.bc_values, 0.0)
-            out, into, size = boundary_flux(self.mesh, velocity)
+            out, into, size = outflow_and_inflow(self.mesh, velocity)
             if abs(out - into) > FLUX_TOL * size:
                 raise InputError(
                     f"net {'inflow' if into > out else 'outflow'} {abs(out - into):.6g} through the prescribed "

@@ -73,9 +73,8 @@ class Simulation:
         sequence_limits(self.sequence, backend.kind)  # checked also where an initial guess leaves it unused
         self.linear, note = fitting_assembly(backend, self.linear.for_mesh(mesh), mesh.n_elements, comm.size)
         self.notes += [note] if note else []
-        if self.initial is not None and np.shape(self.initial) != (mesh.n_dofs,):
-            shape = np.shape(self.initial)
-            raise InputError(f"initial: expected {mesh.n_dofs} values for this mesh, got shape {shape}")
+        if self.initial is not None:
+            self.initial = _solution("initial=", self.initial, mesh.n_dofs)
         self.part = distribute(mesh, comm, backend, self.linear.alignment(mesh, comm.size))
         auto_off = self.sequence == "auto" and self.linear.solver != "mg"
         self.coarser = (
@@ -106,7 +105,7 @@ class Simulation:
         watch = check if progress is None else (lambda it, relres: (progress(it, relres), check(it, relres)))
         timer, since, sequence = PhaseTimer(backend), self.started, []
         stages, nonlinear = self.stages, self.nonlinear
-        x0 = None if self.initial is None else np.asarray(self.initial, dtype=np.float64)[part.dist.gdofs]
+        x0 = None if self.initial is None else self.initial[part.dist.gdofs]
         if self.coarser:
             x0, sequence = self._coarser_first(timer, log, watch)
             backend.release_cached()  # the coarse systems' memory, for the fine system and its cycle's graph pool
@@ -221,3 +220,16 @@ class Simulation:
 def from_coarser(nonlinear: NonlinearOptions) -> NonlinearOptions:
     """The nonlinear options of a solve from a coarser mesh's solution: Newton from the first step."""
     return replace(nonlinear, newton=math.inf)
+
+
+def _solution(name: str, value, n_dofs: int) -> np.ndarray:
+    """``value`` as a float64 vector of ``n_dofs`` finite numbers; InputError naming ``name``."""
+    try:
+        x = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InputError(f"{name} must be an array of {n_dofs} numbers (got {type(value).__name__})") from None
+    if x.shape != (n_dofs,):
+        raise InputError(f"{name} must hold {n_dofs} values for this mesh (got an array of shape {x.shape})")
+    if not np.isfinite(x).all():
+        raise InputError(f"{name} holds NaN or infinite values")
+    return x
