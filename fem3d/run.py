@@ -1,12 +1,14 @@
 """Run a flow described in a case file: ``python -m fem3d.run case.toml``.
 
 Reads the case (fem3d.problems.case), solves it (fem3d.problems.flow) on one process or every rank of an
-MPI job, reports the forces, coefficients, point pressures and pressure differences it
-asks for, and writes to the output folder, results first and each atomically:
-solution.npy, flow.vtu (flow.pvtu joining one piece per rank under MPI; hexahedron27
-cells with velocity, pressure, speed and vorticity), summary.json (the run, its
-convergence and the quantities); then the picture slice.png (speed on the mid-plane
-z = centre, drawn in a child process: a failure is a warning). Exit code 0 when
+MPI job, steady or, with a [time] table, in time, reports the forces, coefficients, point
+pressures and pressure differences it asks for, and writes to the output folder, results
+first and each atomically: solution.npy, flow.vtu (flow.pvtu joining one piece per rank
+under MPI; hexahedron27 cells with velocity, pressure, speed and vorticity), summary.json
+(the run, its convergence and the quantities; in time their extrema over the steps); then
+the picture slice.png (speed on the mid-plane z = centre, drawn in a child process: a
+failure is a warning). In time the quantities of every step go to history.csv as the steps
+are made (fem3d.problems.history), and the solution files hold the last step's state. Exit code 0 when
 converged, 3 when not (results still written and marked), 2 for bad input, 130/143
 after Ctrl-C/SIGTERM (results of the last iterate written; ``--initial`` continues from
 them).
@@ -28,6 +30,7 @@ from .problems.distributed import add_parallel_arguments, partition_balance, par
 from gpucfd.errors import ArgumentParser, ConvergenceError, check_range, run_cli
 from .discretisation.fields import mid_plane
 from .problems.flow import Flow
+from .problems.history import History
 from .problems.result import FlowResult
 from gpucfd.output import claim_output
 from .solvers.nonlinear import out_of_reach_hint
@@ -39,6 +42,7 @@ from .commands.picture_process import PictureError, draw_in_child
 from .discretisation.refine import REFINE_MAX, refine
 from .problems.lid_driven import read_initial
 
+HISTORY = "history.csv"  # an unsteady run's quantities per step
 FLOW_RATE_TOL = 1e-3  # a velocity boundary that delivers a flow rate this far from its expressions' is reported
 RUN_DEFAULTS = {"tol": 1e-8, "max_steps": 200, "newton": 1.0}  # nonlinear settings neither the file nor the command
 # line gives: to 1e-8, Newton once the residual is below 1
@@ -47,7 +51,7 @@ RUN_DEFAULTS = {"tol": 1e-8, "max_steps": 200, "newton": 1.0}  # nonlinear setti
 def parse(argv):
     ap = ArgumentParser(
         prog="python -m fem3d.run",
-        description="Solve the steady flow described in a TOML case file.",
+        description="Solve the flow described in a TOML case file (steady, or in time with a [time] table).",
         allow_abbrev=False,
     )
     ap.add_argument("case", help="the case file (TOML; see fem3d.problems.case)")
@@ -102,21 +106,43 @@ def main(argv=None) -> int:
             flow = Flow(mesh, case.boundaries, nu=case.nu, re=case.re)
             x0 = read_initial(args.initial, mesh.n_dofs) if args.initial else None
             simulation = flow.simulation(
-                backend, comm, nonlinear, linear, case.continuation, case.sequence, initial=x0, started=t_start
+                backend,
+                comm,
+                nonlinear,
+                linear,
+                case.continuation,
+                case.sequence,
+                initial=x0,
+                started=t_start,
+                time=case.time,
             )
             for note in simulation.notes if root else []:
                 print(f"fem3d.run: warning: {note}", file=sys.stderr, flush=True)
             out = args.out or _shown(os.path.join(os.path.dirname(os.path.abspath(args.case)), case.out))
             if root:  # the folder is this run's until it ends; an earlier run's files go
-                stale = [*FlowResult.stale_files(), "slice.png"]
+                stale = [*FlowResult.stale_files(), HISTORY, "slice.png"]
                 keep = [args.initial] if args.initial else []
                 held.enter_context(claim_output(out, stale, keep, "--out" if args.out else "[output] dir"))
         say(
             f"{os.path.basename(args.case)}: nu {1 / flow.re:g}, {mesh.n_elements} elements, {mesh.n_dofs} unknowns, "
             f"{backend.describe()}" + (f" on {comm.size} ranks ({comm.name})" if comm.size > 1 else "")
         )
-        result = simulation.run(log=say)
-        result.quantities = quantities(result, case)
+        history = History(os.path.join(out, HISTORY) if root and case.time else None)
+        measured = {}
+
+        def on_step(step, state):
+            measured["last"] = quantities(state, case)
+            history.add(step, measured["last"])
+
+        try:
+            result = simulation.run(log=say, on_step=on_step)
+        finally:
+            history.close()
+        if case.time is None:
+            result.quantities = quantities(result, case)
+        else:  # the last step's, at its time (a midpoint step's stage)
+            result.quantities = measured.get("last", {})
+            result.time["series"] = history.extrema()
         files = result.write(
             out,
             claimed=True,
@@ -132,17 +158,24 @@ def main(argv=None) -> int:
         if root and case.pictures and not args.no_plots and not requested():
             picture(result, out, files, os.path.splitext(os.path.basename(args.case))[0])
         if root:
-            say(f"wrote {out}/: {', '.join(files)}")
+            say(f"wrote {out}/: {', '.join(files + ([HISTORY] if history.rows else []))}")
         signum = agreed(comm)
     if signum:
         if root:
-            print(
-                f"fem3d.run: interrupted by {signal.Signals(signum).name}; the last iterate and its results are in "
-                f"{out}: continue with --initial {os.path.join(out, 'solution.npy')}",
-                file=sys.stderr,
-                flush=True,
+            where = (
+                f"the state at t = {result.time['t']:.6g} and its history are in {out}"
+                if case.time
+                else f"the last iterate and its results are in {out}: continue with --initial "
+                f"{os.path.join(out, 'solution.npy')}"
             )
+            print(f"fem3d.run: interrupted by {signal.Signals(signum).name}; {where}", file=sys.stderr, flush=True)
         return 128 + signum
+    if not result.converged and case.time:
+        raise ConvergenceError(
+            f"the step from t = {result.time['t']:.6g} did not converge ({result.reason}); the state at that time "
+            f"and the history up to it are in {out}: take a smaller [time] dt",
+            result.reason,
+        )
     if not result.converged:
         hint = out_of_reach_hint(result.reason, "[solver] continuation", "refine the mesh (--refine)")
         raise ConvergenceError(
@@ -183,7 +216,7 @@ def quantities(result, case) -> dict:
 
 def report_lines(result) -> list[str]:
     """Progress lines of the quantities and the run's totals."""
-    q, steps = result.quantities, result.steps
+    q = {"forces": {}, "points": {}, "differences": {}, "fluxes": {}, "flow_rates": {}, **result.quantities}
     lines = []
     for tag, f in q["forces"].items():
         line = f"force on {tag}: ({', '.join(f'{v:.6g}' for v in f['force'])})"
@@ -199,6 +232,17 @@ def report_lines(result) -> list[str]:
         for tag, r in q["flow_rates"].items()
         if abs(r["delivered"] - r["nominal"]) > FLOW_RATE_TOL * abs(r["nominal"])
     ]
+    balance = partition_balance(result.per_rank)
+    if result.time is not None:
+        t = result.time
+        lines.append(
+            f"{'reached' if result.converged else 'NOT reached (' + result.reason + ')'} t = {t['t']:.6g} in "
+            f"{t['steps']} steps of {t['scheme']}: {t['newton_steps']} Newton steps, {t['linear_iterations']} Krylov "
+            f"iterations ({t['linear_iterations_per_newton_step']:.1f} per Newton step), {t['seconds_per_step']:.3g} s "
+            f"per step, {result.timing()['wall_s']:.1f} s wall"
+        )
+        return lines + ([partition_line(balance)] if balance else [])
+    steps = result.steps
     its = sum(s["linear_iterations"] for s in steps)
     timing, stages = result.timing(), result.history
     every = (
@@ -211,7 +255,6 @@ def report_lines(result) -> list[str]:
         f"steps, {its} linear iterations, residual {result.residual:.2e}, T_run {timing['t_run_s']:.1f} s of "
         f"{timing['wall_s']:.1f} s wall, T_unit {timing['t_unit_us']:.1f} us{every}"
     )
-    balance = partition_balance(result.per_rank)
     if balance:
         lines.append(partition_line(balance))
     return lines

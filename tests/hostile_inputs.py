@@ -42,6 +42,26 @@ FLOW_CASES = {  # case files of flows that are not posed or ask for what the mes
         ANNULUS_CASE_TEXT.replace('"-y"', '"' + "9" * 400 + '*y"'),
         "inner",
     ),
+    "time_end.toml": (ANNULUS_CASE_TEXT + "[time]\nt_end = 0\ndt = 0.1\n", "[time] t_end must be > 0"),
+    "time_step.toml": (ANNULUS_CASE_TEXT + "[time]\nt_end = 1\ndt = -1\n", "[time] dt must be > 0"),
+    "time_step_long.toml": (
+        ANNULUS_CASE_TEXT + "[time]\nt_end = 1\ndt = 2\n",
+        "[time] dt must be at most [time] t_end = 1 (got 2)",
+    ),
+    "time_no_step.toml": (ANNULUS_CASE_TEXT + "[time]\nt_end = 1\n", "[time] dt must be given"),
+    "time_scheme.toml": (
+        ANNULUS_CASE_TEXT + '[time]\nt_end = 1\ndt = 0.1\nscheme = "euler"\n',
+        "[time] scheme must be one of bdf2, midpoint (got 'euler')",
+    ),
+    "time_not_finite.toml": (
+        ANNULUS_CASE_TEXT.replace('["-y", "x", 0]', '["-y*sqrt(0.5-t)", "x*sqrt(0.5-t)", 0]')
+        + "[time]\nt_end = 1\ndt = 0.25\n",
+        "at t = 0.75",
+    ),
+    "time_missing.toml": (
+        ANNULUS_CASE_TEXT.replace('["-y", "x", 0]', '["-y*sin(t)", "x*sin(t)", 0]'),
+        "depends on the time t: give the time stepping",
+    ),
 }
 PROGRAMS = {
     "fem3d.cavity": cavity.main,

@@ -68,11 +68,13 @@ def test_galerkin_only_weighting_of_force_would_be_inconsistent(backend):
     assert np.abs(diff).max() > 1e-4
 
 
+@pytest.mark.parametrize("sigma", [0.0, 25.0])
 @pytest.mark.parametrize("re", [30.0, 3000.0])
-def test_jacobian_is_the_derivative_of_the_stabilised_residual(backend, re):
+def test_jacobian_is_the_derivative_of_the_stabilised_residual(backend, re, sigma):
     """The Jacobian element matrices are the exact derivative of the element residual
     F(x) = A(x) x - b(x), upwind weights included (central differences, random velocity and
-    pressure on distorted elements, a body force that depends on position)."""
+    pressure on distorted elements, a body force that depends on position); also in a time
+    step (sigma > 0, a random history term h), whose tau has its time limit."""
     xp = backend.xp
     mesh = sample_mesh("distorted")
     tables = ReferenceTables.build(xp, 8)
@@ -80,28 +82,67 @@ def test_jacobian_is_the_derivative_of_the_stabilised_residual(backend, re):
     rng = np.random.default_rng(7)
     x = backend.asarray(rng.standard_normal((20, 89)))
     dx = backend.asarray(rng.standard_normal((20, 89)))
+    time = dict(sigma=sigma, history=backend.asarray(rng.standard_normal((20, 27, 3))) if sigma else None)
 
     def parts(v):
         return v[:, :81].reshape(20, 3, 27).transpose(0, 2, 1), v[:, 81:]
 
     def residual(v):
         u, p = parts(v)
-        return element_matrices_chunk(xp, X, u, re, tables, poly_force, p)[2]
+        return element_matrices_chunk(xp, X, u, re, tables, poly_force, p, **time)[2]
 
     eps = 1e-6
     fd = (residual(x + eps * dx) - residual(x - eps * dx)) / (2 * eps)
     u, p = parts(x)
-    jac, _, _, _ = element_matrices_chunk(xp, X, u, re, tables, poly_force, p, jacobian=True)
+    jac, _, _, _ = element_matrices_chunk(xp, X, u, re, tables, poly_force, p, jacobian=True, **time)
     jd = (jac[:, :, :89] @ dx[..., None])[..., 0]
     assert float(xp.abs(jd - fd).max()) < 1e-8 * float(xp.abs(fd).max())
-    picard, _, _, sq = element_matrices_chunk(xp, X, u, re, tables, poly_force)
+    picard, _, _, sq = element_matrices_chunk(xp, X, u, re, tables, poly_force, **time)
     assert float(xp.abs((picard[:, :, :89] @ dx[..., None])[..., 0] - fd).max()) > 1e-3 * float(xp.abs(fd).max())
     assert float(xp.abs(sq - (picard * picard).sum(axis=2)).max()) < 1e-14 * float(
         sq.max()
     )  # row norms of the Picard matrix either way
     assert (
-        float(xp.abs(element_matrices_chunk(xp, X, u, re, tables, poly_force, p, jacobian=True)[3] - sq).max()) == 0.0
+        float(xp.abs(element_matrices_chunk(xp, X, u, re, tables, poly_force, p, jacobian=True, **time)[3] - sq).max())
+        == 0.0
     )
+
+
+def test_time_term_at_rest_is_the_mass_matrix(backend):
+    """At zero velocity (tau = 0) a time step adds sigma times the consistent mass matrix to
+    each velocity block and int N_i h to the load: on the distorted mesh the added blocks are
+    symmetric, equal in the three components, sum to sigma times the volume, and a constant h
+    loads the volume; pressure rows and columns are unchanged."""
+    xp = backend.xp
+    mesh = sample_mesh("distorted")
+    tables = ReferenceTables.build(xp, 8)
+    X = backend.asarray(mesh.geometry)
+    E, sigma = mesh.n_elements, 40.0
+    u = xp.zeros((E, 27, 3))
+    steady = element_matrices_chunk(xp, X, u, 50.0, tables)[0]
+    h = xp.zeros((E, 27, 3))
+    h[..., 0] = 1.0
+    mats, load, _, _ = element_matrices_chunk(xp, X, u, 50.0, tables, sigma=sigma, history=h)
+    added = backend.to_numpy(mats - steady)[:, :89, :89]
+    mass = added[:, :27, :27] / sigma
+    volume = float(np.abs(mesh_volume(mesh)))
+    assert np.allclose(mass, mass.transpose(0, 2, 1), rtol=0, atol=1e-15)
+    assert np.allclose(added[:, 27:54, 27:54], added[:, :27, :27], rtol=0, atol=1e-15)
+    assert abs(mass.sum() - volume) < 1e-12 * volume
+    assert np.abs(added[:, 81:, :]).max() == 0 and np.abs(added[:, :, 81:]).max() == 0
+    assert np.abs(added[:, :27, 27:81]).max() == 0
+    load = backend.to_numpy(load)
+    assert abs(load[:, :27].sum() - volume) < 1e-12 * volume and np.abs(load[:, 27:]).max() == 0
+
+
+def mesh_volume(mesh):
+    """The volume of a mesh from its tetrahedral decomposition of each trilinear element."""
+    x = mesh.geometry  # (E, 8, 3), vertices in tensor order
+    tets = [(0, 1, 3, 7), (0, 3, 2, 7), (0, 2, 6, 7), (0, 6, 4, 7), (0, 4, 5, 7), (0, 5, 1, 7)]
+    total = 0.0
+    for a, b, c, d in tets:
+        total += np.einsum("ei,ei->e", x[:, b] - x[:, a], np.cross(x[:, c] - x[:, a], x[:, d] - x[:, a])).sum() / 6
+    return total
 
 
 def test_upwind_derivatives_match_differences():

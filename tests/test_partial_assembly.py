@@ -31,13 +31,17 @@ def mesh_named(name):
     return read_mesh(os.path.join(MESHES, "dfg3d", "channel_coarse.msh")) if name == "channel" else sample_mesh(name)
 
 
-def both_operators(mesh, backend, kind, seed=0):
+def both_operators(mesh, backend, kind, seed=0, sigma=0.0):
     """The stored operator D A (Picard) or D J (Newton) of NavierStokesSystem about a random
     iterate, with a body force, the Dirichlet rows and the rows weighted by the residual's
-    scale, and the sum-factorised operator of the same (in chunks of 50 elements)."""
+    scale, and the sum-factorised operator of the same (in chunks of 50 elements); with
+    ``sigma`` > 0 in a time step with a random history term."""
     problem = FlowProblem.with_boundary_velocity(mesh, RE, lambda x: np.tile([1.0, 0.5, 0.0], (len(x), 1)), force=force)
     system = NavierStokesSystem(problem, backend)
-    x = backend.asarray(np.random.default_rng(seed).standard_normal(mesh.n_dofs))
+    rng = np.random.default_rng(seed)
+    x = backend.asarray(rng.standard_normal(mesh.n_dofs))
+    if sigma:
+        system.set_time(sigma, backend.asarray(rng.standard_normal((mesh.n_nodes, 3))))
     state = system.assemble(x, kind)
     scale_rows(system.op.mats, system.op.dofs, None, state.scale)
     return system, system.partial_assembly(x, kind, state.scale, chunk=50)
@@ -50,13 +54,16 @@ def products(op, backend, v):
 
 
 @pytest.mark.parametrize("kind", ["picard", "newton"])
-@pytest.mark.parametrize("name", ["box", "distorted", "annulus", "channel"])
-def test_sum_factorised_products_equal_stored_matrices(backend, name, kind):
+@pytest.mark.parametrize(
+    "name, sigma", [("box", 0.0), ("distorted", 0.0), ("annulus", 0.0), ("channel", 0.0), ("distorted", 30.0)]
+)
+def test_sum_factorised_products_equal_stored_matrices(backend, name, kind, sigma):
     """A x and A^T x agree to 1e-12 relative, also on the free rows alone (whose entries are
     not the diagonal of Algorithm 1), on an affine graded box, a distorted trilinear mesh and
-    two curved triquadratic ones."""
+    two curved triquadratic ones; and in a time step (sigma > 0: the mass term, the time
+    limit of tau and the history term in the Jacobian's strong residual)."""
     mesh = mesh_named(name)
-    system, op = both_operators(mesh, backend, kind)
+    system, op = both_operators(mesh, backend, kind, sigma=sigma)
     v = np.random.default_rng(1).standard_normal(mesh.n_dofs)
     free = ~backend.to_numpy(system.fixed)
     for got, ref in zip(products(op, backend, v), products(system.op, backend, v)):
@@ -66,19 +73,19 @@ def test_sum_factorised_products_equal_stored_matrices(backend, name, kind):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("kind", ["picard", "newton"])
-@pytest.mark.parametrize("name", ["box", "distorted"])
-def test_cuda_products_equal_the_numpy_reference(name, kind):
+@pytest.mark.parametrize("name, sigma", [("box", 0.0), ("distorted", 0.0), ("distorted", 30.0)])
+def test_cuda_products_equal_the_numpy_reference(name, kind, sigma):
     """fem3d.kernels.partial_assembly: A x and A^T x by the CUDA kernel agree with the NumPy
     reference and with the stored matrices to 1e-12 relative (the kernel sums each entry
     over its elements colour by colour, bincount in element order), on the graded box
     (12 elements in colours of 1 to 2: thread blocks mostly empty, colour ranges starting
-    at elements that are no multiple of 8) and the distorted mesh."""
+    at elements that are no multiple of 8) and the distorted mesh, also in a time step."""
     if cupy_module() is None:
         pytest.skip("no CUDA GPU")
     mesh = mesh_named(name)
     gpu, cpu = get_backend("gpu"), get_backend("cpu")
-    _, op = both_operators(mesh, gpu, kind)
-    system, reference = both_operators(mesh, cpu, kind)
+    _, op = both_operators(mesh, gpu, kind, sigma=sigma)
+    system, reference = both_operators(mesh, cpu, kind, sigma=sigma)
     assert op.products is kernels.products_cuda and reference.products is kernels.products_numpy
     v = np.random.default_rng(1).standard_normal(mesh.n_dofs)
     for got, ref, stored in zip(products(op, gpu, v), products(reference, cpu, v), products(system.op, cpu, v)):

@@ -74,8 +74,11 @@ def test_flow_takes_numpy_numbers_and_refuses_a_bool_viscosity():
 @pytest.mark.parametrize(
     "make, message",
     [
-        (lambda: Velocity(HUGE, 0, 0), "velocity u: expected a finite number or an expression in x, y, z (got 1000"),
-        (lambda: Velocity(None, 0, 0), "velocity u: expected a finite number or an expression in x, y, z (got None)"),
+        (lambda: Velocity(HUGE, 0, 0), "velocity u: expected a finite number or an expression in x, y, z, t (got 1000"),
+        (
+            lambda: Velocity(None, 0, 0),
+            "velocity u: expected a finite number or an expression in x, y, z, t (got None)",
+        ),
         (lambda: Velocity(0, float("inf"), 0), "velocity v: expected a finite number"),
         (lambda: Velocity(0, 0, "abc("), "velocity w: 'abc(' is not an expression"),
         (lambda: Expression("1" * 400, "inflow u"), "inflow u: the number 111111"),

@@ -93,11 +93,12 @@ def force(xp, x):
 
 @pytest.mark.parametrize("jacobian", [False, True])
 @pytest.mark.parametrize("name", ["distorted", "annulus"])
-@pytest.mark.parametrize("case", ["full", "sums", "unforced", "prescribed"])
+@pytest.mark.parametrize("case", ["full", "sums", "unforced", "prescribed", "time"])
 def test_element_matrices_on_the_gpu_equal_numpy(cp, name, jacobian, case):
     """The kernel of fem3d.kernels.element_assembly against the array code: matrices and sums
-    with a pressure and a force; the sums alone; no pressure nor force (no residual); and with
-    the rows of prescribed unknowns set (every 7th unknown of 100 elements' 500)."""
+    with a pressure and a force; the sums alone; no pressure nor force (no residual); with
+    the rows of prescribed unknowns set (every 7th unknown of 100 elements' 500); and in a
+    time step (sigma and a history term)."""
     X = geometry(name)[:100]
     rng = np.random.default_rng(5)
     u, p = rng.standard_normal((len(X), 27, 3)), rng.standard_normal((len(X), 8))
@@ -111,6 +112,8 @@ def test_element_matrices_on_the_gpu_equal_numpy(cp, name, jacobian, case):
     )
     if jacobian and case == "unforced":
         options["p_nodes"] = p
+    if case == "time":
+        options.update(sigma=60.0, history=rng.standard_normal((len(X), 27, 3)))
     prescribed = (dofs, fixed, valence) if case == "prescribed" else None
     ref = element_matrices_chunk(
         np, X, u, 300.0, ReferenceTables.build(np, X.shape[1]), prescribed=prescribed, **options

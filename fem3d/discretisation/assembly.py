@@ -30,6 +30,7 @@ from ..kernels.ebe import LD, NL
 from ..kernels.element_assembly import element_matrices_cuda
 from ..kernels.quadrature import geometry_cuda
 from .upwind import tau as upwind_tau
+from .upwind import corner_node, time_limited
 from .upwind import tau_and_derivative as upwind_tau_and_derivative
 
 
@@ -114,6 +115,8 @@ def element_matrices_chunk(
     out=None,
     matrices: bool = True,
     prescribed=None,
+    sigma: float = 0.0,
+    history=None,
 ):
     """Element matrices (E, NL, LD), loads (E, NL), residuals (E, NL) and the squared row
     norms of the Picard matrices (E, NL) of one chunk of elements; the matrices are
@@ -135,6 +138,12 @@ def element_matrices_chunk(
     Residuals: A(a) x_e - b_e with x_e = (a, p) when p_nodes is given, else None. The row
     norms of A(a) weigh the residual alike whichever matrix is returned.
 
+    A time step adds the time derivative, approximated as sigma u - h (:func:`point_force`):
+    ``sigma`` (1/s, 0 for a steady flow) the scheme's coefficient of the new velocity,
+    ``history`` (E, 27, 3) or None the nodal values of h, the scheme's terms of the earlier
+    steps. K_ij gains sigma int W_i N_j, the load int W_i h, the strong residual r gains
+    sigma a - h, and tau its time limit (fem3d.discretisation.upwind.time_limited).
+
     On CuPy arrays the point quantities feed one CUDA kernel
     (fem3d.kernels.element_assembly); the array code below, used for NumPy, is its reference.
     """
@@ -147,12 +156,20 @@ def element_matrices_chunk(
         tau, dtau = upwind_tau_and_derivative(xp, a, geo["J"], re, tables.mid)
     else:
         tau, dtau = upwind_tau(xp, a, geo["J"], re, tables.mid), None
-    f = None if force is None else force(xp, geo["x"])
+    if sigma:
+        corner = corner_node(tables.mid)
+        if dtau is None:
+            (tau,), _ = time_limited(xp, sigma, tau[..., corner], [tau])
+        else:
+            (tau,), (dtau,) = time_limited(xp, sigma, tau[..., corner], [tau], dtau[..., corner, :], [dtau])
+    f = point_force(xp, tables, geo["x"], force, history)
     if xp is not np:
         mats = (xp.empty((E, NL, LD), dtype=np.float64) if out is None else out) if matrices else None
         return (
             mats,
-            *element_matrices_cuda(geo, a, tau, dtau, u_nodes, p_nodes, f, tables.N, tables.M, nu, mats, prescribed),
+            *element_matrices_cuda(
+                geo, a, tau, dtau, u_nodes, p_nodes, f, tables.N, tables.M, nu, sigma, mats, prescribed
+            ),
         )
     adv = einsum(xp, "eqi,eqni->eqn", a, dN)  # a . grad N_j
     S = tau * adv
@@ -162,6 +179,8 @@ def element_matrices_chunk(
     grad = dN.transpose(0, 2, 1, 3).reshape(E, 27, 3 * Q)
     wgrad = (dN * wq[..., None, None]).transpose(0, 2, 1, 3).reshape(E, 27, 3 * Q)
     K = wW @ adv + nu * (wgrad @ grad.transpose(0, 2, 1)) - nu * (wS @ lap)  # (E, 27, 27)
+    if sigma:
+        K += sigma * (wW @ tables.N)
     wM = (tables.M[None] * wq[..., None]).transpose(0, 2, 1)  # (E, 8, Q)
     G = xp.stack(
         [-((dN[..., d] * wq[..., None]).transpose(0, 2, 1) @ tables.M) + wS @ dM[..., d] for d in range(3)], axis=1
@@ -184,7 +203,9 @@ def element_matrices_chunk(
     mats = xp.empty((E, NL, LD), dtype=np.float64) if out is None else out
     velocity = mats[:, :81, :81].reshape(E, 3, 27, 3, 27)  # (E, c, i, d, j): row 27 c + i, column 27 d + j
     if jacobian:
-        velocity[...] = newton_terms(xp, tables.N, u_nodes, a, adv, tau, dtau, wW, wq, dN, dM, lap, p_nodes, f, nu)
+        velocity[...] = newton_terms(
+            xp, tables.N, u_nodes, a, adv, tau, dtau, wW, wq, dN, dM, lap, p_nodes, f, nu, sigma
+        )
         for d in range(3):
             velocity[:, d, :, d, :] += K
     else:
@@ -199,7 +220,18 @@ def element_matrices_chunk(
     return mats, load, residual, row_sq
 
 
-def newton_terms(xp, N, u_nodes, a, adv, tau, dtau, wW, wq, dN, dM, lap, p_nodes, f, nu):
+def point_force(xp, tables: ReferenceTables, x, force, history):
+    """(E, Q, 3) the force and history terms of the momentum equation at the Gauss points x
+    (E, Q, 3): force(xp, x) (or None) plus h interpolated from its nodal values ``history``
+    (E, 27, 3) (or None); None when both are."""
+    f = None if force is None else force(xp, x)
+    if history is None:
+        return f
+    h = einsum(xp, "qn,eni->eqi", tables.N, history)
+    return h if f is None else f + h
+
+
+def newton_terms(xp, N, u_nodes, a, adv, tau, dtau, wW, wq, dN, dM, lap, p_nodes, f, nu, sigma=0.0):
     """The Jacobian's additions to the velocity blocks, (E, c, i, d, j): the reaction term
     int W_i N_j da_c/dx_d plus int (dS_i/da_d) N_j r_c (see :func:`element_matrices_chunk`),
     as one product of a (E, c, i, d, q) table with N (Q, 27). The factors are first laid out
@@ -210,6 +242,8 @@ def newton_terms(xp, N, u_nodes, a, adv, tau, dtau, wW, wq, dN, dM, lap, p_nodes
     grad_a = (u_t @ dN_q.reshape(E, 27, 3 * Q)).reshape(E, 3, 3, Q)  # d a_c / d x_d, (E, c, d, Q)
     strong = (grad_a * _points_last(xp, a)[:, None]).sum(axis=2) - nu * (u_t @ _points_last(xp, lap))
     strong += einsum(xp, "eqld,el->edq", dM, p_nodes) - (0.0 if f is None else _points_last(xp, f))  # r_c, (E, c, Q)
+    if sigma:
+        strong += sigma * _points_last(xp, a)
     dS = (
         _points_last(xp, dtau) * _points_last(xp, adv)[:, :, None] + _points_last(xp, tau)[:, :, None] * dN_q
     )  # dS_i/da_d

@@ -176,3 +176,29 @@ def tau_and_derivative_by_direction(xp, a, J, re):
         d, dd = delta(xp, pe), derivative(xp, pe)
         out.append((d * w, dd[..., None] * dpe * w[..., None] + d[..., None] * dw))
     return out
+
+
+def time_limited(xp, sigma: float, ref, taus: list, dref=None, dtaus=None):
+    """The taus of a time step whose time derivative is approximated as sigma u - h (sigma in
+    1/s, the scheme's coefficient of the new velocity): each multiplied by
+    phi = (1 + (sigma tau_ref)^2)^(-1/2), one factor per point, with tau_ref (E, Q) the tau of
+    a corner node (the sum of the end-node terms over the directions). tau phi tends to the
+    steady tau for steps long against tau and to about 1 / sigma for short ones, as the time
+    scale 2 / dt of Tezduyar's tau; one factor per point keeps each node's tau a sum of its
+    class terms (the layout of the sum-factorised operator).
+
+    taus: arrays (E, Q, n); with dref (E, Q, 3) = d tau_ref / d a and dtaus (E, Q, n, 3) their
+    derivatives, returns (limited taus, their derivatives by the product rule), else
+    (limited taus, None)."""
+    st = sigma * ref
+    phi = 1.0 / xp.sqrt(1.0 + st * st)
+    limited = [t * phi[..., None] for t in taus]
+    if dref is None:
+        return limited, None
+    dphi = (-sigma * st * phi**3)[..., None] * dref
+    return limited, [dt * phi[..., None, None] + t[..., None] * dphi[:, :, None, :] for t, dt in zip(taus, dtaus)]
+
+
+def corner_node(mid_mask) -> int:
+    """A Q2 node that is an end node along every direction (its tau is tau_ref of :func:`time_limited`)."""
+    return int(np.flatnonzero(~np.asarray(mid_mask).any(axis=1))[0])

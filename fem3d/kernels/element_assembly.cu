@@ -7,7 +7,8 @@
 // wq (E, Q) det J * weight; dN (E, Q, 27, 3) and dM (E, Q, 8, 3) physical gradients; lap (E, Q, 27)
 // the Q2 basis' Laplacian; a (E, Q, 3) the velocity at the points; tau (E, Q, 27) and, for the
 // Jacobian, dtau (E, Q, 27, 3) (else null); u (E, 27, 3) nodal velocity; p (E, 8) nodal
-// pressure or null; f (E, Q, 3) body force at the points or null; N (Q, 27), M (Q, 8) basis values.
+// pressure or null; f (E, Q, 3) body force (and a time step's history term h) at the points or null;
+// N (Q, 27), M (Q, 8) basis values; sigma the time step's coefficient of the new velocity (0: steady).
 // dofs (E, 89) int32, fixed (n,) bool, valence (n,) float64, or null: the rows of prescribed
 // unknowns are stored as zero with 1 / valence on the diagonal (fem3d.discretisation.assembly.
 // apply_dirichlet_rows), after the sums below are formed from the unmodified rows.
@@ -21,7 +22,7 @@
 
 // Shared doubles of a block: fem3d.kernels.element_assembly.shared_doubles.
 extern "C" __global__ void __launch_bounds__(256)
-element_matrices(int Q, double nu, const double* __restrict__ wq_g, const double* __restrict__ dN_g,
+element_matrices(int Q, double nu, double sigma, const double* __restrict__ wq_g, const double* __restrict__ dN_g,
                  const double* __restrict__ dM_g, const double* __restrict__ lap_g, const double* __restrict__ a_g,
                  const double* __restrict__ tau_g, const double* __restrict__ dtau_g, const double* __restrict__ u_g,
                  const double* __restrict__ p_g, const double* __restrict__ f_g, const double* __restrict__ Nt,
@@ -93,7 +94,7 @@ element_matrices(int Q, double nu, const double* __restrict__ wq_g, const double
         }
     }
     __syncthreads();
-    if (newton) {  // r_c = (a . grad) a_c - nu lap a_c + dp/dx_c - f_c
+    if (newton) {  // r_c = (a . grad) a_c - nu lap a_c + dp/dx_c - f_c + sigma a_c
         for (int t = tid; t < Q * 3; t += nt) {
             const int q = t / 3, c = t % 3;
             double conv = 0.0, visc = 0.0, pres = 0.0;
@@ -102,7 +103,7 @@ element_matrices(int Q, double nu, const double* __restrict__ wq_g, const double
             for (int j = 0; j < NN; ++j) visc += u[j * 3 + c] * lap[q * NN + j];
 #pragma unroll
             for (int l = 0; l < NM; ++l) pres += dM[(q * NM + l) * 3 + c] * p[l];
-            sw[t] = wq[q] * (conv - nu * visc + pres - f[t]);
+            sw[t] = wq[q] * (conv - nu * visc + pres - f[t] + sigma * a[t]);
         }
     }
 
@@ -115,7 +116,7 @@ element_matrices(int Q, double nu, const double* __restrict__ wq_g, const double
                 const double* gi = dN + (q * NN + i) * 3;
                 const double* gj = dN + (q * NN + j) * 3;
                 s += Wt[q * NN + i] * adv[q * NN + j] + nu * wq[q] * (gi[0] * gj[0] + gi[1] * gj[1] + gi[2] * gj[2])
-                     - nu * St[q * NN + i] * lap[q * NN + j];
+                     - nu * St[q * NN + i] * lap[q * NN + j] + sigma * Wt[q * NN + i] * Nt[q * NN + j];
             }
             K[t] = s;
         } else {

@@ -27,13 +27,16 @@ def _kernel(shared_bytes: int):
     return kernel
 
 
-def element_matrices_cuda(geo: dict, a, tau, dtau, u_nodes, p_nodes, f, N, M, nu: float, mats, prescribed=None):
+def element_matrices_cuda(
+    geo: dict, a, tau, dtau, u_nodes, p_nodes, f, N, M, nu: float, sigma: float, mats, prescribed=None
+):
     """Loads, residuals and squared Picard row norms (E, NL) of E elements, and their matrices
     written into ``mats`` (E, NL, LD) float64 (None: not formed), from the point quantities:
     ``geo`` of fem3d.kernels.quadrature.geometry_cuda (wq, dN, dM, lap), a (E, Q, 3) the
     velocity, tau (E, Q, 27) and dtau (E, Q, 27, 3) (None: the Picard matrices) at the points,
     u_nodes (E, 27, 3), p_nodes (E, 8) or None (then no residual: None), f (E, Q, 3) or None,
-    the tables N (Q, 27) and M (Q, 8), nu = 1 / Re. ``prescribed`` (dofs (E, NL) int32,
+    the tables N (Q, 27) and M (Q, 8), nu = 1 / Re, sigma the time step's coefficient of
+    the new velocity (0: steady). ``prescribed`` (dofs (E, NL) int32,
     fixed (n,) bool, valence (n,)) or None: the prescribed rows of the matrices as
     fem3d.discretisation.assembly.apply_dirichlet_rows leaves them. Returns (load, residual, row_sq)."""
     import cupy
@@ -53,6 +56,7 @@ def element_matrices_cuda(geo: dict, a, tau, dtau, u_nodes, p_nodes, f, N, M, nu
         args = (
             np.int32(Q),
             np.float64(nu),
+            np.float64(sigma),
             *(c64(v) for v in (geo["wq"], geo["dN"], geo["dM"], geo["lap"], a, tau, dtau, u_nodes, p_nodes, f, N, M)),
             _NULL if dofs is None else cupy.ascontiguousarray(dofs, dtype=np.int32),
             _NULL if fixed is None else cupy.ascontiguousarray(fixed, dtype=bool),

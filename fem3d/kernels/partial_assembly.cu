@@ -12,6 +12,7 @@
 // pres    (n,) diagonal 1/S_k of prescribed unknown k, 0 on free unknowns
 // x, out  (n,) float64, distinct arrays; out += sum_e C_e^T A_e C_e x (or A_e^T) over the
 //         elements e0 <= e < e0 + count, one colour: no two of them share an unknown
+// nu      1 / Re; sigma the time step's coefficient of the new velocity (0: steady)
 //
 // One block of EB x 27 threads takes EB elements e0 + EB blockIdx.x + threadIdx.x:
 // threadIdx.x the element (fastest, so a warp reads 4 Gauss points x EB consecutive
@@ -352,7 +353,8 @@ __device__ __forceinline__ double point(const double* points, int ld, int f, int
 template <bool NEWTON>
 __device__ __forceinline__ void apply(const double* __restrict__ points, int ld, const int* __restrict__ dofs, int E,
                       int e0, int count, const double* __restrict__ tables, const double* __restrict__ pres,
-                      const double* __restrict__ x, double* __restrict__ out, double nu)
+                      const double* __restrict__ x, double* __restrict__ out, double nu,
+                      double sigma)
 {
     PA_SHARED
     const Gathered r = gather(s, t, e, E, valid, dofs, x, pres, false);
@@ -377,7 +379,7 @@ __device__ __forceinline__ void apply(const double* __restrict__ points, int ld,
     #pragma unroll
     for (int k = 0; k < 3; ++k) curv[k] = P(F_CURV + k);
     #pragma unroll
-    for (int c = 0; c < 3; ++c) {  // v = a . grad u_c (+ u . grad a_c); R = v - nu lap u_c + dp/dx_c
+    for (int c = 0; c < 3; ++c) {  // v = a . grad u_c (+ u . grad a_c) + sigma u_c; R = v - nu lap u_c + dp/dx_c
         double vc = 0.0, lap = 0.0, gp = 0.0;
         #pragma unroll
         for (int k = 0; k < 3; ++k) {
@@ -390,6 +392,7 @@ __device__ __forceinline__ void apply(const double* __restrict__ points, int ld,
         if (NEWTON)
             #pragma unroll
             for (int k = 0; k < 3; ++k) vc += P(F_GRAD_A + 3 * c + k) * d[k][0];
+        vc += sigma * d[c][0];
         v[c] = vc;
         R[c] = vc - nu * lap + gp;
     }
@@ -438,7 +441,8 @@ __device__ __forceinline__ void apply(const double* __restrict__ points, int ld,
 template <bool NEWTON>
 __device__ __forceinline__ void apply_t(const double* __restrict__ points, int ld, const int* __restrict__ dofs, int E,
                         int e0, int count, const double* __restrict__ tables, const double* __restrict__ pres,
-                        const double* __restrict__ x, double* __restrict__ out, double nu)
+                        const double* __restrict__ x, double* __restrict__ out, double nu,
+                      double sigma)
 {
     PA_SHARED
     const Gathered r = gather(s, t, e, E, valid, dofs, x, pres, true);
@@ -506,6 +510,8 @@ __device__ __forceinline__ void apply_t(const double* __restrict__ points, int l
             for (int k = 0; k < 3; ++k) u0[dd] += jinv[k][dd] * ts[k];
         }
     }
+    #pragma unroll
+    for (int c = 0; c < 3; ++c) u0[c] += sigma * vd[c];
     double metric[6], curv[3];
     #pragma unroll
     for (int h = 0; h < 6; ++h) metric[h] = P(F_METRIC + h);
@@ -536,8 +542,8 @@ __device__ __forceinline__ void apply_t(const double* __restrict__ points, int l
 #define PA_ARGS                                                                                          \
     const double* __restrict__ points, int ld, const int* __restrict__ dofs, int E, int e0, int count,   \
         const double* __restrict__ tables, const double* __restrict__ pres, const double* __restrict__ x, \
-        double* __restrict__ out, double nu
-#define PA_PASS points, ld, dofs, E, e0, count, tables, pres, x, out, nu
+        double* __restrict__ out, double nu, double sigma
+#define PA_PASS points, ld, dofs, E, e0, count, tables, pres, x, out, nu, sigma
 
 extern "C" __global__ void __launch_bounds__(EB * NQ) pa_picard(PA_ARGS) { apply<false>(PA_PASS); }
 extern "C" __global__ void __launch_bounds__(EB * NQ) pa_newton(PA_ARGS) { apply<true>(PA_PASS); }

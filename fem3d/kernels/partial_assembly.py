@@ -12,7 +12,9 @@ local_dofs  (NL, E) int32 unknown of each local unknown (27 u, 27 v, 27 w, 8 p; 
 pres        (n,) float64 1/S_k at prescribed unknown k, 0 at free ones: a prescribed
             unknown's row is 1/S_k x_k in every element (fem3d.discretisation.assembly.
             dirichlet_rows)
-nu          the viscosity 1/Re; ``jacobian``: Newton (else Picard); ``transpose``: A_e^T
+nu          the viscosity 1/Re; sigma: a time step's coefficient of the new velocity (the
+            reaction sigma u in v below; 0 for a steady flow); ``jacobian``: Newton (else
+            Picard); ``transpose``: A_e^T
 x, out      (n,) float64, distinct arrays; the products are added into out
 colour_offsets  host sequence: colour c is elements colour_offsets[c]:colour_offsets[c+1],
             no two of which share an unknown (fem3d.discretisation.mesh.HexMesh)
@@ -100,7 +102,7 @@ def unpack(points, E: int, jacobian: bool) -> dict:
     return views
 
 
-def element_products(local, d, T2, T1, nu: float, jacobian: bool):
+def element_products(local, d, T2, T1, nu: float, jacobian: bool, sigma: float = 0.0):
     """A_e x_e (NL, E) of the local vectors ``local`` (NL, E) with point data ``d`` (views as
     :func:`unpack`), before the prescribed rows. The row of test node i and velocity
     component c is the momentum row of fem3d.solvers.partial_assembly."""
@@ -112,6 +114,8 @@ def element_products(local, d, T2, T1, nu: float, jacobian: bool):
     v = einsum(xp, "kqe,kcqe->cqe", d["adv"], g)  # a . grad u_c
     if jacobian:
         v += einsum(xp, "cdqe,dqe->cqe", d["grad_a"], u)  # + u . grad a_c
+    if sigma:
+        v += sigma * u
     R = v - nu * einsum(xp, "oqe,ocqe->cqe", laplacian_coefficients(xp, d), U[GRAD + HESS])
     R += einsum(xp, "kqe,kiqe->iqe", P[GRAD1], jinv)
     s = d["tau"][:, None] * R  # (m, c, Q, E)
@@ -131,7 +135,7 @@ def element_products(local, d, T2, T1, nu: float, jacobian: bool):
     )
 
 
-def transposed_products(local, d, T2, T1, nu: float, jacobian: bool):
+def transposed_products(local, d, T2, T1, nu: float, jacobian: bool, sigma: float = 0.0):
     """A_e^T x_e (NL, E), as :func:`element_products` with each step transposed."""
     xp = np
     E = local.shape[1]
@@ -150,6 +154,8 @@ def transposed_products(local, d, T2, T1, nu: float, jacobian: bool):
         U[0] = einsum(xp, "cdqe,cqe->dqe", d["grad_a"], vd)
         U[0] += einsum(xp, "mdqe,mqe->dqe", d["dtau"], (d["strong"] * sd).sum(axis=1))
         U[0] += einsum(xp, "kdqe,kqe->dqe", jinv, einsum(xp, "mqe,kmcqe,cqe->kqe", d["tau"], F, d["strong"]))
+    if sigma:
+        U[0] += sigma * vd
     P = xp.zeros((8, 1, 27, E))
     P[0, 0] = -einsum(xp, "kcqe,kcqe->qe", F[:, 0], jinv)
     P[GRAD1, 0] = einsum(xp, "kcqe,cqe->kqe", jinv, Rd)
@@ -168,6 +174,7 @@ def products_numpy(
     out,
     colour_offsets=None,
     chunk: int = 128,
+    sigma: float = 0.0,
 ):
     """NumPy reference, ``chunk`` elements at a time (temporaries of about 60 kB each per
     element); ``colour_offsets`` unused (bincount adds race-free in a fixed order)."""
@@ -183,13 +190,24 @@ def products_numpy(
     y = np.empty_like(local)
     for s in range(0, E, chunk):
         c = slice(s, min(s + chunk, E))
-        y[:, c] = product(local[:, c], {k: v[..., c] for k, v in d.items()}, T2, T1, nu, jacobian)
+        y[:, c] = product(local[:, c], {k: v[..., c] for k, v in d.items()}, T2, T1, nu, jacobian, sigma)
     y = y + prescribed if transpose else np.where(fixed, prescribed, y)
     out += np.bincount(local_dofs.ravel(), weights=y.ravel(), minlength=out.size)
 
 
 def products_cuda(
-    points, tables, local_dofs, pres, nu: float, jacobian: bool, transpose: bool, x, out, colour_offsets, chunk: int = 0
+    points,
+    tables,
+    local_dofs,
+    pres,
+    nu: float,
+    jacobian: bool,
+    transpose: bool,
+    x,
+    out,
+    colour_offsets,
+    chunk: int = 0,
+    sigma: float = 0.0,
 ):
     """CuPy: one launch per colour of pa_picard, pa_newton, pa_picard_t or pa_newton_t
     (partial_assembly.cu) over the colour's elements, ELEMENTS_PER_BLOCK of them per block
@@ -215,6 +233,7 @@ def products_cuda(
                     x,
                     out,
                     np.float64(nu),
+                    np.float64(sigma),
                 ),
             )
 

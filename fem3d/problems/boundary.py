@@ -4,7 +4,8 @@ Conditions (one per tag; every boundary face must get exactly one):
 
 ``Wall()``            no slip: u = v = w = 0.
 ``Velocity(u, v, w)`` prescribed velocity; each component a number or an expression in
-                      x, y, z (fem3d.problems.expressions), e.g. the parabolic inflow profile.
+                      x, y, z and the time t (fem3d.problems.expressions), e.g. the
+                      parabolic inflow profile.
 ``Outflow()``         the natural ("do-nothing") condition of the discrete equations,
                       nu du/dn - p n = 0 (the viscous term is nu grad u : grad v and the
                       pressure term -p div v): nothing is prescribed; the pressure level
@@ -20,7 +21,7 @@ outflow is enclosed: its pressure is defined up to a constant.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -50,14 +51,16 @@ class Slip:
 
 
 class Velocity:
-    """Prescribed velocity (u, v, w): numbers or expression texts in x, y, z."""
+    """Prescribed velocity (u, v, w): numbers or expression texts in x, y, z and t."""
 
     def __init__(self, u, v=0.0, w=0.0, *, where: str = "velocity"):
         self.components = tuple(Expression(c, f"{where} {name}") for c, name in zip((u, v, w), "uvw"))
+        self.in_time = any(c.in_time for c in self.components)
+        self.where = where
 
-    def values(self, points: np.ndarray) -> np.ndarray:
-        """(n, 3) velocity at host points (n, 3)."""
-        return np.stack([c(np, points) for c in self.components], axis=1)
+    def values(self, points: np.ndarray, t: float = 0.0) -> np.ndarray:
+        """(n, 3) velocity at host points (n, 3) at time t."""
+        return np.stack([c(np, points, t) for c in self.components], axis=1)
 
     def __repr__(self) -> str:
         return f"Velocity({', '.join(c.text for c in self.components)})"
@@ -92,14 +95,29 @@ class Constraints:
     """Prescribed velocity components at the Q2 nodes of a mesh.
 
     nodes (n_b,) sorted node ids with at least one prescribed component; values (n_b, 3)
-    the prescribed values (0 where not prescribed); mask (n_b, 3) bool, True where a
-    component is prescribed; enclosed: no outflow (the pressure level is free).
+    the prescribed values at t = 0 (0 where not prescribed); mask (n_b, 3) bool, True where a
+    component is prescribed; enclosed: no outflow (the pressure level is free); timed: the
+    velocities that change in time, [(rows of ``nodes``, their points (m, 3), Velocity)].
     """
 
     nodes: np.ndarray
     values: np.ndarray
     mask: np.ndarray
     enclosed: bool
+    timed: list = field(default_factory=list)
+
+    def values_at(self, t: float) -> np.ndarray:
+        """(n_b, 3) the prescribed values at time t; InputError where one is not finite."""
+        values = self.values.copy()
+        for rows, points, condition in self.timed:
+            v = condition.values(points, t)
+            bad = ~np.isfinite(v).all(axis=1)
+            if bad.any():
+                raise InputError(
+                    f"{condition.where} {shown(condition)} is not finite at {point_text(points[bad][0])} at t = {t:.9g}"
+                )
+            values[rows] = v
+        return values
 
 
 def constraints_by_tag(mesh, conditions: dict) -> Constraints:
@@ -157,6 +175,7 @@ def constraints(mesh, groups: list) -> Constraints:
     faces = mesh.boundary_faces
     value = np.zeros((mesh.n_nodes, 3))
     mask = np.zeros((mesh.n_nodes, 3), dtype=bool)
+    timed = []  # (nodes, Velocity) of the velocities in t
     for name, sel, condition in sorted(groups, key=lambda g: rank[type(g[2])]):
         face_nodes = mesh.cells[faces[sel, 0][:, None], Q2_FACE_NODES[faces[sel, 1]]]  # (F, 9)
         if isinstance(condition, Outflow):
@@ -177,10 +196,13 @@ def constraints(mesh, groups: list) -> Constraints:
                     f"{point_text(mesh.points[free[bad][0]])}"
                 )
             value[free] = v
+            if condition.in_time:
+                timed.append((free, condition))
         mask[free] = True
     nodes = np.flatnonzero(mask[:, 0] | mask[:, 1] | mask[:, 2])  # 10 times faster than mask.any(axis=1)
     enclosed = not any(isinstance(c, Outflow) and sel.any() for _, sel, c in groups)
-    return Constraints(nodes, value[nodes], mask[nodes], enclosed)
+    timed = [(np.searchsorted(nodes, free), mesh.points[free], c) for free, c in timed]
+    return Constraints(nodes, value[nodes], mask[nodes], enclosed, timed)
 
 
 def outflow_and_inflow(mesh, velocity: np.ndarray) -> tuple[float, float, float]:

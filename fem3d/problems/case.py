@@ -17,7 +17,11 @@
     continuation = "none"            # or Reynolds numbers solved first: "5,10"
     sequence = "none"                # mesh sequencing: coarser meshes solved first, "auto" or a count
     smoothing_steps = 10             # multigrid: GMRES steps of each smoothing (more for long, thin cells)
-    [report]                         # optional
+    [time]                           # optional: an unsteady run from rest (or --initial) at t = 0
+    t_end = 8.0                      # end time
+    dt = 0.01                        # time step
+    scheme = "bdf2"                  # or "midpoint"
+    [report]                         # optional (in time: every step, in history.csv)
     forces = { cylinder = { reference_velocity = 0.2, area = 0.041 } }
     points = { front = [0.45, 0.2, 0.205], back = [0.55, 0.2, 0.205] }
     differences = { delta_p = ["front", "back"] }    # pressure differences of named points
@@ -27,8 +31,8 @@
     vtu = true
     pictures = true
 
-Velocity components are numbers or expressions of x, y, z (fem3d.problems.expressions: a
-whitelisted grammar, never eval). Unknown sections and keys are input errors.
+Velocity components are numbers or expressions of x, y, z and the time t
+(fem3d.problems.expressions: a whitelisted grammar, never eval). Unknown sections and keys are input errors.
 """
 
 from __future__ import annotations
@@ -44,10 +48,11 @@ from .quantities import flux_target, parse_plane
 from ..discretisation.fields import locate
 from ..discretisation.mesh import point_text
 from ..discretisation.refine import REFINE_MAX
-from gpucfd.options import from_table, key_of, rules
+from gpucfd.options import build, from_table, key_of, rules, table
 from ..solvers.linear import LinearOptions
 from ..solvers.nonlinear import NonlinearOptions
 from ..solvers.sequencing import limits as sequence_limits
+from ..solvers.time_stepping import TimeOptions
 
 CASE_BYTES = 1_000_000  # largest case file read
 SECTIONS = {
@@ -56,6 +61,7 @@ SECTIONS = {
     "boundary": None,  # any tag name
     "solver": {key_of(n, r) for c in (NonlinearOptions, LinearOptions) for n, r in rules(c).items()}
     | {"continuation", "sequence"},
+    "time": {key_of(n, r) for n, r in rules(TimeOptions).items()},
     "report": {"forces", "points", "differences", "fluxes"},
     "output": {"dir", "vtu", "pictures"},
 }
@@ -80,6 +86,7 @@ class Case:
     points: dict = field(default_factory=dict)  # name -> [x, y, z]
     differences: dict = field(default_factory=dict)  # name -> [point a, point b]: p(a) - p(b)
     fluxes: dict = field(default_factory=dict)  # name -> a boundary tag or a plane "x=VALUE" (y, z)
+    time: TimeOptions | None = None  # the [time] table: an unsteady run
     out: str = "out"
     vtu: bool = True
     pictures: bool = True
@@ -163,6 +170,8 @@ def _case(path: str, data: dict) -> Case:
         if not isinstance(solver["continuation"], str):
             raise InputError('[solver] continuation must be a string: none, auto or Reynolds numbers like "5,10"')
         case.continuation = solver["continuation"]
+    if "time" in data:
+        case.time = build(TimeOptions, from_table(TimeOptions, data["time"], "time", set()), table("time"))
     case.forces = _forces(report.get("forces", {}))
     case.points = _points(report.get("points", {}))
     case.differences = _differences(report.get("differences", {}), case.points)

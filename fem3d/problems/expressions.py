@@ -1,7 +1,7 @@
-"""Expressions in x, y, z from user text (boundary velocities of a case file or the API),
-read by a small whitelisted grammar: never by Python's eval.
+"""Expressions in x, y, z and the time t from user text (boundary velocities of a case file or
+the API), read by a small whitelisted grammar: never by Python's eval.
 
-    expression := number | x | y | z | pi | name "(" expression ")"
+    expression := number | x | y | z | t | pi | name "(" expression ")"
                 | expression op expression | ("+" | "-") expression | "(" expression ")"
     op         := + | - | * | / | **
     name       := sqrt | sin | cos | exp
@@ -24,23 +24,25 @@ from gpucfd.errors import InputError, finite_real, shown
 
 MAX_LENGTH = 1000  # characters of one expression
 MAX_DEPTH = 60  # nesting of operations
-VARIABLES = ("x", "y", "z")
+VARIABLES = ("x", "y", "z", "t")  # t: the time, 0 in a steady flow
 CONSTANTS = {"pi": math.pi}
 FUNCTIONS = ("sqrt", "sin", "cos", "exp")
 OPERATORS = {ast.Add: "add", ast.Sub: "subtract", ast.Mult: "multiply", ast.Div: "divide", ast.Pow: "power"}
-GRAMMAR = "numbers, x, y, z, pi, + - * / **, parentheses, sqrt, sin, cos, exp"
+GRAMMAR = "numbers, x, y, z, t, pi, + - * / **, parentheses, sqrt, sin, cos, exp"
 
 
 class Expression:
-    """A checked expression; ``expr(xp, points)`` -> its values (...) at points (..., 3).
+    """A checked expression; ``expr(xp, points, t)`` -> its values (...) at points (..., 3) and
+    time t (default 0).
 
-    ``text`` the source; ``constant`` its value when it names no variable, else None.
+    ``text`` the source; ``constant`` its value when it names no variable, else None;
+    ``in_time``: it names t.
     ``where`` names the input in error messages (e.g. ``boundary "inflow" velocity x``).
     """
 
     def __init__(self, text, where: str = "expression"):
         if not isinstance(text, str) and not finite_real(text):
-            raise InputError(f"{where}: expected a finite number or an expression in x, y, z (got {shown(text)})")
+            raise InputError(f"{where}: expected a finite number or an expression in x, y, z, t (got {shown(text)})")
         self.where = where
         self.text = text if isinstance(text, str) else repr(float(text))
         if len(self.text) > MAX_LENGTH:
@@ -50,7 +52,9 @@ class Expression:
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             raise InputError(f"{where}: {shown(self.text)} is not an expression ({GRAMMAR})") from None
         self._tree = self._check(tree.body, 0)
-        self.constant = None if self._names(self._tree) & set(VARIABLES) else self._constant_value()
+        names = self._names(self._tree)
+        self.in_time = "t" in names
+        self.constant = None if names & set(VARIABLES) else self._constant_value()
 
     def _fail(self, what: str):
         raise InputError(f"{self.where}: {what} is not allowed in {shown(self.text)} (allowed: {GRAMMAR})")
@@ -101,24 +105,26 @@ class Expression:
             raise InputError(f"{self.where}: {shown(self.text)} is not a finite number (evaluates to {value})")
         return value
 
-    def __call__(self, xp, points):
+    def __call__(self, xp, points, t: float = 0.0):
         points = xp.asarray(points, dtype=np.float64)
         with np.errstate(all="ignore"):
-            value = self._eval(xp, self._tree, points)
+            value = self._eval(xp, self._tree, points, float(t))
         return xp.broadcast_to(xp.asarray(value, dtype=np.float64), points.shape[:-1])
 
-    def _eval(self, xp, node, points):
+    def _eval(self, xp, node, points, t: float):
         if isinstance(node, ast.Constant):
             return float(node.value)
         if isinstance(node, ast.Name):
+            if node.id == "t":
+                return t
             return points[..., VARIABLES.index(node.id)] if node.id in VARIABLES else CONSTANTS[node.id]
         if isinstance(node, ast.UnaryOp):
-            value = self._eval(xp, node.operand, points)
+            value = self._eval(xp, node.operand, points, t)
             return -value if isinstance(node.op, ast.USub) else value
         if isinstance(node, ast.Call):
-            return getattr(xp, node.func.id)(xp.asarray(self._eval(xp, node.args[0], points), dtype=np.float64))
-        left = xp.asarray(self._eval(xp, node.left, points), dtype=np.float64)
-        return getattr(xp, OPERATORS[type(node.op)])(left, self._eval(xp, node.right, points))
+            return getattr(xp, node.func.id)(xp.asarray(self._eval(xp, node.args[0], points, t), dtype=np.float64))
+        left = xp.asarray(self._eval(xp, node.left, points, t), dtype=np.float64)
+        return getattr(xp, OPERATORS[type(node.op)])(left, self._eval(xp, node.right, points, t))
 
     def __repr__(self) -> str:
         return f"Expression({self.text!r})"

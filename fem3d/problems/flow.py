@@ -22,16 +22,19 @@ from ..discretisation.mesh import HexMesh
 from ..parallel.comm import setup
 from ..solvers.linear import LinearOptions
 from ..solvers.nonlinear import NonlinearOptions
+from ..solvers.time_stepping import TimeOptions
+from gpucfd.options import build
 from .navier_stokes import RE_MAX, FlowProblem
 from .result import FlowResult
 from .simulation import Simulation
 
 
 class Flow:
-    """A steady incompressible flow on ``mesh`` (fem3d.discretisation.mesh.HexMesh) with kinematic
+    """An incompressible flow, steady or in time, on ``mesh`` (fem3d.discretisation.mesh.HexMesh) with kinematic
     viscosity ``nu`` (or Reynolds number ``re`` = 1/nu: give one), boundary conditions by
-    tag ``boundaries`` {tag: fem3d.problems.boundary condition or its case-file spelling}, and an
-    optional body force force(xp, x) -> (..., 3) at physical points (..., 3). A solve never
+    tag ``boundaries`` {tag: fem3d.problems.boundary condition or its case-file spelling; velocity
+    expressions may use the time t}, and an optional body force force(xp, x) -> (..., 3) at
+    physical points (..., 3), or force(xp, x, t) at time t. A solve never
     changes it: ``re`` is what was given, and a second solve gives the same answer."""
 
     def __init__(self, mesh, boundaries: dict, nu: float | None = None, re: float | None = None, force=None):
@@ -39,7 +42,10 @@ class Flow:
         if not isinstance(boundaries, dict):
             raise InputError(f"boundaries= must be a dict {{tag: condition}} (got {type(boundaries).__name__})")
         if force is not None and not callable(force):
-            raise InputError(f"force= must be a function force(xp, x) -> (..., 3) or None (got {type(force).__name__})")
+            raise InputError(
+                f"force= must be a function force(xp, x) or force(xp, x, t) -> (..., 3), or None (got "
+                f"{type(force).__name__})"
+            )
         if (nu is None) == (re is None):
             raise InputError("give the viscosity nu= or the Reynolds number re= (1/nu), one of them")
         if nu is not None:
@@ -80,6 +86,7 @@ class Flow:
         sequence: str = "none",
         initial=None,
         started: float | None = None,
+        time=None,
     ) -> Simulation:
         """The run of this flow (fem3d.problems.simulation.Simulation), checked and planned,
         on ``device`` (auto, cpu, gpu) and, under MPI, every rank of ``comm`` (auto, mpi,
@@ -92,6 +99,13 @@ class Flow:
         for name, value, cls in (("nonlinear", nonlinear, NonlinearOptions), ("linear", linear, LinearOptions)):
             if value is not None and not isinstance(value, cls):
                 raise InputError(f"{name}= must be a {cls.__name__} or None (got {type(value).__name__})")
+        if isinstance(time, dict):
+            time = build(TimeOptions, time)
+        elif time is not None and not isinstance(time, TimeOptions):
+            raise InputError(
+                f"time= must be a TimeOptions, a dict of its settings (t_end, dt, scheme) or None (got "
+                f"{type(time).__name__})"
+            )
         backend, communicator = setup(device, comm) if isinstance(comm, str) else (device, comm)
         extra = {} if nonlinear is None else {"nonlinear": nonlinear}
         return Simulation(
@@ -103,10 +117,11 @@ class Flow:
             sequence=str(sequence),
             initial=initial,
             started=started,
+            time=time,
             **extra,
         )
 
-    def solve(self, log=None, progress=None, **run) -> FlowResult:
+    def solve(self, log=None, progress=None, on_step=None, **run) -> FlowResult:
         """Newton's method (fem3d.solvers.nonlinear) with the linear solver of ``linear``
         (default: FGMRES and multigrid): the run of :meth:`simulation` with the keywords ``run``
         (device, comm, nonlinear, linear; ``continuation``: Reynolds numbers solved first,
@@ -114,10 +129,13 @@ class Flow:
         hierarchy solved first, none, auto or a count, fem3d.solvers.sequencing.plan;
         ``initial``: the whole solution (n_dofs,) to start from, an earlier run's; ``started``:
         time.perf_counter() where the preparation of this run began, default this call, e.g.
-        before its mesh was read, so that reading it counts in the data preparation), solved.
-        ``log(line)`` receives progress lines, ``progress(iteration, relres)`` the Krylov
-        checks."""
-        return self.simulation(**run).run(log=log, progress=progress)
+        before its mesh was read, so that reading it counts in the data preparation; ``time``:
+        the time stepping of an unsteady run, fem3d.TimeOptions or a dict of its settings,
+        e.g. {"t_end": 8, "dt": 0.01, "scheme": "bdf2"}), solved. ``log(line)`` receives
+        progress lines, ``progress(iteration, relres)`` the Krylov checks, ``on_step(step,
+        state)`` each time step (fem3d.solvers.time_stepping.TimeStep and a FlowResult of its
+        state, whose force(), values() and flux() measure it)."""
+        return self.simulation(**run).run(log=log, progress=progress, on_step=on_step)
 
 
 def _check_mesh(mesh) -> None:

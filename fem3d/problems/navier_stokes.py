@@ -24,6 +24,7 @@ a Distribution that completes interface sums and reduces dot products.
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from typing import Callable
 
@@ -48,10 +49,12 @@ RUN_PHASES = ("data_preparation", "element_matrices", "linear_setup", "solve")  
 
 @dataclass
 class FlowProblem:
-    """A steady flow to solve: prescribed velocity ``bc_values`` (n_b, 3) at the Q2 nodes
+    """A flow to solve: prescribed velocity ``bc_values`` (n_b, 3) at the Q2 nodes
     ``bc_nodes`` (n_b,), in the components where ``bc_mask`` (n_b, 3) is True (default:
     all three); ``enclosed``: no outflow boundary, so the pressure level is free; body
-    force force(xp, x) -> (..., 3) at physical points (or None)."""
+    force force(xp, x) -> (..., 3) at physical points x (..., 3), or force(xp, x, t) at time t
+    (or None). In time, ``prescribed_at(t)`` -> (n_b, 3) gives the prescribed values at t
+    (None: ``bc_values`` at every t)."""
 
     mesh: HexMesh
     re: float
@@ -60,6 +63,23 @@ class FlowProblem:
     force: Callable | None = None
     bc_mask: np.ndarray | None = None
     enclosed: bool = True
+    prescribed_at: Callable | None = None
+
+    @property
+    def in_time(self) -> bool:
+        """Its boundary values or force change in time."""
+        return self.prescribed_at is not None or takes_time(self.force)
+
+    def force_at(self, t: float):
+        """The body force at time t, force(xp, x) (or None)."""
+        force = self.force
+        if not takes_time(force):
+            return force
+        return lambda xp, x: force(xp, x, t)
+
+    def values_at(self, t: float) -> np.ndarray:
+        """(n_b, 3) the prescribed values at time t."""
+        return self.bc_values if self.prescribed_at is None else self.prescribed_at(t)
 
     def __post_init__(self):
         self.re = float(check_range("--re", self.re, low=0, high=RE_MAX, low_open=True))
@@ -87,7 +107,7 @@ class FlowProblem:
     @classmethod
     def with_constraints(cls, mesh: HexMesh, re: float, c: Constraints, force=None) -> "FlowProblem":
         """The flow with the prescribed components ``c`` (fem3d.problems.boundary.Constraints)."""
-        return cls(mesh, re, c.nodes, c.values, force, c.mask, c.enclosed)
+        return cls(mesh, re, c.nodes, c.values, force, c.mask, c.enclosed, c.values_at if c.timed else None)
 
     def check_solvable(self) -> None:
         """InputError when the flow is not posed or its discrete equations have no solution:
@@ -134,6 +154,7 @@ class FlowProblem:
         """The same flow on a part of the mesh: ``mesh``, whose Q2 node k is node
         ``nodes[k]`` (sorted) of this problem's mesh."""
         keep = np.isin(self.bc_nodes, nodes)
+        whole = self.prescribed_at
         return FlowProblem(
             mesh,
             self.re,
@@ -142,7 +163,19 @@ class FlowProblem:
             self.force,
             self.bc_mask[keep],
             self.enclosed,
+            None if whole is None else (lambda t: whole(t)[keep]),
         )
+
+
+def takes_time(force) -> bool:
+    """``force`` is a body force of the time, force(xp, x, t): it takes a third argument."""
+    if force is None:
+        return False
+    try:
+        parameters = inspect.signature(force).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in parameters) >= 3
 
 
 @dataclass
@@ -224,15 +257,12 @@ class NavierStokesSystem:
             if assembly == "element"
             else None
         )
-        n, nd = mesh.n_nodes, mesh.n_dofs
-        nodes, values = problem.bc_nodes, problem.bc_values
-        fixed = np.zeros(nd, dtype=bool)
-        bc = np.zeros(nd)
+        n, nodes = mesh.n_nodes, problem.bc_nodes
+        fixed = np.zeros(mesh.n_dofs, dtype=bool)
         for d in range(3):
-            on = problem.bc_mask[:, d]
-            fixed[d * n + nodes[on]] = True
-            bc[d * n + nodes[on]] = values[on, d]
-        self.fixed, self.bc_values = backend.asarray(fixed), backend.asarray(bc)
+            fixed[d * n + nodes[problem.bc_mask[:, d]]] = True
+        self.fixed, self.bc_values = backend.asarray(fixed), self._prescribed(problem.values_at(0.0))
+        self.force, self.sigma, self.history = problem.force_at(0.0), 0.0, None  # of the time: set_time
         # elements sharing each unknown (all ranks')
         self.valence = self.dist.sum_interface(backend.asarray(mesh.dof_valence()))
         self.p_weights = pressure_weights(backend, mesh)
@@ -241,6 +271,24 @@ class NavierStokesSystem:
         self._linearised = None  # (x, nodal velocity, kind) of the last assembly without stored matrices
         self.op = self.elements if assembly == "element" else self._sum_factorised()
         self.volume = self.dist.allreduce_scalar(float(self.p_weights.sum()))
+
+    def _prescribed(self, values):
+        """(n,) device vector of the prescribed values ``values`` (n_b, 3) at their unknowns, 0 elsewhere."""
+        n, nodes, mask = self.mesh.n_nodes, self.problem.bc_nodes, self.problem.bc_mask
+        bc = np.zeros(self.mesh.n_dofs)
+        for d in range(3):
+            bc[d * n + nodes[mask[:, d]]] = values[mask[:, d], d]
+        return self.backend.asarray(bc)
+
+    def set_time(self, sigma: float, history=None, force_t: float = 0.0, prescribed=None) -> None:
+        """The equations of a time step: the time derivative approximated as sigma u - h
+        (fem3d.discretisation.assembly.element_matrices_chunk), ``sigma`` in 1/s (0: steady),
+        ``history`` (n_nodes, 3) device array of h or None; the body force at time ``force_t``;
+        ``prescribed`` (n_b, 3) the prescribed values (None: unchanged)."""
+        self.sigma, self.history = float(sigma), history
+        self.force = self.problem.force_at(force_t)
+        if prescribed is not None:
+            self.bc_values = self._prescribed(prescribed)
 
     @property
     def n(self) -> int:
@@ -303,10 +351,12 @@ class NavierStokesSystem:
             self.cells,
             self.re,
             self.tables,
-            self.problem.force,
+            self.force,
             x[self.dofs[:, 81:]],
             kind == "newton",
             scale,
+            self.sigma,
+            self.history,
         )
         return op
 
@@ -323,10 +373,12 @@ class NavierStokesSystem:
             velocity[self.cells[ids]],
             self.re,
             self.tables,
-            self.problem.force,
+            self.force,
             x[dofs[:, 81:]],
             jacobian=kind == "newton",
             prescribed=(dofs, self.fixed, self.valence),
+            sigma=self.sigma,
+            history=None if self.history is None else self.history[self.cells[ids]],
         )[0]
 
     def equation_residual(self, x):
@@ -353,12 +405,14 @@ class NavierStokesSystem:
                 vel[self.cells[e]],
                 self.re,
                 self.tables,
-                self.problem.force,
+                self.force,
                 x[dofs[:, 81:]],
                 jacobian=jacobian,
                 out=op.mats[e] if direct else None,
                 matrices=store,
                 prescribed=(dofs, self.fixed, self.valence),
+                sigma=self.sigma,
+                history=None if self.history is None else self.history[self.cells[e]],
             )
             if store and not direct:
                 op.mats[e] = mats

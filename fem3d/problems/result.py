@@ -30,7 +30,9 @@ class FlowResult:
     Reynolds number solved, its re, convergence and steps (fem3d.solvers.nonlinear.Stage);
     ``sequence``: per coarser mesh solved first, coarsest first; ``finished``:
     time.perf_counter() when the solve ended (the output's time counts from it);
-    ``mesh_info``: how the mesh was made, for the summary (a front end's, e.g. the box)."""
+    ``mesh_info``: how the mesh was made, for the summary (a front end's, e.g. the box).
+    An unsteady run's ``x`` is the state at the last step reached (``time``: "t"), its
+    ``converged`` that every step's solve converged up to t_end, and ``history`` is empty."""
 
     flow: object  # fem3d.problems.flow.Flow
     system: object
@@ -50,6 +52,8 @@ class FlowResult:
     finished: float = field(default_factory=time.perf_counter)
     mesh_info: dict = field(default_factory=dict)
     quantities: dict = field(default_factory=dict)
+    time: dict | None = None  # an unsteady run's: its TimeOptions, the time reached, step counts
+    time_steps: list = field(default_factory=list)  # an unsteady run's fem3d.solvers.time_stepping.TimeStep
 
     @property
     def steps(self) -> list:
@@ -59,7 +63,16 @@ class FlowResult:
     def timing(self) -> dict:
         """t_run_s, t_unit_us (over the nonlinear steps of every continuation stage, as
         T_run counts them all), wall_s and wall_since (fem3d.problems.navier_stokes.run_timing)."""
-        return run_timing(self.times_s, sum(len(s["steps"]) for s in self.history), self.flow.mesh.n_elements)
+        return run_timing(self.times_s, self._counts()[0], self.flow.mesh.n_elements)
+
+    def _counts(self) -> tuple[int, int, int]:
+        """(nonlinear steps, Newton steps, linear iterations) of the run: every continuation
+        stage's, or every time step's."""
+        if self.time is not None:
+            newton = self.time["newton_steps"]
+            return newton, newton, self.time["linear_iterations"]
+        steps = [s for stage in self.history for s in stage["steps"]]
+        return len(steps), sum(s["kind"] == "newton" for s in steps), sum(s["linear_iterations"] for s in steps)
 
     def force(self, tag: str) -> np.ndarray:
         """(3,) force of the fluid on the boundary faces tagged ``tag``."""
@@ -112,9 +125,8 @@ class FlowResult:
         """What summary.json holds: the run, its convergence (the steps of every Reynolds
         number and coarser mesh solved) and the recorded quantities; ``times_s`` with the
         output's seconds so far."""
-        steps = [s for stage in self.history for s in stage["steps"]]
         mesh = self.flow.mesh
-        its = sum(s["linear_iterations"] for s in steps)
+        steps, newton, its = self._counts()
         return {
             "re": self.flow.re,
             "nu": 1.0 / self.flow.re,
@@ -132,12 +144,13 @@ class FlowResult:
             "device": self.device,
             "ranks": self.comm.size,
             "communicator": self.comm.name,
-            "nonlinear_steps": len(steps),
-            "newton_steps": sum(s["kind"] == "newton" for s in steps),
+            "nonlinear_steps": steps,
+            "newton_steps": newton,
             "linear_iterations": its,
-            "linear_iterations_per_step": its / max(len(steps), 1),
+            "linear_iterations_per_step": its / max(steps, 1),
             "quantities": self.quantities,
             "continuation": self.history,
+            **({} if self.time is None else {"time": self.time}),
             "sequence": self.sequence,
             "times_s": {**self.times_s, "output": time.perf_counter() - self.finished},
             **self.timing(),

@@ -1,4 +1,4 @@
-"""One run of a steady flow, whatever the front door: ``python -m fem3d.cavity``, ``fem3d.run``,
+"""One run of a flow, steady or in time, whatever the front door: ``python -m fem3d.cavity``, ``fem3d.run``,
 ``fem3d.verify`` and ``fem3d.Flow.solve`` all build a :class:`Simulation` and run it.
 
 Making one checks, collectively (inside fem3d.parallel.comm.agreed_errors), what can be
@@ -7,8 +7,9 @@ assembly that fits the device (fem3d.problems.memory), the partition of the mesh
 ranks, and the coarser meshes of mesh sequencing (fem3d.solvers.sequencing), the flow solved
 first on coarser meshes of its hierarchy, each solution the next mesh's initial guess.
 :meth:`Simulation.run` then builds the system and the solvers, solves the continuation's
-Reynolds numbers and returns the one record of a run, fem3d.problems.result.FlowResult.
-Nothing here writes into the flow: a continuation's stage Reynolds number is the system's.
+Reynolds numbers (or, with ``time``, steps in time: fem3d.solvers.time_stepping) and returns
+the one record of a run, fem3d.problems.result.FlowResult. Nothing here writes into the flow:
+a continuation's stage Reynolds number is the system's.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from ..solvers.nonlinear import NonlinearOptions, NonlinearSolver, continuation_
 from ..solvers.sequencing import interpolate, redundant
 from ..solvers.sequencing import limits as sequence_limits
 from ..solvers.sequencing import plan as sequence_plan
+from ..solvers.time_stepping import TimeOptions, TimeStepper
 from ..discretisation.mesh import HexMesh
 from gpucfd.errors import InputError
 from .distributed import partitioned_system, rank_report
@@ -51,9 +53,11 @@ class Simulation:
     ``initial`` and, for auto, with the mg solver); ``initial``: the whole solution
     (n_dofs,) to start from; ``started``: time.perf_counter() where the preparation of the
     run began (default: now), so that reading or building the mesh counts in its data
-    preparation. After construction, ``linear`` is resolved for the mesh, ``notes`` holds
-    warnings for the user (a partial assembly chosen for memory) and ``part`` this rank's
-    part of the mesh."""
+    preparation; ``time``: fem3d.solvers.time_stepping.TimeOptions of an unsteady run (None:
+    steady), which starts from ``initial`` or from rest with the boundary data at t = 0 (no
+    continuation nor sequencing). After construction, ``linear`` is resolved for the mesh,
+    ``notes`` holds warnings for the user (a partial assembly chosen for memory) and ``part``
+    this rank's part of the mesh."""
 
     flow: object
     backend: object
@@ -64,11 +68,13 @@ class Simulation:
     sequence: str = "none"
     initial: np.ndarray | None = None
     started: float | None = None
+    time: TimeOptions | None = None
     notes: list = field(default_factory=list)
 
     def __post_init__(self):
         self.started = time.perf_counter() if self.started is None else self.started
         mesh, comm, backend = self.flow.mesh, self.comm, self.backend
+        self._check_time()
         self.stages = continuation_steps(self.continuation, self.flow.re)
         sequence_limits(self.sequence, backend.kind)  # checked also where an initial guess leaves it unused
         self.linear, note = fitting_assembly(backend, self.linear.for_mesh(mesh), mesh.n_elements, comm.size)
@@ -83,6 +89,27 @@ class Simulation:
             else sequence_plan(self.sequence, mesh, backend.kind, self._solvable)
         )
 
+    def _check_time(self) -> None:
+        """InputError for a flow whose data change in time without time stepping, for time
+        stepping with a continuation or mesh sequencing, and for boundary data that are not
+        finite at some time the steps evaluate them."""
+        problem = self.flow.problem
+        if self.time is None:
+            if problem.in_time:
+                raise InputError(
+                    "the boundary velocity or the force depends on the time t: give the time stepping (a [time] "
+                    "table in a case file, time= in Python)"
+                )
+            return
+        if not isinstance(self.time, TimeOptions):
+            raise InputError(f"time= must be a TimeOptions or None (got {type(self.time).__name__})")
+        for name, value in (("continuation", self.continuation), ("sequence", self.sequence)):
+            if value != "none":
+                raise InputError(f"{name} must be none for an unsteady run (got {value!r})")
+        if problem.prescribed_at is not None:
+            for t in self.time.stage_times():
+                problem.values_at(float(t))
+
     def _solvable(self, mesh: HexMesh) -> bool:
         """A coarser mesh of sequencing can be solved by this run's linear solver on its ranks."""
         ranks = 1 if redundant(mesh) else self.comm.size
@@ -93,16 +120,20 @@ class Simulation:
             return False
         return resolved.solver == self.linear.solver
 
-    def run(self, log=None, progress=None, on_stage=None) -> FlowResult:
-        """Solve (collective): the coarser meshes first, then the continuation on the mesh.
-        ``log(line)`` receives progress lines, ``progress(iteration, relres)`` the Krylov
-        checks (a stop signal is honoured at each, fem3d.parallel.interrupt), ``on_stage(stage,
-        whole)`` each converged Reynolds number of the mesh's continuation (``whole``: its
-        solution gathered, rank 0's; a checkpoint)."""
+    def run(self, log=None, progress=None, on_stage=None, on_step=None) -> FlowResult:
+        """Solve (collective): the coarser meshes first, then the continuation on the mesh; or
+        the steps in time. ``log(line)`` receives progress lines, ``progress(iteration, relres)``
+        the Krylov checks (a stop signal is honoured at each, fem3d.parallel.interrupt),
+        ``on_stage(stage, whole)`` each converged Reynolds number of the mesh's continuation
+        (``whole``: its solution gathered, rank 0's; a checkpoint), ``on_step(step, state)``
+        each time step (fem3d.solvers.time_stepping.TimeStep, and a FlowResult of the step's
+        state for its quantities: forces, point values; collective)."""
         log = log or (lambda line: None)
         backend, comm, part = self.backend, self.comm, self.part
         check = InterruptCheck(comm)
         watch = check if progress is None else (lambda it, relres: (progress(it, relres), check(it, relres)))
+        if self.time is not None:
+            return self._run_in_time(log, watch, on_step)
         timer, since, sequence = PhaseTimer(backend), self.started, []
         stages, nonlinear = self.stages, self.nonlinear
         x0 = None if self.initial is None else self.initial[part.dist.gdofs]
@@ -151,6 +182,66 @@ class Simulation:
             device=backend.describe(),
             sequence=sequence,
             finished=finished,
+        )
+
+    def _run_in_time(self, log, progress, on_step) -> FlowResult:
+        """The steps of ``time`` from ``initial`` (or rest) on the mesh (:meth:`run`)."""
+        backend, comm, part = self.backend, self.comm, self.part
+        system = partitioned_system(
+            self.flow.problem,
+            part,
+            backend,
+            self.linear.matrix_dtype,
+            prepared_since=self.started,
+            assembly=self.linear.assembly,
+            timer=PhaseTimer(backend),
+        )
+        linear_solver = make_linear_solver(self.linear, progress)
+        solver = NonlinearSolver(system, linear_solver, self.nonlinear, InterruptCheck(comm))
+        x0 = system.initial_guess() if self.initial is None else backend.asarray(self.initial[part.dist.gdofs])
+
+        def stepped(step, x):
+            if on_step is not None:
+                on_step(step, self._result(system, linear_solver, x, None, [], step.reason, step.residual, False))
+
+        x, reached, steps, reason = TimeStepper(system, solver, self.time).run(x0, log, stepped)
+        x = backend.to_numpy(x)
+        finished = time.perf_counter()
+        result = self._result(
+            system, linear_solver, x, part.dist.gather(x), [], reason, steps[-1].residual if steps else 0.0, True
+        )
+        result.finished, result.time_steps = finished, steps
+        done = [s for s in steps if s.converged]
+        newton = sum(s.nonlinear_steps for s in steps)
+        result.time = {
+            **asdict(self.time),
+            "t": reached,
+            "steps": len(done),
+            "newton_steps": newton,
+            "linear_iterations": sum(s.linear_iterations for s in steps),
+            "linear_iterations_per_newton_step": sum(s.linear_iterations for s in steps) / max(newton, 1),
+            "seconds_per_step": sum(s.seconds for s in done) / max(len(done), 1),
+        }
+        return result
+
+    def _result(self, system, linear_solver, x_local, x, history, reason, residual, report) -> FlowResult:
+        """The FlowResult of the state ``x_local`` (this rank's, host) of ``system``; with
+        ``report`` the run's record (times, per-rank report: collective)."""
+        return FlowResult(
+            flow=self.flow,
+            system=system,
+            part=self.part,
+            comm=self.comm,
+            x_local=x_local,
+            x=x,
+            converged=reason == "converged",
+            reason=reason,
+            residual=residual,
+            history=history,
+            options={"nonlinear": asdict(self.nonlinear), "linear": asdict(self.linear)},
+            times_s=system.phase_seconds() if report else {},
+            per_rank=rank_report(self.comm, system, self.part, self.backend, linear_solver) if report else None,
+            device=self.backend.describe(),
         )
 
     def _coarser_first(self, timer, log, progress):

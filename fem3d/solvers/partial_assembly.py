@@ -29,10 +29,10 @@ from __future__ import annotations
 import numpy as np
 
 from gpucfd.backend import einsum
-from ..discretisation.assembly import laplacian_metric
+from ..discretisation.assembly import laplacian_metric, point_force
 from ..discretisation.element import Q1, Q2, gauss_legendre
 from ..discretisation.geometry import det_and_inverse, jacobians
-from ..discretisation.upwind import tau_and_derivative_by_direction, tau_by_direction
+from ..discretisation.upwind import tau_and_derivative_by_direction, tau_by_direction, time_limited
 from ..kernels import partial_assembly as kernels
 from ..kernels.ebe import NL
 from ..kernels.partial_assembly import GRAD, GRAD1, HESS, PACK, laplacian_coefficients, to_points
@@ -104,7 +104,7 @@ class PartialAssemblyOperator:
         self.tables = xp.asarray(tables())
         self.q2, self.q1 = kernels.split_tables(self.tables)  # (3, 3, 3), (2, 3, 2): order, point, node
         self.products = kernels.for_backend(backend)
-        self.points, self.data, self.scale, self.nu, self.jacobian = None, {}, None, None, False
+        self.points, self.data, self.scale, self.nu, self.jacobian, self.sigma = None, {}, None, None, False, 0.0
         self.chunk = chunk or 128  # elements per NumPy batch
 
     @property
@@ -114,14 +114,26 @@ class PartialAssemblyOperator:
         return self.points.shape[0] * self.points.shape[1] * 8 + NL * 4
 
     def linearise(
-        self, X, velocity, cells, re: float, tables, force=None, p_nodes=None, jacobian: bool = False, scale=None
+        self,
+        X,
+        velocity,
+        cells,
+        re: float,
+        tables,
+        force=None,
+        p_nodes=None,
+        jacobian: bool = False,
+        scale=None,
+        sigma: float = 0.0,
+        history=None,
     ):
         """Store the point data of A(a) (Picard), or with ``jacobian`` of J(a, p), for the
         arguments of fem3d.discretisation.assembly.element_matrices_chunk (X (E, g, 3), p_nodes
         (E, 8), tables: its ReferenceTables; the velocity at the elements' nodes gathered
         from ``velocity`` (n_nodes, 3) through ``cells`` (E, 27)), LINEARISE_CHUNK elements at
         a time into one array kept between linearisations; ``scale`` (n,) or None: the row
-        weights D of the operator D A."""
+        weights D of the operator D A; ``sigma`` and ``history`` (n_nodes, 3) or None: a time
+        step's term, as element_matrices_chunk takes them (history gathered as the velocity)."""
         E = X.shape[0]
         if self.points is None:
             self.points = kernels.allocate(self.xp, E)
@@ -129,13 +141,21 @@ class PartialAssemblyOperator:
         for s in range(0, E, LINEARISE_CHUNK):
             c = slice(s, min(s + LINEARISE_CHUNK, E))
             d = self._point_data(
-                X[c], velocity[cells[c]], re, tables, force, None if p_nodes is None else p_nodes[c], jacobian
+                X[c],
+                velocity[cells[c]],
+                re,
+                tables,
+                force,
+                None if p_nodes is None else p_nodes[c],
+                jacobian,
+                sigma,
+                None if history is None else history[cells[c]],
             )
             for name, view in self.data.items():
                 view[..., c] = d[name]
-        self.scale, self.nu, self.jacobian = scale, 1.0 / re, jacobian
+        self.scale, self.nu, self.jacobian, self.sigma = scale, 1.0 / re, jacobian, sigma
 
-    def _point_data(self, X, u_nodes, re: float, tables, force, p_nodes, jacobian: bool) -> dict:
+    def _point_data(self, X, u_nodes, re: float, tables, force, p_nodes, jacobian: bool, sigma: float, history) -> dict:
         """The fields of :meth:`linearise` (name: (*shape, Q, E)) of the elements X (E, g, 3)."""
         xp = self.xp
         E = X.shape[0]
@@ -154,16 +174,25 @@ class PartialAssemblyOperator:
         a = U[0].transpose(2, 1, 0)  # (E, Q, 3)
         if jacobian:
             (t_mid, dt_mid), (t_end, dt_end) = tau_and_derivative_by_direction(xp, a, J, re)
-            d["dtau"] = _fields(xp, xp.concatenate([dt_end.sum(axis=2)[:, :, None], dt_mid - dt_end], axis=2))
             d["grad_a"] = einsum(xp, "kcqe,kdqe->cdqe", U[GRAD], jinv)
             P = to_points(p_nodes.T.reshape(1, 2, 2, 2, E), self.q1)[:, 0]  # (8, Q, E)
             r = einsum(xp, "cdqe,dqe->cqe", d["grad_a"], U[0]) + einsum(xp, "kqe,kiqe->iqe", P[GRAD1], jinv)
             r -= einsum(xp, "oqe,ocqe->cqe", laplacian_coefficients(xp, d), U[GRAD + HESS]) / re
-            if force is not None:
-                r -= _fields(xp, force(xp, einsum(xp, "qg,egi->eqi", tables.G, X)))
+            f = point_force(xp, tables, einsum(xp, "qg,egi->eqi", tables.G, X), force, history)
+            if f is not None:
+                r -= _fields(xp, f)
+            if sigma:
+                r += sigma * U[0]
             d["strong"] = r
+            if sigma:
+                (t_mid, t_end), (dt_mid, dt_end) = time_limited(
+                    xp, sigma, t_end.sum(axis=2), [t_mid, t_end], dt_end.sum(axis=2), [dt_mid, dt_end]
+                )
+            d["dtau"] = _fields(xp, xp.concatenate([dt_end.sum(axis=2)[:, :, None], dt_mid - dt_end], axis=2))
         else:
             t_mid, t_end = tau_by_direction(xp, a, J, re)
+            if sigma:
+                (t_mid, t_end), _ = time_limited(xp, sigma, t_end.sum(axis=2), [t_mid, t_end])
         d["tau"] = _fields(xp, xp.concatenate([t_end.sum(axis=2)[..., None], t_mid - t_end], axis=2))
         return d
 
@@ -191,6 +220,7 @@ class PartialAssemblyOperator:
             out,
             self.colour_offsets,
             self.chunk,
+            self.sigma,
         )
         self.dist.sum_interface(out)
         if not transpose and self.scale is not None:

@@ -1,0 +1,89 @@
+"""The time series of an unsteady run: one row per time step, written to history.csv as it
+goes (each row flushed, so a crash or a kill keeps every row written before it).
+
+Columns: ``t`` (the time of the row's quantities: the step's end, or the midpoint stage's
+time, fem3d.solvers.time_stepping), then the step's ``dt``, ``newton_steps``,
+``linear_iterations`` and ``seconds``, then one column per quantity, named by its path in
+summary.json's quantities with components x, y, z: ``forces.cylinder.coefficients.x``,
+``points.front.pressure``, ``differences.delta_p``, ``fluxes.out``.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+
+STEP_COLUMNS = ("t", "dt", "newton_steps", "linear_iterations", "seconds")
+SKIPPED = {"at", "reference_velocity", "area"}  # settings of a quantity, not measured values
+COMPONENTS = "xyz"
+
+
+def flatten(quantities: dict, prefix: str = "") -> dict:
+    """{column: float} of the measured values in ``quantities`` (nested dicts and lists of a
+    run's quantities; the settings in SKIPPED and the flow rates left out)."""
+    out = {}
+    for key, value in quantities.items():
+        if key in SKIPPED or (not prefix and key == "flow_rates"):
+            continue
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(flatten(value, name + "."))
+        elif isinstance(value, (list, tuple)):
+            for c, v in zip(COMPONENTS, value):
+                out[f"{name}.{c}"] = float(v)
+        else:
+            out[name] = float(value)
+    return out
+
+
+class History:
+    """Rows of a time series, kept in memory and, with ``path`` (rank 0's), appended to a CSV
+    file made afresh; the columns are those of the first row."""
+
+    def __init__(self, path: str | None = None):
+        self.columns, self.rows, self.path = None, [], path
+        self._file = self._writer = None
+
+    def add(self, step, quantities: dict) -> None:
+        """A row: the fem3d.solvers.time_stepping.TimeStep ``step`` and the flattened ``quantities``."""
+        row = {
+            "t": step.t,
+            "dt": step.dt,
+            "newton_steps": step.nonlinear_steps,
+            "linear_iterations": step.linear_iterations,
+            "seconds": step.seconds,
+            **flatten(quantities),
+        }
+        if self.columns is None:
+            self.columns = list(row)
+            if self.path is not None:
+                self._file = open(self.path, "w", newline="")
+                self._writer = csv.writer(self._file)
+                self._writer.writerow(self.columns)
+        values = [row.get(c, math.nan) for c in self.columns]
+        self.rows.append(values)
+        if self._writer is not None:
+            self._writer.writerow([v if isinstance(v, int) else repr(float(v)) for v in values])
+            self._file.flush()  # to the system: a killed process loses no row
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = self._writer = None
+
+    def column(self, name: str) -> list:
+        i = self.columns.index(name)
+        return [r[i] for r in self.rows]
+
+    def extrema(self) -> dict:
+        """{column: {max, t_max, min, t_min, end}} of each quantity column (summary.json's)."""
+        if not self.rows:
+            return {}
+        t = self.column("t")
+        out = {}
+        for name in self.columns[len(STEP_COLUMNS) :]:
+            v = self.column(name)
+            hi = max(range(len(v)), key=lambda i: v[i])
+            lo = min(range(len(v)), key=lambda i: v[i])
+            out[name] = {"max": v[hi], "t_max": t[hi], "min": v[lo], "t_min": t[lo], "end": v[-1], "t_end": t[-1]}
+        return out

@@ -1,0 +1,210 @@
+"""Time stepping (fem3d.solvers.time_stepping): temporal order on a manufactured flow, the
+steady state reached in time, the pipeline's unsteady runs (API and case file), history.csv."""
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import fem3d
+from fem3d import run as run_case
+from fem3d.discretisation.mesh import box_mesh
+from fem3d.problems.boundary import Velocity
+from fem3d.problems.navier_stokes import FlowProblem, NavierStokesSystem
+from fem3d.solvers.linear import LinearOptions, make_linear_solver
+from fem3d.solvers.nonlinear import NonlinearOptions, NonlinearSolver
+from fem3d.solvers.time_stepping import TimeOptions, TimeStepper
+from gpucfd.errors import InputError
+from support import ANNULUS_CASE_TEXT, DFG_CASE_TEXT, case_file
+
+NU = 0.1
+FACES = ("x0", "x1", "y0", "y1", "z0", "z1")
+AMPLITUDE = "(1+sin(2*t))"  # g(t) of the manufactured flow u = g(t) U(x)
+
+
+def g(t):
+    return 1.0 + np.sin(2.0 * t)
+
+
+def shape(xp, x):
+    """U(x) = (z^2, x^2, y^2): divergence-free and in the Q2 space."""
+    return xp.stack([x[..., 2] ** 2, x[..., 0] ** 2, x[..., 1] ** 2], axis=-1)
+
+
+def manufactured_force(xp, x, t):
+    """f = g' U + g^2 (U . grad) U - nu g lap U + grad p for u = g(t) U, p = g(t) (x + y + z - 3/2)."""
+    X, Y, Z = x[..., 0], x[..., 1], x[..., 2]
+    convection = xp.stack([2 * Y**2 * Z, 2 * X * Z**2, 2 * Y * X**2], axis=-1)
+    return 2.0 * np.cos(2.0 * t) * shape(xp, x) + g(t) ** 2 * convection - NU * g(t) * 2.0 + g(t)
+
+
+def manufactured_flow(mesh):
+    """The flow u = g(t) U with its velocity on every face: in the discrete space at every t, so
+    with the consistent stabilisation only the time discretisation errs."""
+    velocity = Velocity(*(f"{AMPLITUDE}*{c}**2" for c in "zxy"))
+    return FlowProblem.with_conditions(mesh, 1.0 / NU, {f: velocity for f in FACES}, force=manufactured_force)
+
+
+def exact_velocity(mesh, t):
+    return (g(t) * shape(np, mesh.points)).T.ravel()
+
+
+def stepped_error(scheme: str, steps: int, t_end: float = 0.4) -> float:
+    """Largest nodal velocity error at t_end of ``steps`` steps from the exact state at t = 0."""
+    mesh = box_mesh(2)
+    system = NavierStokesSystem(manufactured_flow(mesh), fem3d_backend())
+    linear = make_linear_solver(LinearOptions(solver="mg").for_mesh(mesh))
+    solver = NonlinearSolver(system, linear, NonlinearOptions(tol=1e-12, max_steps=20))
+    x0 = np.concatenate([exact_velocity(mesh, 0.0), np.zeros(mesh.n_pressure)])
+    x, reached, records, reason = TimeStepper(
+        system, solver, TimeOptions(t_end=t_end, dt=t_end / steps, scheme=scheme)
+    ).run(x0)
+    assert reason == "converged" and reached == t_end and len(records) == steps
+    return float(np.abs(x[: 3 * mesh.n_nodes] - exact_velocity(mesh, t_end)).max())
+
+
+def fem3d_backend():
+    from gpucfd.backend import get_backend
+
+    return get_backend("cpu")
+
+
+@pytest.mark.parametrize("scheme", ["bdf2", "midpoint"])
+def test_temporal_order_is_two(scheme):
+    """Both schemes converge at order >= 1.9 in the step (16 and 32 steps to t = 0.4) on a flow
+    whose boundary data and force change in time; the errors are far above the solves' tolerance."""
+    coarse, fine = stepped_error(scheme, 16), stepped_error(scheme, 32)
+    assert coarse > 1e-6
+    assert np.log2(coarse / fine) >= 1.9
+
+
+def test_a_step_with_the_exact_history_has_no_error_in_space():
+    """Control: u = g U lies in the discrete space, so a BDF1 step whose time derivative is the
+    exact one (sigma u - h with h = sigma u(t1) - u'(t1)) returns the exact state to round-off:
+    the order test above measures the time discretisation alone."""
+    mesh = box_mesh(2)
+    system = NavierStokesSystem(manufactured_flow(mesh), fem3d_backend())
+    t1, sigma = 0.3, 10.0
+    exact = exact_velocity(mesh, t1)
+    rate = 2.0 * np.cos(2.0 * t1) * shape(np, mesh.points)
+    history = sigma * exact.reshape(3, -1).T - rate
+    system.set_time(sigma, history, t1, system.problem.values_at(t1))
+    linear = make_linear_solver(LinearOptions(solver="mg").for_mesh(mesh))
+    result = NonlinearSolver(system, linear, NonlinearOptions(tol=1e-13, max_steps=20)).solve()
+    assert result.converged
+    assert np.abs(result.x[: 3 * mesh.n_nodes] - exact).max() < 1e-10
+
+
+def channel_flow(velocity="1"):
+    """A 3 x 2 x 2 box: plug inflow ``velocity`` at x = 0, outflow at x = 1, walls elsewhere, nu = 1."""
+    mesh = box_mesh(3, 2, 2)
+    walls = {f: fem3d.Wall() for f in ("y0", "y1", "z0", "z1")}
+    return fem3d.Flow(mesh, {"x0": fem3d.Velocity(velocity, 0, 0), "x1": fem3d.Outflow(), **walls}, nu=1.0)
+
+
+def test_time_stepping_reaches_the_steady_solution():
+    """From rest, a steady inflow stepped to t = 12 (viscous decay time about 0.05) lands on
+    the steady solver's solution to 1e-6 relative, velocity and pressure: the steady state of
+    the stepped equations differs only by the time limit of tau (consistent stabilisation),
+    here by about 1e-7. (BDF2 damps every error mode; the midpoint rule hardly damps the
+    stiff ones, |R| -> 1, and approaches a steady state slowly.)"""
+    tight = fem3d.NonlinearOptions(tol=1e-12, max_steps=30)
+    steady = channel_flow().solve(device="cpu", nonlinear=tight)
+    stepped = channel_flow().solve(device="cpu", nonlinear=tight, time={"t_end": 12, "dt": 0.5})
+    assert stepped.converged and stepped.time["t"] == 12 and stepped.time["steps"] == 24
+    assert np.abs(stepped.x - steady.x).max() < 1e-6 * np.abs(steady.x).max()
+
+
+def test_unsteady_api_reports_each_step():
+    """on_step gets each step with a state whose quantities can be measured; midpoint steps
+    report at their stage times (the first step, BDF1, at its end); the summary counts every
+    time step's Newton steps."""
+    seen = []
+    flow = channel_flow("sin(t)")
+
+    def on_step(step, state):
+        seen.append((step.t, step.end, float(state.flux("x0"))))
+
+    result = flow.solve(device="cpu", on_step=on_step, time={"t_end": 1.0, "dt": 0.25, "scheme": "midpoint"})
+    assert [s[0] for s in seen] == [0.25, 0.375, 0.625, 0.875] and [s[1] for s in seen] == [0.25, 0.5, 0.75, 1.0]
+    inflow = np.array([s[2] for s in seen])  # outward flux of the step's boundary data (a stage's: the mean)
+    means = np.array([np.sin(0.25)] + [(np.sin(a) + np.sin(a + 0.25)) / 2 for a in (0.25, 0.5, 0.75)])
+    assert np.allclose(-inflow, means * (1 - 1 / 6) ** 2, rtol=1e-9)  # walls take the inflow's edge nodes
+    summary = result.summary()
+    assert summary["time"]["steps"] == 4 and summary["nonlinear_steps"] == summary["time"]["newton_steps"] >= 4
+    assert flow.re == 1.0
+
+
+def test_time_dependent_data_need_time_stepping_and_time_settings_are_checked():
+    flow = channel_flow("sin(t)")
+    with pytest.raises(InputError, match="depends on the time t"):
+        flow.solve(device="cpu")
+    with pytest.raises(InputError, match="dt= must be at most t_end= = 1"):
+        flow.solve(device="cpu", time={"t_end": 1, "dt": 3})
+    with pytest.raises(InputError, match="time= must be a TimeOptions"):
+        flow.solve(device="cpu", time=5)
+    with pytest.raises(InputError, match="continuation must be none"):
+        flow.solve(device="cpu", time=TimeOptions(t_end=1, dt=0.5), continuation="auto")
+
+
+def test_case_file_in_time_writes_history_as_it_goes(tmp_path, capsys):
+    """fem3d.run with a [time] table: one history.csv row per step (t, the step's counts, then
+    the [report]'s quantities as named in summary.json), the extrema in summary.json."""
+    text = (
+        DFG_CASE_TEXT.replace('"y*(0.41-y)"', '"sin(pi*t/8)*y*(0.41-y)"')
+        + "[time]\nt_end = 0.3\ndt = 0.1\n"
+        + "[report]\nforces = { cylinder = { reference_velocity = 0.2, area = 0.041 } }\n"
+        + "points = { front = [0.45, 0.2, 0.205], back = [0.55, 0.2, 0.205] }\n"
+        + 'differences = { delta_p = ["front", "back"] }\n'
+    )
+    path = case_file(tmp_path, text)
+    out = tmp_path / "out"
+    assert run_case.main([path, "--out", str(out), "--no-plots", "--no-vtu", "--quiet"]) == 0
+    with open(out / "history.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [float(r["t"]) for r in rows] == [0.1, 0.2, 0.3]
+    assert int(rows[0]["newton_steps"]) >= 1 and "forces.cylinder.coefficients.x" in rows[0]
+    summary = json.loads((out / "summary.json").read_text())
+    drag = [float(r["forces.cylinder.coefficients.x"]) for r in rows]
+    series = summary["time"]["series"]["forces.cylinder.coefficients.x"]
+    assert (
+        series["max"] == max(drag)
+        and series["end"] == drag[-1] == summary["quantities"]["forces"]["cylinder"]["coefficients"][0]
+    )
+    assert float(rows[-1]["differences.delta_p"]) == summary["quantities"]["differences"]["delta_p"]
+    assert summary["converged"] and summary["time"]["t"] == 0.3
+
+
+def test_history_survives_a_kill(tmp_path):
+    """SIGKILL in the middle of an unsteady run: every row written before it is whole."""
+    text = ANNULUS_CASE_TEXT.replace('["-y", "x", 0]', '["-y*sin(t)", "x*sin(t)", 0]') + (
+        "[time]\nt_end = 1000\ndt = 0.5\n[report]\npoints = { a = [0.6, 0.1, 0.2] }\n"
+    )
+    path = case_file(tmp_path, text)
+    history = tmp_path / "out" / "history.csv"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fem3d.run", path, "--out", str(tmp_path / "out"), "--quiet", "--device", "cpu"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        if history.exists() and len(history.read_text().splitlines()) >= 4:
+            break
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    lines = history.read_text().splitlines()
+    assert len(lines) >= 4 and history.read_text().endswith("\n")
+    header = lines[0].split(",")
+    assert header[:2] == ["t", "dt"] and "points.a.pressure" in header
+    for k, line in enumerate(lines[1:], start=1):
+        values = [float(v) for v in line.split(",")]
+        assert len(values) == len(header) and values[0] == 0.5 * k
+    assert not os.path.exists(tmp_path / "out" / "summary.json")
