@@ -15,13 +15,14 @@ import pytest
 import fem3d
 from fem3d import run as run_case
 from fem3d.discretisation.mesh import box_mesh
+from fem3d.parallel.comm import SerialComm, launched_ranks
 from fem3d.problems.boundary import Velocity
 from fem3d.problems.navier_stokes import FlowProblem, NavierStokesSystem
 from fem3d.solvers.linear import LinearOptions, make_linear_solver
 from fem3d.solvers.nonlinear import NonlinearOptions, NonlinearSolver
-from fem3d.solvers.time_stepping import TimeOptions, TimeStepper
+from fem3d.solvers.time_stepping import TimeOptions, TimeState, TimeStepper
 from gpucfd.errors import InputError
-from support import ANNULUS_CASE_TEXT, DFG_CASE_TEXT, case_file
+from support import ANNULUS_CASE_TEXT, DFG_CASE_TEXT, case_file, sample_mesh
 
 NU = 0.1
 FACES = ("x0", "x1", "y0", "y1", "z0", "z1")
@@ -62,10 +63,10 @@ def stepped_error(scheme: str, steps: int, t_end: float = 0.4) -> float:
     linear = make_linear_solver(LinearOptions(solver="mg").for_mesh(mesh))
     solver = NonlinearSolver(system, linear, NonlinearOptions(tol=1e-12, max_steps=20))
     x0 = np.concatenate([exact_velocity(mesh, 0.0), np.zeros(mesh.n_pressure)])
-    x, reached, records, reason = TimeStepper(
-        system, solver, TimeOptions(t_end=t_end, dt=t_end / steps, scheme=scheme)
-    ).run(x0)
-    assert reason == "converged" and reached == t_end and len(records) == steps
+    options = TimeOptions(t_end=t_end, dt=t_end / steps, scheme=scheme)
+    last, records, reason = TimeStepper(system, solver, options).run(TimeState(0, x0))
+    assert reason == "converged" and last.step == steps and len(records) == steps
+    x = last.x
     return float(np.abs(x[: 3 * mesh.n_nodes] - exact_velocity(mesh, t_end)).max())
 
 
@@ -208,3 +209,94 @@ def test_history_survives_a_kill(tmp_path):
         values = [float(v) for v in line.split(",")]
         assert len(values) == len(header) and values[0] == 0.5 * k
     assert not os.path.exists(tmp_path / "out" / "summary.json")
+
+
+@pytest.mark.parametrize("scheme", ["bdf2", "midpoint"])
+def test_a_run_continued_from_a_checkpoint_is_the_uninterrupted_run(tmp_path, scheme):
+    """A run stopped after 4 of 8 steps (t_end 1 of 2) with a checkpoint at step 3, continued
+    with --initial checkpoint.npz to t_end 2: history.csv (but the seconds) and the final
+    solution equal the uninterrupted run's bit for bit; the 4th row of the first part, made
+    again, is replaced. Snapshots every 2 steps make a PVD time series that PyVista reads."""
+    base = ANNULUS_CASE_TEXT.replace('["-y", "x", 0]', '["-y*sin(2*t)", "x*sin(2*t)", 0]') + (
+        "[report]\npoints = { a = [0.6, 0.1, 0.2] }\n[time]\ndt = 0.25\ncheckpoint_every = 3\nsnapshot_every = 2\n"
+        f'scheme = "{scheme}"\n'
+    )
+    whole = case_file(tmp_path, base + "t_end = 2\n", "whole.toml")
+    part = case_file(tmp_path, base + "t_end = 1\n", "part.toml")
+    quiet = ["--no-plots", "--no-vtu", "--quiet", "--device", "cpu"]
+    assert run_case.main([whole, "--out", str(tmp_path / "a"), *quiet]) == 0
+    assert run_case.main([part, "--out", str(tmp_path / "b"), *quiet]) == 0
+    checkpoint = str(tmp_path / "b" / "checkpoint.npz")
+    assert run_case.main([whole, "--out", str(tmp_path / "b"), "--initial", checkpoint, *quiet]) == 0
+
+    def rows(folder):
+        with open(tmp_path / folder / "history.csv") as fh:
+            table = list(csv.reader(fh))
+        seconds = table[0].index("seconds")
+        return [[v for i, v in enumerate(r) if i != seconds] for r in table]
+
+    assert len(rows("a")) == 9 and rows("a") == rows("b")
+    a, b = (np.load(tmp_path / f / "solution.npy") for f in "ab")
+    assert np.array_equal(a.view(np.int64), b.view(np.int64))
+    summary = json.loads((tmp_path / "b" / "summary.json").read_text())
+    assert summary["time"]["started_at_step"] == 3 and summary["time"]["steps"] == 8
+    import pyvista
+
+    reader = pyvista.get_reader(str(tmp_path / "b" / "flow.pvd"))
+    assert np.allclose(reader.time_values, [float(r[0]) for r in rows("a")[2::2]])
+    reader.set_active_time_value(reader.time_values[-1])
+    assert "velocity" in reader.read()[0].point_data
+
+
+def test_a_checkpoint_must_fit_the_run(tmp_path):
+    """--initial checkpoint.npz with another dt, without [time], or at t_end: one line, exit 2."""
+    base = ANNULUS_CASE_TEXT.replace('["-y", "x", 0]', '["-y*sin(t)", "x*sin(t)", 0]')
+    path = case_file(tmp_path, base + "[time]\nt_end = 0.5\ndt = 0.25\ncheckpoint_every = 1\n")
+    out = str(tmp_path / "out")
+    assert run_case.main([path, "--out", out, "--no-plots", "--no-vtu", "--quiet", "--device", "cpu"]) == 0
+    checkpoint = os.path.join(out, "checkpoint.npz")
+    for text, message in (
+        (base + "[time]\nt_end = 1\ndt = 0.2\n", "made with dt 0.25 and scheme bdf2"),
+        (base + "[time]\nt_end = 0.5\ndt = 0.25\n", "it stands at t = 0.5, not before [time] t_end = 0.5"),
+        (ANNULUS_CASE_TEXT, "a checkpoint continues a run in time"),
+    ):
+        other = case_file(tmp_path, text, "other.toml")
+        proc = subprocess.run(
+            [sys.executable, "-m", "fem3d.run", other, "--out", str(tmp_path / "o2"), "--initial", checkpoint],
+            capture_output=True,
+            text=True,
+        )
+        assert proc.returncode == 2 and message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.mpi
+def test_steps_on_ranks_equal_the_single_process_steps():
+    """Under mpiexec -n 2 and 3: the annulus (cut by METIS) stepped in time gives every
+    step's point value and the final state of one process to 1e-8, with the same Newton steps."""
+    from fem3d.parallel.comm import setup
+
+    if launched_ranks() < 2:
+        pytest.skip("run under mpiexec")
+    backend, comm = setup("cpu", "auto")
+    mesh = sample_mesh("annulus")
+    flow = fem3d.Flow(
+        mesh, {"inner": fem3d.Velocity("-y*sin(2*t)", "x*sin(2*t)", 0), "outer": "wall", "ends": "wall"}, re=20
+    )
+    time_options = {"t_end": 1.0, "dt": 0.25, "scheme": "midpoint"}
+
+    def series(device, communicator):
+        seen = []
+        result = flow.solve(
+            device=device,
+            comm=communicator,
+            time=time_options,
+            on_step=lambda step, state: seen.append((step.nonlinear_steps, *state.values([[0.6, 0.1, 0.2]])[0][0])),
+        )
+        return result, np.array(seen)
+
+    ranks, on_ranks = series(backend, comm)
+    single, alone = series(backend, SerialComm())
+    assert np.array_equal(on_ranks[:, 0], alone[:, 0])
+    assert np.abs(on_ranks[:, 1:] - alone[:, 1:]).max() < 1e-8 * np.abs(alone[:, 1:]).max()
+    if comm.rank == 0:
+        assert np.abs(ranks.x - single.x).max() < 1e-8 * np.abs(single.x).max()

@@ -67,3 +67,17 @@ def write_profiles_csv(path: str, profiles: dict) -> None:
         for name, prof in profiles.items():
             for s, pt, vel, pr in zip(prof["coords"], prof["points"], prof["velocity"], prof["pressure"]):
                 w.writerow([name, f"{s:.6g}", *(f"{v:.6g}" for v in pt), *(f"{v:.10g}" for v in vel), f"{pr:.10g}"])
+
+
+def write_pvd(path: str, entries: list) -> None:
+    """A PVD collection ``path`` (atomically): the time series of the datasets ``entries``
+    [(t, file name relative to it)], which ParaView and PyVista open as one animated dataset."""
+    sets = "\n".join(f'    <DataSet timestep="{t!r}" part="0" file="{name}"/>' for t, name in entries)
+    with atomic_path(path) as tmp, open(tmp, "w") as fh:
+        fh.write(f"""<?xml version="1.0"?>
+<VTKFile type="Collection" version="0.1" byte_order="LittleEndian">
+  <Collection>
+{sets}
+  </Collection>
+</VTKFile>
+""")

@@ -87,6 +87,7 @@ class Flow:
         initial=None,
         started: float | None = None,
         time=None,
+        resume=None,
     ) -> Simulation:
         """The run of this flow (fem3d.problems.simulation.Simulation), checked and planned,
         on ``device`` (auto, cpu, gpu) and, under MPI, every rank of ``comm`` (auto, mpi,
@@ -118,6 +119,7 @@ class Flow:
             initial=initial,
             started=started,
             time=time,
+            resume=resume,
             **extra,
         )
 

@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import csv
 import math
+import os
+
+from gpucfd.output import atomic_path
 
 STEP_COLUMNS = ("t", "dt", "newton_steps", "linear_iterations", "seconds")
 SKIPPED = {"at", "reference_velocity", "area"}  # settings of a quantity, not measured values
@@ -38,11 +41,22 @@ def flatten(quantities: dict, prefix: str = "") -> dict:
 
 class History:
     """Rows of a time series, kept in memory and, with ``path`` (rank 0's), appended to a CSV
-    file made afresh; the columns are those of the first row."""
+    file made afresh; the columns are those of the first row. A run continued from a
+    checkpoint after ``kept`` steps keeps the file's first ``kept`` rows (those of the steps
+    the checkpoint holds; later ones, of steps made again, go) and appends to them."""
 
-    def __init__(self, path: str | None = None):
+    def __init__(self, path: str | None = None, kept: int = 0):
         self.columns, self.rows, self.path = None, [], path
         self._file = self._writer = None
+        if path is not None and kept and os.path.isfile(path):
+            with open(path, newline="") as fh:
+                lines = list(csv.reader(fh))
+            if lines:
+                self.columns, self.rows = lines[0], [[float(v) for v in r] for r in lines[1 : kept + 1]]
+                with atomic_path(path) as tmp, open(tmp, "w", newline="") as fh:
+                    csv.writer(fh).writerows(lines[: kept + 1])
+                self._file = open(path, "a", newline="")
+                self._writer = csv.writer(self._file)
 
     def add(self, step, quantities: dict) -> None:
         """A row: the fem3d.solvers.time_stepping.TimeStep ``step`` and the flattened ``quantities``."""

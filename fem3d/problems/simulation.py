@@ -30,7 +30,7 @@ from ..solvers.nonlinear import NonlinearOptions, NonlinearSolver, continuation_
 from ..solvers.sequencing import interpolate, redundant
 from ..solvers.sequencing import limits as sequence_limits
 from ..solvers.sequencing import plan as sequence_plan
-from ..solvers.time_stepping import TimeOptions, TimeStepper
+from ..solvers.time_stepping import TimeOptions, TimeState, TimeStepper
 from ..discretisation.mesh import HexMesh
 from gpucfd.errors import InputError
 from .distributed import partitioned_system, rank_report
@@ -55,7 +55,8 @@ class Simulation:
     run began (default: now), so that reading or building the mesh counts in its data
     preparation; ``time``: fem3d.solvers.time_stepping.TimeOptions of an unsteady run (None:
     steady), which starts from ``initial`` or from rest with the boundary data at t = 0 (no
-    continuation nor sequencing). After construction, ``linear`` is resolved for the mesh,
+    continuation nor sequencing), or continues from ``resume``, a checkpoint's TimeState of
+    whole vectors (fem3d.problems.checkpoint). After construction, ``linear`` is resolved for the mesh,
     ``notes`` holds warnings for the user (a partial assembly chosen for memory) and ``part``
     this rank's part of the mesh."""
 
@@ -69,6 +70,7 @@ class Simulation:
     initial: np.ndarray | None = None
     started: float | None = None
     time: TimeOptions | None = None
+    resume: TimeState | None = None
     notes: list = field(default_factory=list)
 
     def __post_init__(self):
@@ -94,6 +96,8 @@ class Simulation:
         stepping with a continuation or mesh sequencing, and for boundary data that are not
         finite at some time the steps evaluate them."""
         problem = self.flow.problem
+        if self.resume is not None and self.time is None:
+            raise InputError("a checkpoint (resume=) continues a run in time: give time=")
         if self.time is None:
             if problem.in_time:
                 raise InputError(
@@ -120,20 +124,22 @@ class Simulation:
             return False
         return resolved.solver == self.linear.solver
 
-    def run(self, log=None, progress=None, on_stage=None, on_step=None) -> FlowResult:
+    def run(self, log=None, progress=None, on_stage=None, on_step=None, on_checkpoint=None) -> FlowResult:
         """Solve (collective): the coarser meshes first, then the continuation on the mesh; or
         the steps in time. ``log(line)`` receives progress lines, ``progress(iteration, relres)``
         the Krylov checks (a stop signal is honoured at each, fem3d.parallel.interrupt),
         ``on_stage(stage, whole)`` each converged Reynolds number of the mesh's continuation
         (``whole``: its solution gathered, rank 0's; a checkpoint), ``on_step(step, state)``
         each time step (fem3d.solvers.time_stepping.TimeStep, and a FlowResult of the step's
-        state for its quantities: forces, point values; collective)."""
+        state for its quantities: forces, point values; collective), ``on_checkpoint(state)``
+        every ``time.checkpoint_every`` steps and where the steps stop short of t_end (the
+        TimeState with whole vectors, rank 0's; None elsewhere)."""
         log = log or (lambda line: None)
         backend, comm, part = self.backend, self.comm, self.part
         check = InterruptCheck(comm)
         watch = check if progress is None else (lambda it, relres: (progress(it, relres), check(it, relres)))
         if self.time is not None:
-            return self._run_in_time(log, watch, on_step)
+            return self._run_in_time(log, watch, on_step, on_checkpoint)
         timer, since, sequence = PhaseTimer(backend), self.started, []
         stages, nonlinear = self.stages, self.nonlinear
         x0 = None if self.initial is None else self.initial[part.dist.gdofs]
@@ -184,8 +190,8 @@ class Simulation:
             finished=finished,
         )
 
-    def _run_in_time(self, log, progress, on_step) -> FlowResult:
-        """The steps of ``time`` from ``initial`` (or rest) on the mesh (:meth:`run`)."""
+    def _run_in_time(self, log, progress, on_step, on_checkpoint) -> FlowResult:
+        """The steps of ``time`` from ``resume``, ``initial`` or rest on the mesh (:meth:`run`)."""
         backend, comm, part = self.backend, self.comm, self.part
         system = partitioned_system(
             self.flow.problem,
@@ -198,14 +204,38 @@ class Simulation:
         )
         linear_solver = make_linear_solver(self.linear, progress)
         solver = NonlinearSolver(system, linear_solver, self.nonlinear, InterruptCheck(comm))
-        x0 = system.initial_guess() if self.initial is None else backend.asarray(self.initial[part.dist.gdofs])
+        mine = part.dist.gdofs
+        if self.resume is not None:
+            r = self.resume
 
-        def stepped(step, x):
+            def local(v):
+                return None if v is None else v[mine]
+
+            start = TimeState(
+                r.step,
+                local(r.x),
+                local(r.previous),
+                r.dt_previous,
+                None if r.sample is None else (r.sample[0][mine], r.sample[1]),
+            )
+        else:
+            start = TimeState(0, system.initial_guess() if self.initial is None else self.initial[mine])
+        every = self.time.checkpoint_every
+
+        def checkpoint(state):
+            if on_checkpoint is not None:
+                on_checkpoint(self._whole(state))
+
+        def stepped(step, x, state):
             if on_step is not None:
                 on_step(step, self._result(system, linear_solver, x, None, [], step.reason, step.residual, False))
+            if every and state.step % every == 0:
+                checkpoint(state)
 
-        x, reached, steps, reason = TimeStepper(system, solver, self.time).run(x0, log, stepped)
-        x = backend.to_numpy(x)
+        last, steps, reason = TimeStepper(system, solver, self.time).run(start, log, stepped)
+        if reason != "converged" and last.step > start.step and not (every and last.step % every == 0):
+            checkpoint(last)
+        x = backend.to_numpy(last.x)
         finished = time.perf_counter()
         result = self._result(
             system, linear_solver, x, part.dist.gather(x), [], reason, steps[-1].residual if steps else 0.0, True
@@ -215,14 +245,27 @@ class Simulation:
         newton = sum(s.nonlinear_steps for s in steps)
         result.time = {
             **asdict(self.time),
-            "t": reached,
-            "steps": len(done),
+            "t": float(self.time.times()[last.step]),
+            "steps": last.step,
+            "started_at_step": start.step,
             "newton_steps": newton,
             "linear_iterations": sum(s.linear_iterations for s in steps),
             "linear_iterations_per_newton_step": sum(s.linear_iterations for s in steps) / max(newton, 1),
             "seconds_per_step": sum(s.seconds for s in done) / max(len(done), 1),
         }
         return result
+
+    def _whole(self, state: TimeState) -> TimeState | None:
+        """``state`` with its vectors gathered whole on the host (rank 0's; None elsewhere; collective)."""
+        to_host, gather = self.backend.to_numpy, self.part.dist.gather
+        x = gather(to_host(state.x))
+        previous = None if state.previous is None else gather(to_host(state.previous))
+        sample = None if state.sample is None else gather(to_host(state.sample[0]))
+        if self.comm.rank:
+            return None
+        return TimeState(
+            state.step, x, previous, state.dt_previous, None if sample is None else (sample, state.sample[1])
+        )
 
     def _result(self, system, linear_solver, x_local, x, history, reason, residual, report) -> FlowResult:
         """The FlowResult of the state ``x_local`` (this rank's, host) of ``system``; with

@@ -46,7 +46,9 @@ DIGITS = 12  # significant digits of the step times k dt (3 x 0.1 is 0.3, not 0.
 @dataclass
 class TimeOptions:
     """t_end: the end time (the flow starts at t = 0); dt: the time step (the last one may be
-    shorter, to end at t_end); scheme: one of SCHEMES."""
+    shorter, to end at t_end); scheme: one of SCHEMES; checkpoint_every, snapshot_every: the
+    steps between checkpoints and between VTU snapshots (the pipeline's and the front ends'
+    output, not the stepping's)."""
 
     t_end: float | None = setting(
         None, "end time of an unsteady run (it starts at t = 0), > 0", low=0, low_open=True, optional=True
@@ -54,6 +56,16 @@ class TimeOptions:
     dt: float | None = setting(None, "time step, in (0, t_end]", low=0, low_open=True, optional=True)
     scheme: str = setting(
         "bdf2", "time scheme: bdf2 (variable-step BDF2), midpoint (implicit midpoint rule)", choices=SCHEMES
+    )
+    checkpoint_every: int = setting(
+        100,
+        "write checkpoint.npz (the state a run continues from, --initial) every this many steps and when stopped, "
+        "0 only when stopped",
+        low=0,
+        integer=True,
+    )
+    snapshot_every: int = setting(
+        0, "write the flow's VTU every this many steps, with a PVD time series; 0 for none", low=0, integer=True
     )
 
     def __post_init__(self):
@@ -115,6 +127,21 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
+@dataclass
+class TimeState:
+    """What the next step needs: ``step`` steps done, the state ``x`` at TimeOptions.times()[step],
+    the state a step before, ``previous`` (None before the second step), that step's length
+    ``dt_previous``, and the last vector solved with the time of its quantities, ``sample``
+    (vector, t) (the midpoint rule extrapolates its pressure; None at the start). Vectors are
+    this rank's, or whole in a checkpoint (fem3d.problems.checkpoint)."""
+
+    step: int
+    x: object
+    previous: object = None
+    dt_previous: float | None = None
+    sample: tuple | None = None
+
+
 class TimeStepper:
     """The steps of ``options`` (TimeOptions) for a NavierStokesSystem ``system`` solved by a
     fem3d.solvers.nonlinear.NonlinearSolver ``solver`` (its system)."""
@@ -122,24 +149,30 @@ class TimeStepper:
     def __init__(self, system, solver, options: TimeOptions):
         self.system, self.solver, self.options = system, solver, options
 
-    def run(self, x0, log=None, on_step=None):
-        """Step from the state x0 (this rank's vector, device or host) at t = 0 to t_end.
-        ``on_step(step, x)`` is called after each converged step with its TimeStep and the
-        state (this rank's vector) whose quantities it reports (the system's equations still those of the step:
-        forces by the residual include the time derivative); ``log(line)`` gets a line per
-        step, and the Newton steps of a step whose solve fails.
-        The state ``x`` given to on_step is the host's (as NonlinearResult.x); returns (x at the
-        last converged step end, on the system's device, its time, [TimeStep], reason): reason
-        "converged" when t_end was reached, else the reason the step's solve stopped."""
+    def run(self, start: TimeState, log=None, on_step=None):
+        """Step from ``start`` (its vectors this rank's, device or host; TimeState(0, x0) starts
+        at t = 0) to t_end. ``on_step(step, x, state)`` is called after each converged step
+        with its TimeStep, the state (this rank's vector, on the host as NonlinearResult.x)
+        whose quantities it reports (the system's equations still those of the step: forces by
+        the residual include the time derivative) and the TimeState after it; ``log(line)``
+        gets a line per step, and the Newton steps of a step whose solve fails. Returns (the
+        TimeState of the last converged step, [TimeStep], reason): reason "converged" when
+        t_end was reached, else the reason the step's solve stopped."""
         system, xp = self.system, self.system.xp
         log = log or (lambda line: None)
         times = self.options.times()
         steps = len(times) - 1
-        x = xp.asarray(x0, dtype=np.float64).copy()
-        system.impose_boundary_values(x)
-        previous, dt_previous, sample = None, None, None  # x^(n-1); the last pressure solved and its time
+
+        def device(v):
+            return None if v is None else xp.asarray(v, dtype=np.float64).copy()
+
+        x, previous, dt_previous = device(start.x), device(start.previous), start.dt_previous
+        sample = None if start.sample is None else (device(start.sample[0]), start.sample[1])
+        if start.step == 0:
+            system.impose_boundary_values(x)
+        state = TimeState(start.step, x, previous, dt_previous, sample)
         records, started = [], time.perf_counter()
-        for k in range(1, steps + 1):
+        for k in range(start.step + 1, steps + 1):
             t0, t1 = float(times[k - 1]), float(times[k])
             dt = t1 - t0
             kind = "bdf1" if previous is None else self.options.scheme
@@ -166,15 +199,17 @@ class TimeStepper:
                 for line in newton_lines:
                     log("    " + line)
                 log(f"step {k} (t {t1:.6g}): the nonlinear solve stopped: {result.reason}")
-                return x, t0, records, result.reason
-            if on_step is not None:
-                on_step(record, result.x)
+                return state, records, result.reason
             solved = xp.asarray(result.x)
             end = self._midpoint_end(x, solved, t_report, t1, sample) if kind == "midpoint" else solved
             previous, x, dt_previous, sample = x, end, dt, (solved, t_report)
+            state = TimeState(k, x, previous, dt_previous, sample)
+            if on_step is not None:
+                on_step(record, result.x, state)
+            done = k - start.step
             elapsed = time.perf_counter() - started
-            log(record.line(steps, elapsed / k * (steps - k) if k < steps else None))
-        return x, float(times[-1]), records, "converged"
+            log(record.line(steps, elapsed / done * (steps - k) if k < steps else None))
+        return state, records, "converged"
 
     def _set_step(self, kind: str, x, previous, t0: float, t1: float, omega: float) -> float:
         """Give the system the equations of a step of ``kind`` (bdf1, bdf2, midpoint) from t0
