@@ -203,7 +203,7 @@ class Simulation:
             timer=PhaseTimer(backend),
         )
         linear_solver = make_linear_solver(self.linear, progress)
-        solver = NonlinearSolver(system, linear_solver, self.nonlinear, InterruptCheck(comm))
+        solver = NonlinearSolver(system, linear_solver, in_time(self.nonlinear), InterruptCheck(comm))
         mine = part.dist.gdofs
         if self.resume is not None:
             r = self.resume
@@ -354,6 +354,12 @@ class Simulation:
 def from_coarser(nonlinear: NonlinearOptions) -> NonlinearOptions:
     """The nonlinear options of a solve from a coarser mesh's solution: Newton from the first step."""
     return replace(nonlinear, newton=math.inf)
+
+
+def in_time(nonlinear: NonlinearOptions) -> NonlinearOptions:
+    """The nonlinear options of a time step: Newton from the first step (the guess, extrapolated
+    from the steps before, is close), unless Picard alone was asked for (newton 0)."""
+    return nonlinear if nonlinear.newton == 0 else replace(nonlinear, newton=math.inf)
 
 
 def _solution(name: str, value, n_dofs: int) -> np.ndarray:

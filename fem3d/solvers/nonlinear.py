@@ -172,6 +172,7 @@ class NonlinearResult:
     reason: str  # converged, max_steps, diverged, stagnated, nan, linear_solver, interrupted
     residual: float  # relative residual of the equations at x
     steps: list = field(default_factory=list)
+    last_solve: SolveInfo | None = None  # the last linear solve (a later solve may keep its preconditioner)
 
     @property
     def linear_iterations(self) -> int:
@@ -189,10 +190,15 @@ class NonlinearSolver:
         self.options = options or NonlinearOptions()
         self.check_interrupt = check_interrupt or (lambda: None)
 
-    def solve(self, x0=None, log=None) -> NonlinearResult:
+    def solve(self, x0=None, log=None, carried: SolveInfo | None = None) -> NonlinearResult:
         """Iterate from ``x0`` (this rank's vector; default: the system's initial guess);
-        ``log(line)`` receives one line per step. An interrupt (fem3d.parallel.interrupt.Interrupted)
-        leaves as the result's reason "interrupted", with the last iterate."""
+        ``log(line)`` receives one line per step. ``carried``: the last linear solve of a solve
+        of nearly the same equations just before (the time step before), whose preconditioner
+        the first Newton step keeps as it would after a fast Newton step (not with keep_factor
+        inf), and whose first linear tolerance is sqrt(tol / |F|) (at most the largest): from a
+        close guess, Newton's quadratic convergence reaches tol in two steps. An interrupt
+        (fem3d.parallel.interrupt.Interrupted) leaves as the result's reason "interrupted",
+        with the last iterate."""
         from ..parallel.interrupt import Interrupted
 
         system, opt = self.system, self.options
@@ -206,7 +212,8 @@ class NonlinearSolver:
         mixer = Anderson(opt.anderson, opt.relax, dist.dot)
         steps, reason = [], "max_steps"
         largest = self.linear.forcing if opt.forcing is None else opt.forcing
-        eta, previous_norm, last, failures = largest, None, None, 0
+        carried = carried if opt.keep_factor < math.inf else None
+        eta, previous_norm, last, failures = largest, None, carried, 0
         try:
             for k in range(1, opt.max_steps + 1):
                 reason = self._stop_reason(state.norm, first, since_best)
@@ -218,9 +225,11 @@ class NonlinearSolver:
                     bool(steps)
                     and steps[-1].kind == state.kind == "newton"
                     and previous_norm >= opt.keep_factor * state.norm
-                )
+                ) or (not steps and carried is not None and state.kind == "newton")
                 if previous_norm is not None:
                     eta = forcing_term(eta, state.norm, previous_norm, largest, opt.tol)
+                elif carried is not None:  # a close guess: halfway to the tolerance, two quadratic steps
+                    eta = min(largest, max(math.sqrt(opt.tol / state.norm), 0.5 * opt.tol / state.norm))
                 previous_norm = state.norm
                 dx, info, rebuilt = self._linear_step(state, eta, last, fast)
                 last = info
@@ -276,7 +285,7 @@ class NonlinearSolver:
                 reason = self._stop_reason(state.norm, first, since_best) or "max_steps"
         except Interrupted as exc:
             reason = f"interrupted ({exc.signal_name})"
-        return NonlinearResult(system.backend.to_numpy(x), reason == "converged", reason, state.norm, steps)
+        return NonlinearResult(system.backend.to_numpy(x), reason == "converged", reason, state.norm, steps, last)
 
     def _linear_step(self, state, eta: float, last, fast: bool):
         """Solve J dx = -F to the relative tolerance ``eta``; returns (dx, SolveInfo, rebuilt).

@@ -22,7 +22,10 @@ Schemes, from the state u^n at t_n to u^(n+1) at t_(n+1) = t_n + dt:
               t_n + dt/2; the pressure at t_(n+1) is extrapolated from the last two stages.
 
 The guess of each step extrapolates the last two states linearly. Pressure is not a state
-(an index-2 constraint): only the velocity enters h.
+(an index-2 constraint): only the velocity enters h. A step's first Newton step keeps the
+preconditioner of the step before (the operator changes little from step to step; a solve
+that then needs many more iterations rebuilds it: fem3d.solvers.nonlinear), except after a
+checkpoint's step, so that a run continued from a checkpoint makes the same steps bit for bit.
 """
 
 from __future__ import annotations
@@ -171,7 +174,7 @@ class TimeStepper:
         if start.step == 0:
             system.impose_boundary_values(x)
         state = TimeState(start.step, x, previous, dt_previous, sample)
-        records, started = [], time.perf_counter()
+        records, started, carried = [], time.perf_counter(), None
         for k in range(start.step + 1, steps + 1):
             t0, t1 = float(times[k - 1]), float(times[k])
             dt = t1 - t0
@@ -181,7 +184,9 @@ class TimeStepper:
             t_report = self._set_step(kind, x, previous, t0, t1, omega)
             clock = time.perf_counter()
             newton_lines = []  # shown where the step fails
-            result = self.solver.solve(x0=guess, log=newton_lines.append)
+            result = self.solver.solve(x0=guess, log=newton_lines.append, carried=carried)
+            every = self.options.checkpoint_every
+            carried = None if every and k % every == 0 else result.last_solve  # a checkpoint's next step rebuilds
             record = TimeStep(
                 k,
                 t_report,
