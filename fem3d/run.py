@@ -168,6 +168,11 @@ def main(argv=None) -> int:
         else:  # the last step's, at its time (a midpoint step's stage)
             result.quantities = measured.get("last", {})
             result.time["series"] = history.extrema()
+            result.time["periodic"] = history.periodic()
+            if case.strouhal:
+                name, found = case.strouhal["of"], result.time["periodic"].get(case.strouhal["of"])
+                st = None if found is None else found["frequency"] * case.strouhal["length"] / case.strouhal["velocity"]
+                result.time["strouhal"] = {"of": name, "value": st, "period": found and found["period"]}
         files = result.write(
             out,
             claimed=True,
@@ -282,6 +287,13 @@ def report_lines(result) -> list[str]:
             f"iterations ({t['linear_iterations_per_newton_step']:.1f} per Newton step), {t['seconds_per_step']:.3g} s "
             f"per step, {result.timing()['wall_s']:.1f} s wall"
         )
+        if "strouhal" in t:
+            st = t["strouhal"]
+            lines.append(
+                f"{st['of']} is not periodic at the end: no Strouhal number"
+                if st["value"] is None
+                else f"Strouhal number {st['value']:.6g} (period {st['period']:.6g} of {st['of']})"
+            )
         return lines + ([partition_line(balance)] if balance else [])
     steps = result.steps
     its = sum(s["linear_iterations"] for s in steps)

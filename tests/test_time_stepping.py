@@ -300,3 +300,43 @@ def test_steps_on_ranks_equal_the_single_process_steps():
     assert np.abs(on_ranks[:, 1:] - alone[:, 1:]).max() < 1e-8 * np.abs(alone[:, 1:]).max()
     if comm.rank == 0:
         assert np.abs(ranks.x - single.x).max() < 1e-8 * np.abs(single.x).max()
+
+
+def test_the_period_of_a_signal_that_became_periodic():
+    """fem3d.problems.periodic on sampled signals: a sine of period 0.3 after a decaying start
+    gives its period, mean and amplitude; a growing oscillation and a steady signal are not
+    periodic."""
+    from fem3d.problems.periodic import periodic
+
+    t = np.arange(0, 6, 0.003)
+    settled = 0.2 + 0.7 * np.sin(2 * np.pi * t / 0.3) + 3.0 * np.exp(-5 * t) * np.cos(7 * t)
+    found = periodic(t, settled)
+    assert abs(found["period"] - 0.3) < 1e-5 and abs(found["amplitude"] - 0.7) < 1e-3
+    assert abs(found["mean"] - 0.2) < 2e-3 and found["since"] > 4.4
+    assert periodic(t, np.exp(0.5 * t) * np.sin(2 * np.pi * t / 0.3)) is None
+    assert periodic(t, 1.0 - np.exp(-t)) is None
+
+
+def test_strouhal_names_a_reported_quantity(tmp_path):
+    text = ANNULUS_CASE_TEXT + '[report]\npoints = { a = [0.6, 0.1, 0.2] }\nstrouhal = { of = "points.b.pressure", '
+    text += "length = 1, velocity = 1 }\n"
+    from fem3d.problems.case import read_case
+
+    with pytest.raises(InputError, match=r"\[report\] strouhal.of must name a reported quantity \(points.a.velocity.x"):
+        read_case(case_file(tmp_path, text))
+    case = read_case(case_file(tmp_path, text.replace("points.b.pressure", "points.a.pressure"), "ok.toml"))
+    assert case.strouhal == {"of": "points.a.pressure", "length": 1.0, "velocity": 1.0}
+
+
+def test_a_periodic_run_reports_its_strouhal_number(tmp_path):
+    """The annulus driven by an inner wall turning as sin(2 pi t / 0.5): the point velocity
+    settles to period 0.5, so St = f L / U = 2 with L = U = 1 (summary.json and the report)."""
+    text = ANNULUS_CASE_TEXT.replace('["-y", "x", 0]', '["-y*sin(4*pi*t)", "x*sin(4*pi*t)", 0]') + (
+        "[time]\nt_end = 3.5\ndt = 0.05\n[report]\npoints = { a = [0.6, 0.1, 0.2] }\n"
+        'strouhal = { of = "points.a.velocity.y", length = 1, velocity = 1 }\n'
+    )
+    out = tmp_path / "out"
+    assert run_case.main([case_file(tmp_path, text), "--out", str(out), "--no-plots", "--no-vtu", "--quiet"]) == 0
+    time_record = json.loads((out / "summary.json").read_text())["time"]
+    assert abs(time_record["strouhal"]["value"] - 2.0) < 2e-3
+    assert abs(time_record["periodic"]["points.a.velocity.y"]["period"] - 0.5) < 5e-4

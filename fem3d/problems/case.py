@@ -26,6 +26,7 @@
     points = { front = [0.45, 0.2, 0.205], back = [0.55, 0.2, 0.205] }
     differences = { delta_p = ["front", "back"] }    # pressure differences of named points
     fluxes = { out = "outflow", mid = "x=1.25" }     # flux through a tag (outward) or a plane (toward +x)
+    strouhal = { of = "forces.cylinder.coefficients.y", length = 0.1, velocity = 1.0 }  # in time: f L / U
     [output]                         # optional
     dir = "out"
     vtu = true
@@ -62,7 +63,7 @@ SECTIONS = {
     "solver": {key_of(n, r) for c in (NonlinearOptions, LinearOptions) for n, r in rules(c).items()}
     | {"continuation", "sequence"},
     "time": {key_of(n, r) for n, r in rules(TimeOptions).items()},
-    "report": {"forces", "points", "differences", "fluxes"},
+    "report": {"forces", "points", "differences", "fluxes", "strouhal"},
     "output": {"dir", "vtu", "pictures"},
 }
 
@@ -86,6 +87,7 @@ class Case:
     points: dict = field(default_factory=dict)  # name -> [x, y, z]
     differences: dict = field(default_factory=dict)  # name -> [point a, point b]: p(a) - p(b)
     fluxes: dict = field(default_factory=dict)  # name -> a boundary tag or a plane "x=VALUE" (y, z)
+    strouhal: dict | None = None  # {"of": a history column, "length": L, "velocity": U}: St = f L / U in time
     time: TimeOptions | None = None  # the [time] table: an unsteady run
     out: str = "out"
     vtu: bool = True
@@ -176,6 +178,8 @@ def _case(path: str, data: dict) -> Case:
     case.points = _points(report.get("points", {}))
     case.differences = _differences(report.get("differences", {}), case.points)
     case.fluxes = _fluxes(report.get("fluxes", {}), case.boundaries)
+    if "strouhal" in report:
+        case.strouhal = _strouhal(report["strouhal"], case)
     case.out = output.get("dir", "out")
     if not isinstance(case.out, str):
         raise InputError("[output] dir must be a folder name")
@@ -247,6 +251,35 @@ def _differences(spec, points: dict) -> dict:
                 f"({first_few(points, show=cut) or 'none given'}), got {shown(pair)}"
             )
     return dict(spec)
+
+
+def columns(case: Case) -> list[str]:
+    """The quantity columns of the case's history.csv (fem3d.problems.history.flatten of its
+    [report]'s quantities), in their order."""
+    out = []
+    for tag, scales in case.forces.items():
+        out += [f"forces.{tag}.force.{c}" for c in "xyz"]
+        out += [f"forces.{tag}.coefficients.{c}" for c in "xyz"] if scales else []
+    for name in case.points:
+        out += [f"points.{name}.velocity.{c}" for c in "xyz"] + [f"points.{name}.pressure"]
+    out += [f"differences.{name}" for name in case.differences]
+    return out + [f"fluxes.{name}" for name in case.fluxes]
+
+
+def _strouhal(spec, case: Case) -> dict:
+    where = "[report] strouhal"
+    if not isinstance(spec, dict) or set(spec) != {"of", "length", "velocity"}:
+        raise InputError(f'{where} must be {{ of = "a reported quantity", length = L, velocity = U }}')
+    names = columns(case)
+    if spec["of"] not in names:
+        raise InputError(
+            f"{where}.of must name a reported quantity ({first_few(names, show=cut) or 'none reported'}), got "
+            f"{shown(spec['of'])}"
+        )
+    return {
+        "of": spec["of"],
+        **{k: _number(f"{where}.{k}", spec[k], low=0, open_=True) for k in ("length", "velocity")},
+    }
 
 
 def _fluxes(spec, boundaries: dict) -> dict:

@@ -15,6 +15,7 @@ import math
 import os
 
 from gpucfd.output import atomic_path
+from .periodic import periodic
 
 STEP_COLUMNS = ("t", "dt", "newton_steps", "linear_iterations", "seconds")
 SKIPPED = {"at", "reference_velocity", "area"}  # settings of a quantity, not measured values
@@ -101,3 +102,11 @@ class History:
             lo = min(range(len(v)), key=lambda i: v[i])
             out[name] = {"max": v[hi], "t_max": t[hi], "min": v[lo], "t_min": t[lo], "end": v[-1], "t_end": t[-1]}
         return out
+
+    def periodic(self) -> dict:
+        """{column: fem3d.problems.periodic.periodic} of each quantity column periodic at the end."""
+        if not self.rows:
+            return {}
+        t = self.column("t")
+        found = {name: periodic(t, self.column(name)) for name in self.columns[len(STEP_COLUMNS) :]}
+        return {name: p for name, p in found.items() if p is not None}
