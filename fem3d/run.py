@@ -7,8 +7,10 @@ first and each atomically: solution.npy, flow.vtu (flow.pvtu joining one piece p
 under MPI; hexahedron27 cells with velocity, pressure, speed and vorticity), summary.json
 (the run, its convergence and the quantities; in time their extrema over the steps); then
 the picture slice.png (speed on the mid-plane z = centre, drawn in a child process: a
-failure is a warning). In time the quantities of every step go to history.csv as the steps
-are made (fem3d.problems.history), and the solution files hold the last step's state. Exit code 0 when
+failure is a warning) and, in time, history.png. In time the quantities of every step go to
+history.csv as the steps are made (fem3d.problems.history), checkpoint.npz every so many steps
+(fem3d.problems.checkpoint; --initial continues from it), VTU snapshots with flow.pvd, and the
+solution files hold the last step's state. Exit code 0 when
 converged, 3 when not (results still written and marked), 2 for bad input, 130/143
 after Ctrl-C/SIGTERM (results of the last iterate written; ``--initial`` continues from
 them).
@@ -22,6 +24,8 @@ import sys
 import time
 from contextlib import ExitStack
 
+import numpy as np
+
 from .problems.case import check_report, read_case
 from .problems.quantities import fluxes
 from .commands.cli import add_solver_arguments, linear_options, nonlinear_options
@@ -30,7 +34,7 @@ from .problems.distributed import add_parallel_arguments, partition_balance, par
 from gpucfd.errors import ArgumentParser, ConvergenceError, InputError, check_range, run_cli
 from .discretisation.fields import mid_plane
 from .problems.flow import Flow
-from .problems.history import History
+from .problems.history import STEP_COLUMNS, History
 from .problems.checkpoint import NAME as CHECKPOINT_NAME
 from .problems.checkpoint import is_checkpoint, read_checkpoint, write_checkpoint
 from .discretisation.output import write_pvd
@@ -133,7 +137,7 @@ def main(argv=None) -> int:
                 print(f"fem3d.run: warning: {note}", file=sys.stderr, flush=True)
             out = args.out or _shown(os.path.join(os.path.dirname(os.path.abspath(args.case)), case.out))
             if root:  # the folder is this run's until it ends; an earlier run's files go
-                stale = [*FlowResult.stale_files(), "slice.png"] + ([] if resume else IN_TIME)
+                stale = [*FlowResult.stale_files(), "slice.png", "history.png"] + ([] if resume else IN_TIME)
                 keep = [args.initial] if args.initial else []
                 held.enter_context(claim_output(out, stale, keep, "--out" if args.out else "[output] dir"))
         say(
@@ -187,6 +191,8 @@ def main(argv=None) -> int:
             say(line)
         if root and case.pictures and not args.no_plots and not requested():
             picture(result, out, files, os.path.splitext(os.path.basename(args.case))[0])
+            if history.rows:
+                history_picture(history, out, files, os.path.splitext(os.path.basename(args.case))[0])
         if root:
             written = [f for f in (HISTORY, CHECKPOINT, PVD) if case.time and os.path.isfile(os.path.join(out, f))]
             say(f"wrote {out}/: {', '.join(files + written)}")
@@ -214,6 +220,26 @@ def main(argv=None) -> int:
             f"results in {out} are marked as not converged (residual {result.residual:.2e}){hint}", result.reason
         )
     return 0
+
+
+def history_picture(history: History, out: str, files: list, name: str) -> None:
+    """history.png, the reported quantities against t, in a child process; a failure is a warning."""
+    quantities = history.columns[len(STEP_COLUMNS) :]
+    if not quantities:
+        return
+    try:
+        draw_in_child(
+            plots.history_png,
+            os.path.join(out, "history.png"),
+            t=np.array(history.column("t")),
+            series={c: np.array(history.column(c)) for c in quantities},
+            title=f"{name}: reported quantities in time",
+        )
+    except Exception as exc:  # a picture is never worth the run: its results are already on disk
+        reason = exc if isinstance(exc, PictureError) else f"{type(exc).__name__}: {exc}"
+        print(f"fem3d.run: warning: history.png not written ({reason})", file=sys.stderr, flush=True)
+    else:
+        files.append("history.png")
 
 
 def resumed_snapshots(out: str, time, history: History, kept: int) -> list:

@@ -340,3 +340,21 @@ def test_a_periodic_run_reports_its_strouhal_number(tmp_path):
     time_record = json.loads((out / "summary.json").read_text())["time"]
     assert abs(time_record["strouhal"]["value"] - 2.0) < 2e-3
     assert abs(time_record["periodic"]["points.a.velocity.y"]["period"] - 0.5) < 5e-4
+
+
+def test_history_picture_shows_the_quantities_that_move(tmp_path):
+    """history.png: coefficients instead of the forces they scale, no round-off columns."""
+    from fem3d.commands.plots import history_panels, history_png
+
+    t = np.linspace(0, 1, 20)
+    series = {
+        "forces.c.force.x": 0.01 * t,
+        "forces.c.force.z": 1e-17 * t,
+        "forces.c.coefficients.x": 3 * t,
+        "forces.c.coefficients.y": np.sin(t),
+        "forces.c.coefficients.z": 1e-15 * t,
+        "differences.dp": -0.1 * t,
+    }
+    assert history_panels(series) == ["forces.c.coefficients.x", "forces.c.coefficients.y", "differences.dp"]
+    history_png(str(tmp_path / "h.png"), t, series, "test")
+    assert (tmp_path / "h.png").read_bytes()[:4] == b"\x89PNG"

@@ -1,4 +1,5 @@
-"""Figures of a cavity run (matplotlib, Agg): centre-line profiles and the mid-plane.
+"""Figures of a run (matplotlib, Agg): the cavity's centre-line profiles, the mid-plane, and the
+quantities of a run in time.
 
 Each takes the path to write and plain arrays, so that fem3d.commands.picture_process can draw
 it in a child process.
@@ -9,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from gpucfd.output import pyplot
+
+HISTORY_PANELS = 6  # panels of history.png
 
 
 def profiles_png(path: str, profiles: dict, references: list, re: float) -> None:
@@ -63,4 +66,35 @@ def slice_png(path: str, plane: dict, title: str) -> None:
     ax.set_title(f"{title}: mid-plane z = {plane['z']:g}")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def history_panels(series: dict) -> list[str]:
+    """The columns of ``series`` {name: values} that history.png shows (:func:`history_png`)."""
+    top = max((float(np.abs(v).max()) for v in series.values()), default=0.0)
+    shown = [
+        name
+        for name, v in series.items()
+        if np.abs(v).max() > 1e-12 * top
+        and not (".force." in name and name.replace(".force.", ".coefficients.") in series)
+    ]
+    return (shown or list(series)[:1])[:HISTORY_PANELS]
+
+
+def history_png(path: str, t, series: dict, title: str) -> None:
+    """The reported quantities of a run in time against t (history.csv's columns ``series``
+    {name: values}, t (n,)): one panel per column, leaving out forces whose coefficients are
+    reported and columns that stay at round-off (peak below 1e-12 of the largest: the z
+    components of a 2D flow, the velocity at a stagnation point), at most HISTORY_PANELS."""
+    plt = pyplot()
+    shown = [(name, np.asarray(series[name])) for name in history_panels(series)]
+    fig, axes = plt.subplots(len(shown), 1, figsize=(8, 1.8 * len(shown) + 0.8), sharex=True, squeeze=False)
+    for ax, (name, values) in zip(axes[:, 0], shown):
+        ax.plot(t, values, "-", lw=1.2)
+        ax.set_ylabel(name.replace(".", "\n", 1), fontsize=8)
+        ax.grid(alpha=0.3)
+    axes[-1, 0].set_xlabel("t")
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
     plt.close(fig)
