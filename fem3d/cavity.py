@@ -45,6 +45,11 @@ from .problems.flow import Flow
 from .problems.lid_driven import lid_driven_problem, read_initial
 from .problems.navier_stokes import RE_MAX
 from .problems.simulation import Simulation
+from .solvers.time_stepping import TimeOptions
+from .commands.time_output import FILES as TIME_FILES
+from .commands.time_output import PICTURE as TIME_PICTURE
+from .commands.time_output import TimeOutput, resume_from
+from gpucfd.options import add_arguments, build, command_line, given
 from .discretisation.refine import REFINE_MAX, refine
 from .solvers.sequencing import REDUNDANT_MAX, SEQUENCE_MAX, SEQUENCE_MIN
 from .solvers.sequencing import limits as sequence_limits
@@ -136,23 +141,23 @@ def parse(argv):
     ap.add_argument("--lid", default="y=1", help="the lid: a boundary tag name or a plane such as y=1 (default y=1)")
     ap.add_argument(
         "--continuation",
-        default="auto",
+        default=None,
         help="Reynolds numbers solved first: auto (steps of at most 2.5x from 400 when Re > 400), none, or a list "
-        "like 100,400",
+        "like 100,400 (default auto; none in time)",
     )
     ap.add_argument(
         "--initial",
         help="start from this solution.npy of an earlier run on the same mesh (restart; "
-        "combine with --continuation none to stay at --re)",
+        "combine with --continuation none to stay at --re); in time, a checkpoint.npz continues the run",
     )
     ap.add_argument(
         "--sequence",
-        default="auto",
+        default=None,
         help="mesh sequencing: solve first on this many coarser nested meshes (the multigrid hierarchy's, "
         f"0 to {SEQUENCE_MAX}), the continuation on the coarsest, each solution the next mesh's initial "
         f"guess, so that the finest takes a few Newton steps; none, or auto: the coarser meshes of at least "
         f"{SEQUENCE_MIN['gpu']} elements on a GPU, {SEQUENCE_MIN['cpu']} on the CPU, with --solver mg; those of at "
-        f"most {REDUNDANT_MAX} elements solved whole on every rank (default auto)",
+        f"most {REDUNDANT_MAX} elements solved whole on every rank (default auto; none in time)",
     )
     ap.add_argument("--out", default="cavity-out", help="output directory (default cavity-out)")
     ap.add_argument("--no-plots", action="store_true", help="skip profiles.png and slice.png")
@@ -163,6 +168,14 @@ def parse(argv):
     add_solver_arguments(
         ap, tol=1e-6, max_steps=200, newton=1.0
     )  # Newton below a residual of 1: Picard stalls near Re 1000
+    add_arguments(
+        ap.add_argument_group(
+            "in time (an unsteady run from rest: give --t-end and --dt; history.csv holds the "
+            "velocity and pressure at the centre every step)"
+        ),
+        TimeOptions,
+        suppress=True,
+    )
     add_parallel_arguments(ap)
     return ap.parse_args(argv)
 
@@ -176,6 +189,10 @@ def main(argv=None) -> int:
     with graceful_stop(), ExitStack() as held:
         with agreed_errors(comm):
             check_range("--re", args.re, low=0, high=RE_MAX, low_open=True)
+            timing = given(args, TimeOptions)
+            in_time = build(TimeOptions, timing, command_line) if timing else None
+            args.continuation = args.continuation or ("none" if in_time else "auto")
+            args.sequence = args.sequence or ("none" if in_time else "auto")
             continuation_steps(args.continuation, args.re)  # the options first, before any file is read
             sequence_limits(args.sequence, backend.kind)
             nonlinear, linear = nonlinear_options(args), linear_options(args)
@@ -194,7 +211,8 @@ def main(argv=None) -> int:
 
             mesh, mesh_info = build_mesh(args, fits, backend.kind, comm.size, notes.append)
             flow = Flow.posed(mesh, args.re, lambda m: lid_driven_problem(m, args.re, args.lid))
-            initial = read_initial(args.initial, mesh.n_dofs) if args.initial else None
+            resume = resume_from(args.initial, mesh.n_dofs, in_time, "--t-end and --dt")
+            initial = read_initial(args.initial, mesh.n_dofs) if args.initial and resume is None else None
             simulation = Simulation(
                 flow,
                 backend,
@@ -205,11 +223,14 @@ def main(argv=None) -> int:
                 sequence=args.sequence,
                 initial=initial,
                 started=t_start,
+                time=in_time,
+                resume=resume,
             )
             notes += simulation.notes
             out = ensure_writable_dir(args.out)
             if root:  # the folder is this run's until it ends; an earlier run's files go
-                stale = [*FlowResult.stale_files("cavity"), "profiles.csv", *PICTURES]
+                stale = [*FlowResult.stale_files("cavity"), "profiles.csv", *PICTURES, TIME_PICTURE]
+                stale += [] if resume else TIME_FILES
                 held.enter_context(claim_output(out, stale, keep=[args.initial] if args.initial else []))
         for line in notes if root else []:
             print(f"fem3d.cavity: warning: {line}", file=sys.stderr, flush=True)
@@ -222,7 +243,18 @@ def main(argv=None) -> int:
             if root:
                 save_npy(os.path.join(out, "solution.npy"), whole)
 
-        result = simulation.run(say, bar, checkpoint)
+        lo, hi = mesh.bounds()
+        centre = [float(v) for v in (lo + hi) / 2]
+        timed = None if in_time is None else TimeOutput(out, in_time, comm, lambda state: probes(state, centre), resume)
+        try:
+            result = simulation.run(
+                say, bar, checkpoint, on_step=timed and timed.on_step, on_checkpoint=timed and timed.on_checkpoint
+            )
+        finally:
+            if timed:
+                timed.close()
+        if timed:
+            timed.finish(result)
         result.mesh_info = mesh_info
         run = CavityReport(result, out, " ".join(["python -m fem3d.cavity", *argv]), vtu=not args.no_vtu)
         files = write_results(run)
@@ -234,9 +266,14 @@ def main(argv=None) -> int:
                 print(f"fem3d.cavity: warning: {message}", file=sys.stderr, flush=True)
 
             pictures = [] if args.no_plots else write_pictures(run, warn, stop=requested)
-            for line in final_lines(run, write_summary(run, files + pictures, warnings)):
+            if timed and not args.no_plots and not requested():
+                timed.picture(pictures, f"3D lid-driven cavity, Re {args.re:g}: the centre in time", "fem3d.cavity")
+            written = files + pictures + (timed.files() if timed else [])
+            for line in final_lines(run, write_summary(run, written, warnings)):
                 say(line)
         signum = agreed(comm)
+    if in_time is not None:
+        return _time_exit(result, signum, out, root)
     reached, steps = result.history[-1]["re"], len(result.steps)
     if signum:
         if root:
@@ -255,6 +292,34 @@ def main(argv=None) -> int:
         raise ConvergenceError(
             f"results in {out} are marked as not converged (Re {reached:g}, residual {result.residual:.2e} "
             f"after {steps} steps){hint}",
+            result.reason,
+        )
+    return 0
+
+
+def probes(state, centre: list) -> dict:
+    """The quantities of a cavity run in time: velocity and pressure at the mesh's centre."""
+    velocity, pressure = state.values([centre])
+    return {"points": {"centre": {"at": centre, "velocity": velocity[0].tolist(), "pressure": float(pressure[0])}}}
+
+
+def _time_exit(result, signum: int, out: str, root: bool) -> int:
+    """The exit of a run in time: 128 + signal after a stop, 3 for a step that did not
+    converge (both say that checkpoint.npz continues it), else 0."""
+    t, checkpoint = result.time["t"], os.path.join(out, "checkpoint.npz")
+    if signum:
+        if root:
+            print(
+                f"fem3d.cavity: interrupted by {signal.Signals(signum).name} at t = {t:.6g}; continue with --initial "
+                f"{checkpoint}",
+                file=sys.stderr,
+                flush=True,
+            )
+        return 128 + signum
+    if not result.converged:
+        raise ConvergenceError(
+            f"the step from t = {t:.6g} did not converge ({result.reason}); the state at that time ({checkpoint}) and "
+            f"the history up to it are in {out}: take a smaller --dt",
             result.reason,
         )
     return 0

@@ -24,20 +24,18 @@ import sys
 import time
 from contextlib import ExitStack
 
-import numpy as np
 
 from .problems.case import check_report, read_case
 from .problems.quantities import fluxes
 from .commands.cli import add_solver_arguments, linear_options, nonlinear_options
 from .parallel.comm import agreed_errors
-from .problems.distributed import add_parallel_arguments, partition_balance, partition_line, start, write_solution_vtu
-from gpucfd.errors import ArgumentParser, ConvergenceError, InputError, check_range, run_cli
+from .problems.distributed import add_parallel_arguments, partition_balance, partition_line, start
+from gpucfd.errors import ArgumentParser, ConvergenceError, check_range, run_cli
 from .discretisation.fields import mid_plane
 from .problems.flow import Flow
-from .problems.history import STEP_COLUMNS, History
 from .problems.checkpoint import NAME as CHECKPOINT_NAME
-from .problems.checkpoint import is_checkpoint, read_checkpoint, write_checkpoint
-from .discretisation.output import write_pvd
+from .commands.time_output import FILES as IN_TIME
+from .commands.time_output import PICTURE, TimeOutput, resume_from
 from .problems.result import FlowResult
 from gpucfd.output import claim_output
 from .solvers.nonlinear import out_of_reach_hint
@@ -49,8 +47,6 @@ from .commands.picture_process import PictureError, draw_in_child
 from .discretisation.refine import REFINE_MAX, refine
 from .problems.lid_driven import read_initial
 
-HISTORY, CHECKPOINT, PVD = "history.csv", CHECKPOINT_NAME, "flow.pvd"  # a run in time's files besides the solution's
-IN_TIME = [HISTORY, CHECKPOINT, PVD, "snapshot_*.vtu", "snapshot_*.pvtu"]  # an earlier run's, stale unless continued
 FLOW_RATE_TOL = 1e-3  # a velocity boundary that delivers a flow rate this far from its expressions' is reported
 RUN_DEFAULTS = {"tol": 1e-8, "max_steps": 200, "newton": 1.0}  # nonlinear settings neither the file nor the command
 # line gives: to 1e-8, Newton once the residual is below 1
@@ -114,13 +110,8 @@ def main(argv=None) -> int:
             )
             mesh = refine(mesh, times)
             flow = Flow(mesh, case.boundaries, nu=case.nu, re=case.re)
-            x0, resume = None, None
-            if args.initial and is_checkpoint(args.initial):
-                if case.time is None:
-                    raise InputError(f"--initial {args.initial}: a checkpoint continues a run in time; give [time]")
-                resume = read_checkpoint(args.initial, mesh.n_dofs, case.time)
-            elif args.initial:
-                x0 = read_initial(args.initial, mesh.n_dofs)
+            resume = resume_from(args.initial, mesh.n_dofs, case.time, "[time]")
+            x0 = read_initial(args.initial, mesh.n_dofs) if args.initial and resume is None else None
             simulation = flow.simulation(
                 backend,
                 comm,
@@ -137,46 +128,27 @@ def main(argv=None) -> int:
                 print(f"fem3d.run: warning: {note}", file=sys.stderr, flush=True)
             out = args.out or _shown(os.path.join(os.path.dirname(os.path.abspath(args.case)), case.out))
             if root:  # the folder is this run's until it ends; an earlier run's files go
-                stale = [*FlowResult.stale_files(), "slice.png", "history.png"] + ([] if resume else IN_TIME)
+                stale = [*FlowResult.stale_files(), "slice.png", PICTURE] + ([] if resume else IN_TIME)
                 keep = [args.initial] if args.initial else []
                 held.enter_context(claim_output(out, stale, keep, "--out" if args.out else "[output] dir"))
         say(
             f"{os.path.basename(args.case)}: nu {1 / flow.re:g}, {mesh.n_elements} elements, {mesh.n_dofs} unknowns, "
             f"{backend.describe()}" + (f" on {comm.size} ranks ({comm.name})" if comm.size > 1 else "")
         )
-        kept = resume.step if resume else 0
-        history = History(os.path.join(out, HISTORY) if root and case.time else None, kept)
-        measured, snapshots = {}, resumed_snapshots(out, case.time, history, kept) if root else []
-
-        def on_step(step, state):
-            measured["last"] = quantities(state, case)
-            history.add(step, measured["last"])
-            every = case.time.snapshot_every
-            if every and step.step % every == 0:
-                snapshots.append(
-                    (step.t, write_solution_vtu(out, f"snapshot_{step.step:06d}", state.part, state.x_local, comm))
-                )
-                if root:
-                    write_pvd(os.path.join(out, PVD), snapshots)
-
-        def on_checkpoint(state):
-            if root:
-                write_checkpoint(os.path.join(out, CHECKPOINT), state, case.time)
-
+        timed = None if case.time is None else TimeOutput(out, case.time, comm, lambda s: quantities(s, case), resume)
         try:
-            result = simulation.run(log=say, on_step=on_step, on_checkpoint=on_checkpoint)
+            result = simulation.run(
+                log=say,
+                on_step=timed and timed.on_step,
+                on_checkpoint=timed and timed.on_checkpoint,
+            )
         finally:
-            history.close()
-        if case.time is None:
+            if timed:
+                timed.close()
+        if timed:  # the last step's quantities, at its time (a midpoint step's stage)
+            timed.finish(result, case.strouhal)
+        else:
             result.quantities = quantities(result, case)
-        else:  # the last step's, at its time (a midpoint step's stage)
-            result.quantities = measured.get("last", {})
-            result.time["series"] = history.extrema()
-            result.time["periodic"] = history.periodic()
-            if case.strouhal:
-                name, found = case.strouhal["of"], result.time["periodic"].get(case.strouhal["of"])
-                st = None if found is None else found["frequency"] * case.strouhal["length"] / case.strouhal["velocity"]
-                result.time["strouhal"] = {"of": name, "value": st, "period": found and found["period"]}
         files = result.write(
             out,
             claimed=True,
@@ -190,18 +162,18 @@ def main(argv=None) -> int:
         for line in report_lines(result):
             say(line)
         if root and case.pictures and not args.no_plots and not requested():
-            picture(result, out, files, os.path.splitext(os.path.basename(args.case))[0])
-            if history.rows:
-                history_picture(history, out, files, os.path.splitext(os.path.basename(args.case))[0])
+            name = os.path.splitext(os.path.basename(args.case))[0]
+            picture(result, out, files, name)
+            if timed:
+                timed.picture(files, f"{name}: reported quantities in time", "fem3d.run")
         if root:
-            written = [f for f in (HISTORY, CHECKPOINT, PVD) if case.time and os.path.isfile(os.path.join(out, f))]
-            say(f"wrote {out}/: {', '.join(files + written)}")
+            say(f"wrote {out}/: {', '.join(files + (timed.files() if timed else []))}")
         signum = agreed(comm)
     if signum:
         if root:
             where = (
                 f"the state at t = {result.time['t']:.6g} and its history are in {out}: continue with --initial "
-                f"{os.path.join(out, CHECKPOINT)}"
+                f"{os.path.join(out, CHECKPOINT_NAME)}"
                 if case.time
                 else f"the last iterate and its results are in {out}: continue with --initial "
                 f"{os.path.join(out, 'solution.npy')}"
@@ -220,40 +192,6 @@ def main(argv=None) -> int:
             f"results in {out} are marked as not converged (residual {result.residual:.2e}){hint}", result.reason
         )
     return 0
-
-
-def history_picture(history: History, out: str, files: list, name: str) -> None:
-    """history.png, the reported quantities against t, in a child process; a failure is a warning."""
-    quantities = history.columns[len(STEP_COLUMNS) :]
-    if not quantities:
-        return
-    try:
-        draw_in_child(
-            plots.history_png,
-            os.path.join(out, "history.png"),
-            t=np.array(history.column("t")),
-            series={c: np.array(history.column(c)) for c in quantities},
-            title=f"{name}: reported quantities in time",
-        )
-    except Exception as exc:  # a picture is never worth the run: its results are already on disk
-        reason = exc if isinstance(exc, PictureError) else f"{type(exc).__name__}: {exc}"
-        print(f"fem3d.run: warning: history.png not written ({reason})", file=sys.stderr, flush=True)
-    else:
-        files.append("history.png")
-
-
-def resumed_snapshots(out: str, time, history: History, kept: int) -> list:
-    """[(t, file)] of the snapshots of the ``kept`` steps a continued run keeps (the PVD's
-    entries so far): those on disk among every ``snapshot_every``-th step of ``history``."""
-    every = 0 if time is None else time.snapshot_every
-    if not (every and kept and history.rows):
-        return []
-    out_files = []
-    for k in range(every, min(kept, len(history.rows)) + 1, every):
-        for name in (f"snapshot_{k:06d}.vtu", f"snapshot_{k:06d}.pvtu"):
-            if os.path.isfile(os.path.join(out, name)):
-                out_files.append((history.rows[k - 1][0], name))
-    return out_files
 
 
 def _shown(path: str) -> str:

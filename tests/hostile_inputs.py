@@ -126,6 +126,9 @@ def cases(folder: str, ranks: int, f: dict) -> list:
     out = ["--out", os.path.join(folder, "out")]
     cav = [
         (["--re", "inf"], "--re must be > 0 and <= 100000 and finite (got inf)"),
+        (["--t-end", "1", "--dt", "2"], "--dt must be at most --t-end = 1 (got 2)"),
+        (["--t-end", "1"], "--dt must be given for an unsteady run"),
+        (["--t-end", "1", "--dt", "0.5", "--scheme", "rk4"], "--scheme must be one of bdf2, midpoint (got 'rk4')"),
         (["--re", "nan"], "--re must be > 0 and <= 100000 and finite (got nan)"),
         (["--re", "0"], "--re must be > 0 and <= 100000 (got 0.0)"),
         (["--re", "1e300"], "--re must be > 0 and <= 100000 (got 1e+300)"),

@@ -358,3 +358,20 @@ def test_history_picture_shows_the_quantities_that_move(tmp_path):
     assert history_panels(series) == ["forces.c.coefficients.x", "forces.c.coefficients.y", "differences.dp"]
     history_png(str(tmp_path / "h.png"), t, series, "test")
     assert (tmp_path / "h.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_the_cavity_in_time(tmp_path):
+    """fem3d.cavity --t-end --dt: the steps from rest (no continuation nor sequencing), the centre's
+    velocity and pressure per step in history.csv, the time record in summary.json."""
+    from fem3d import cavity
+
+    out = tmp_path / "cav"
+    argv = ["--re", "100", "--n", "3", "--t-end", "0.3", "--dt", "0.1", "--device", "cpu", "--out", str(out)]
+    assert cavity.main([*argv, "--no-plots", "--quiet", "--no-vtu"]) == 0
+    with open(out / "history.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [float(r["t"]) for r in rows] == [0.1, 0.2, 0.3]
+    assert float(rows[-1]["points.centre.velocity.x"]) < 0 < float(rows[-1]["newton_steps"])  # the return flow
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["time"]["steps"] == 3 and summary["continuation"] == [] and summary["sequence"] == []
+    assert summary["quantities"]["points"]["centre"]["velocity"][0] == float(rows[-1]["points.centre.velocity.x"])

@@ -153,13 +153,20 @@ def accuracy_line(accuracy: dict, re: float) -> str:
 
 
 def final_lines(run: CavityReport, summary: dict) -> list[str]:
-    """The lines that end a run's progress report: differences from the references,
-    T_unit, and the files written."""
+    """The lines that end a run's progress report: differences from the references (of the
+    last state, in time), the time reached, T_unit, and the files written."""
     lines = [
         f"{row['profile']:>13} vs {row['reference']}: max |diff| {row['max_abs_diff']:.4f} at {row['at']:.4f}"
         for row in summary["validation"]
     ]
     lines.append(accuracy_line(summary["accuracy"], run.re))
+    t = summary.get("time")
+    if t is not None:
+        lines.append(
+            f"{'reached' if summary['converged'] else 'NOT reached (' + summary['reason'] + ')'} t = {t['t']:.6g} in "
+            f"{t['steps']} steps of {t['scheme']}, {t['seconds_per_step']:.3g} s per step: the profiles above are the "
+            "state at that time (the published ones are steady flows')"
+        )
     lines.append(
         f"T_unit {summary['t_unit_us']:.1f} us ({summary['nonlinear_steps']} nonlinear steps, "
         f"{summary['linear_iterations']} linear iterations, T_run {summary['t_run_s']:.1f} s of "
