@@ -12,7 +12,8 @@ thickness t) and run as a user runs it, ``python -m fem3d.run CASE --refine R --
 the kernels, unless ``--no-warmup``). A row per run: elements, unknowns, scheme, dt, steps,
 Newton steps, Krylov iterations per Newton step, seconds per step, the process wall time, and
 the quantities (keys c_d_max, c_l_max, c_l_min, delta_p_end) with their relative errors
-against John 2004 (value / reference - 1: negative where a magnitude falls short). ``--t-end`` shortens every run (a check of the script). Saves
+against John 2004 (value / reference - 1: negative where a magnitude falls short).
+``--t-end`` shortens every run (a check of the script). Saves
 benchmarks/results/dfg2d3_<tag>.{json,md} after every run.
 """
 
