@@ -22,7 +22,7 @@ from fem3d.solvers.linear import LinearOptions, make_linear_solver
 from fem3d.solvers.nonlinear import NonlinearOptions, NonlinearSolver
 from fem3d.solvers.time_stepping import TimeOptions, TimeState, TimeStepper
 from gpucfd.errors import InputError
-from support import ANNULUS_CASE_TEXT, DFG_CASE_TEXT, case_file, sample_mesh
+from support import ANNULUS_CASE_TEXT, case_file, sample_mesh
 
 NU = 0.1
 FACES = ("x0", "x1", "y0", "y1", "z0", "z1")
@@ -154,15 +154,14 @@ def test_time_dependent_data_need_time_stepping_and_time_settings_are_checked():
         flow.solve(device="cpu", time=TimeOptions(t_end=1, dt=0.5), continuation="auto")
 
 
-def test_case_file_in_time_writes_history_as_it_goes(tmp_path, capsys):
+def test_case_file_in_time_writes_history_as_it_goes(tmp_path):
     """fem3d.run with a [time] table: one history.csv row per step (t, the step's counts, then
     the [report]'s quantities as named in summary.json), the extrema in summary.json."""
-    text = (
-        DFG_CASE_TEXT.replace('"y*(0.41-y)"', '"sin(pi*t/8)*y*(0.41-y)"')
-        + "[time]\nt_end = 0.3\ndt = 0.1\n"
-        + "[report]\nforces = { cylinder = { reference_velocity = 0.2, area = 0.041 } }\n"
-        + "points = { front = [0.45, 0.2, 0.205], back = [0.55, 0.2, 0.205] }\n"
-        + 'differences = { delta_p = ["front", "back"] }\n'
+    text = ANNULUS_CASE_TEXT.replace('["-y", "x", 0]', '["-y*sin(t)", "x*sin(t)", 0]') + (
+        "[time]\nt_end = 0.3\ndt = 0.1\n"
+        + "[report]\nforces = { inner = { reference_velocity = 1, area = 2 } }\n"
+        + "points = { a = [0.6, 0.1, 0.2], b = [-0.6, 0.1, 0.2] }\n"
+        + 'differences = { delta_p = ["a", "b"] }\n'
     )
     path = case_file(tmp_path, text)
     out = tmp_path / "out"
@@ -170,14 +169,12 @@ def test_case_file_in_time_writes_history_as_it_goes(tmp_path, capsys):
     with open(out / "history.csv") as fh:
         rows = list(csv.DictReader(fh))
     assert [float(r["t"]) for r in rows] == [0.1, 0.2, 0.3]
-    assert int(rows[0]["newton_steps"]) >= 1 and "forces.cylinder.coefficients.x" in rows[0]
+    assert int(rows[0]["newton_steps"]) >= 1 and "forces.inner.coefficients.x" in rows[0]
     summary = json.loads((out / "summary.json").read_text())
-    drag = [float(r["forces.cylinder.coefficients.x"]) for r in rows]
-    series = summary["time"]["series"]["forces.cylinder.coefficients.x"]
-    assert (
-        series["max"] == max(drag)
-        and series["end"] == drag[-1] == summary["quantities"]["forces"]["cylinder"]["coefficients"][0]
-    )
+    torque_side = [float(r["forces.inner.coefficients.y"]) for r in rows]
+    series = summary["time"]["series"]["forces.inner.coefficients.y"]
+    assert series["max"] == max(torque_side) and series["min"] == min(torque_side)
+    assert series["end"] == torque_side[-1] == summary["quantities"]["forces"]["inner"]["coefficients"][1]
     assert float(rows[-1]["differences.delta_p"]) == summary["quantities"]["differences"]["delta_p"]
     assert summary["converged"] and summary["time"]["t"] == 0.3
 
@@ -332,14 +329,14 @@ def test_a_periodic_run_reports_its_strouhal_number(tmp_path):
     """The annulus driven by an inner wall turning as sin(2 pi t / 0.5): the point velocity
     settles to period 0.5, so St = f L / U = 2 with L = U = 1 (summary.json and the report)."""
     text = ANNULUS_CASE_TEXT.replace('["-y", "x", 0]', '["-y*sin(4*pi*t)", "x*sin(4*pi*t)", 0]') + (
-        "[time]\nt_end = 3.5\ndt = 0.05\n[report]\npoints = { a = [0.6, 0.1, 0.2] }\n"
+        "[time]\nt_end = 3.0\ndt = 0.0625\n[report]\npoints = { a = [0.6, 0.1, 0.2] }\n"
         'strouhal = { of = "points.a.velocity.y", length = 1, velocity = 1 }\n'
     )
     out = tmp_path / "out"
     assert run_case.main([case_file(tmp_path, text), "--out", str(out), "--no-plots", "--no-vtu", "--quiet"]) == 0
     time_record = json.loads((out / "summary.json").read_text())["time"]
-    assert abs(time_record["strouhal"]["value"] - 2.0) < 2e-3
-    assert abs(time_record["periodic"]["points.a.velocity.y"]["period"] - 0.5) < 5e-4
+    assert abs(time_record["strouhal"]["value"] - 2.0) < 5e-3
+    assert abs(time_record["periodic"]["points.a.velocity.y"]["period"] - 0.5) < 1.5e-3
 
 
 def test_history_picture_shows_the_quantities_that_move(tmp_path):
