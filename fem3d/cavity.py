@@ -48,7 +48,7 @@ from .problems.simulation import Simulation
 from .solvers.time_stepping import TimeOptions
 from .commands.time_output import FILES as TIME_FILES
 from .commands.time_output import PICTURE as TIME_PICTURE
-from .commands.time_output import TimeOutput, resume_from
+from .commands.time_output import TimeOutput, resume_from, time_exit
 from gpucfd.options import add_arguments, build, command_line, given
 from .discretisation.refine import REFINE_MAX, refine
 from .solvers.sequencing import REDUNDANT_MAX, SEQUENCE_MAX, SEQUENCE_MIN
@@ -273,7 +273,7 @@ def main(argv=None) -> int:
                 say(line)
         signum = agreed(comm)
     if in_time is not None:
-        return _time_exit(result, signum, out, root)
+        return time_exit("fem3d.cavity", result, signum, out, root, "--dt")
     reached, steps = result.history[-1]["re"], len(result.steps)
     if signum:
         if root:
@@ -301,28 +301,6 @@ def probes(state, centre: list) -> dict:
     """The quantities of a cavity run in time: velocity and pressure at the mesh's centre."""
     velocity, pressure = state.values([centre])
     return {"points": {"centre": {"at": centre, "velocity": velocity[0].tolist(), "pressure": float(pressure[0])}}}
-
-
-def _time_exit(result, signum: int, out: str, root: bool) -> int:
-    """The exit of a run in time: 128 + signal after a stop, 3 for a step that did not
-    converge (both say that checkpoint.npz continues it), else 0."""
-    t, checkpoint = result.time["t"], os.path.join(out, "checkpoint.npz")
-    if signum:
-        if root:
-            print(
-                f"fem3d.cavity: interrupted by {signal.Signals(signum).name} at t = {t:.6g}; continue with --initial "
-                f"{checkpoint}",
-                file=sys.stderr,
-                flush=True,
-            )
-        return 128 + signum
-    if not result.converged:
-        raise ConvergenceError(
-            f"the step from t = {t:.6g} did not converge ({result.reason}); the state at that time ({checkpoint}) and "
-            f"the history up to it are in {out}: take a smaller --dt",
-            result.reason,
-        )
-    return 0
 
 
 def _progress_bar():

@@ -33,9 +33,8 @@ from .problems.distributed import add_parallel_arguments, partition_balance, par
 from gpucfd.errors import ArgumentParser, ConvergenceError, check_range, run_cli
 from .discretisation.fields import mid_plane
 from .problems.flow import Flow
-from .problems.checkpoint import NAME as CHECKPOINT_NAME
 from .commands.time_output import FILES as IN_TIME
-from .commands.time_output import PICTURE, TimeOutput, resume_from
+from .commands.time_output import PICTURE, TimeOutput, resume_from, time_exit
 from .problems.result import FlowResult
 from gpucfd.output import claim_output
 from .solvers.nonlinear import out_of_reach_hint
@@ -169,23 +168,17 @@ def main(argv=None) -> int:
         if root:
             say(f"wrote {out}/: {', '.join(files + (timed.files() if timed else []))}")
         signum = agreed(comm)
+    if case.time:
+        return time_exit("fem3d.run", result, signum, out, root, "[time] dt")
     if signum:
         if root:
-            where = (
-                f"the state at t = {result.time['t']:.6g} and its history are in {out}: continue with --initial "
-                f"{os.path.join(out, CHECKPOINT_NAME)}"
-                if case.time
-                else f"the last iterate and its results are in {out}: continue with --initial "
-                f"{os.path.join(out, 'solution.npy')}"
+            print(
+                f"fem3d.run: interrupted by {signal.Signals(signum).name}; the last iterate and its results are in "
+                f"{out}: continue with --initial {os.path.join(out, 'solution.npy')}",
+                file=sys.stderr,
+                flush=True,
             )
-            print(f"fem3d.run: interrupted by {signal.Signals(signum).name}; {where}", file=sys.stderr, flush=True)
         return 128 + signum
-    if not result.converged and case.time:
-        raise ConvergenceError(
-            f"the step from t = {result.time['t']:.6g} did not converge ({result.reason}); the state at that time "
-            f"(checkpoint.npz) and the history up to it are in {out}: take a smaller [time] dt",
-            result.reason,
-        )
     if not result.converged:
         hint = out_of_reach_hint(result.reason, "[solver] continuation", "refine the mesh (--refine)")
         raise ConvergenceError(

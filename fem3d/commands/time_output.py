@@ -7,6 +7,7 @@ and at the end the series' extrema and periods in summary.json and history.png.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 
 import numpy as np
@@ -18,7 +19,7 @@ from ..problems.checkpoint import NAME as CHECKPOINT
 from ..problems.checkpoint import is_checkpoint, read_checkpoint, write_checkpoint
 from ..problems.distributed import write_solution_vtu
 from ..problems.history import STEP_COLUMNS, History
-from gpucfd.errors import InputError
+from gpucfd.errors import ConvergenceError, InputError
 
 HISTORY, PVD, PICTURE = "history.csv", "flow.pvd", "history.png"
 FILES = [HISTORY, CHECKPOINT, PVD, "snapshot_*.vtu", "snapshot_*.pvtu"]  # an earlier run's, stale unless continued
@@ -115,3 +116,26 @@ class TimeOutput:
                 if os.path.isfile(os.path.join(self.out, name)):
                     out.append((rows[k - 1][0], name))
         return out
+
+
+def time_exit(prog: str, result, signum: int, out: str, root: bool, smaller: str) -> int:
+    """The exit of a run in time: 128 + signal after a stop, ConvergenceError (exit 3) for a step
+    that did not converge (``smaller``: how the step is made smaller, e.g. "[time] dt"), both
+    naming the checkpoint that continues it; else 0."""
+    t, checkpoint = result.time["t"], os.path.join(out, CHECKPOINT)
+    if signum:
+        if root:
+            print(
+                f"{prog}: interrupted by {signal.Signals(signum).name} at t = {t:.6g}; the state and its history are "
+                f"in {out}: continue with --initial {checkpoint}",
+                file=sys.stderr,
+                flush=True,
+            )
+        return 128 + signum
+    if not result.converged:
+        raise ConvergenceError(
+            f"the step from t = {t:.6g} did not converge ({result.reason}); the state at that time ({checkpoint}) and "
+            f"the history up to it are in {out}: take a smaller {smaller}",
+            result.reason,
+        )
+    return 0

@@ -224,18 +224,18 @@ class TimeStepper:
         n = system.mesh.n_nodes
         u = nodal_velocity(system.xp, x, n)
         dt = t1 - t0
+        timed = problem.prescribed_at is not None  # else the prescribed values stay those on the device
         if kind == "midpoint":
-            prescribed = problem.values_at(t1)
-            if problem.prescribed_at is not None:
-                prescribed = 0.5 * (problem.values_at(t0) + prescribed)
+            prescribed = 0.5 * (problem.values_at(t0) + problem.values_at(t1)) if timed else None
             system.set_time(2.0 / dt, (2.0 / dt) * u, t0 + 0.5 * dt, prescribed)
             return t0 + 0.5 * dt
+        prescribed = problem.values_at(t1) if timed else None
         if kind == "bdf1":
-            system.set_time(1.0 / dt, u / dt, t1, problem.values_at(t1))
+            system.set_time(1.0 / dt, u / dt, t1, prescribed)
         else:
             u_old = nodal_velocity(system.xp, previous, n)
             history = ((1.0 + omega) * u - (omega * omega / (1.0 + omega)) * u_old) / dt
-            system.set_time((1.0 + 2.0 * omega) / ((1.0 + omega) * dt), history, t1, problem.values_at(t1))
+            system.set_time((1.0 + 2.0 * omega) / ((1.0 + omega) * dt), history, t1, prescribed)
         return t1
 
     def _midpoint_end(self, x, stage, t_stage: float, t1: float, sample):
