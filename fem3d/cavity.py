@@ -48,7 +48,7 @@ from .problems.simulation import Simulation
 from .solvers.time_stepping import TimeOptions
 from .commands.time_output import FILES as TIME_FILES
 from .commands.time_output import PICTURE as TIME_PICTURE
-from .commands.time_output import TimeOutput, resume_from, time_exit
+from .commands.time_output import StepBar, TimeOutput, resume_from, time_exit
 from gpucfd.options import add_arguments, build, command_line, given
 from .discretisation.refine import REFINE_MAX, refine
 from .solvers.sequencing import REDUNDANT_MAX, SEQUENCE_MAX, SEQUENCE_MIN
@@ -237,7 +237,9 @@ def main(argv=None) -> int:
         say = (lambda s: print(s, flush=True)) if root and not args.quiet else (lambda s: None)
         ranks = f" on {comm.size} ranks ({comm.name})" if comm.size > 1 else ""
         say(f"cavity Re {args.re:g}: {mesh.n_elements} elements, {mesh.n_dofs} unknowns, {backend.describe()}{ranks}")
-        bar = _progress_bar() if root and not args.quiet and sys.stdout.isatty() else None
+        terminal = root and not args.quiet and sys.stdout.isatty()
+        bar = _progress_bar() if terminal and in_time is None else None
+        steps = StepBar(in_time.t_end) if terminal and in_time is not None else None
 
         def checkpoint(stage, whole):  # a converged continuation stage: restartable from here
             if root:
@@ -248,9 +250,16 @@ def main(argv=None) -> int:
         timed = None if in_time is None else TimeOutput(out, in_time, comm, lambda state: probes(state, centre), resume)
         try:
             result = simulation.run(
-                say, bar, checkpoint, on_step=timed and timed.on_step, on_checkpoint=timed and timed.on_checkpoint
+                steps.say if steps else say,
+                bar,
+                checkpoint,
+                on_step=timed and timed.on_step,
+                on_checkpoint=timed and timed.on_checkpoint,
+                status=steps and steps.status,
             )
         finally:
+            if steps:
+                steps.close()
             if timed:
                 timed.close()
         if timed:

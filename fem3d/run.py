@@ -34,7 +34,7 @@ from gpucfd.errors import ArgumentParser, ConvergenceError, check_range, run_cli
 from .discretisation.fields import mid_plane
 from .problems.flow import Flow
 from .commands.time_output import FILES as IN_TIME
-from .commands.time_output import PICTURE, TimeOutput, resume_from, time_exit
+from .commands.time_output import PICTURE, StepBar, TimeOutput, resume_from, time_exit
 from .problems.result import FlowResult
 from gpucfd.output import claim_output
 from .solvers.nonlinear import out_of_reach_hint
@@ -135,13 +135,17 @@ def main(argv=None) -> int:
             f"{backend.describe()}" + (f" on {comm.size} ranks ({comm.name})" if comm.size > 1 else "")
         )
         timed = None if case.time is None else TimeOutput(out, case.time, comm, lambda s: quantities(s, case), resume)
+        bar = StepBar(case.time.t_end) if timed and root and not args.quiet and sys.stdout.isatty() else None
         try:
             result = simulation.run(
-                log=say,
+                log=bar.say if bar else say,
                 on_step=timed and timed.on_step,
                 on_checkpoint=timed and timed.on_checkpoint,
+                status=bar and bar.status,
             )
         finally:
+            if bar:
+                bar.close()
             if timed:
                 timed.close()
         if timed:  # the last step's quantities, at its time (a midpoint step's stage)

@@ -74,7 +74,8 @@ def test_jacobian_is_the_derivative_of_the_stabilised_residual(backend, re, sigm
     """The Jacobian element matrices are the exact derivative of the element residual
     F(x) = A(x) x - b(x), upwind weights included (central differences, random velocity and
     pressure on distorted elements, a body force that depends on position); also in a time
-    step (sigma > 0, a random history term h), whose tau has its time limit."""
+    step (sigma > 0, a random history term h), whose tau has its time limit (at a time scale
+    other than sigma's, as in a step shorter than the run's)."""
     xp = backend.xp
     mesh = sample_mesh("distorted")
     tables = ReferenceTables.build(xp, 8)
@@ -82,7 +83,8 @@ def test_jacobian_is_the_derivative_of_the_stabilised_residual(backend, re, sigm
     rng = np.random.default_rng(7)
     x = backend.asarray(rng.standard_normal((20, 89)))
     dx = backend.asarray(rng.standard_normal((20, 89)))
-    time = dict(sigma=sigma, history=backend.asarray(rng.standard_normal((20, 27, 3))) if sigma else None)
+    history = backend.asarray(rng.standard_normal((20, 27, 3))) if sigma else None
+    time = dict(sigma=sigma, history=history, tau_sigma=0.6 * sigma)
 
     def parts(v):
         return v[:, :81].reshape(20, 3, 27).transpose(0, 2, 1), v[:, 81:]

@@ -35,13 +35,14 @@ def both_operators(mesh, backend, kind, seed=0, sigma=0.0):
     """The stored operator D A (Picard) or D J (Newton) of NavierStokesSystem about a random
     iterate, with a body force, the Dirichlet rows and the rows weighted by the residual's
     scale, and the sum-factorised operator of the same (in chunks of 50 elements); with
-    ``sigma`` > 0 in a time step with a random history term."""
+    ``sigma`` > 0 in a time step with a random history term, tau limited at the time scale
+    sigma / 2 (a step shorter than the run's)."""
     problem = FlowProblem.with_boundary_velocity(mesh, RE, lambda x: np.tile([1.0, 0.5, 0.0], (len(x), 1)), force=force)
     system = NavierStokesSystem(problem, backend)
     rng = np.random.default_rng(seed)
     x = backend.asarray(rng.standard_normal(mesh.n_dofs))
     if sigma:
-        system.set_time(sigma, backend.asarray(rng.standard_normal((mesh.n_nodes, 3))))
+        system.set_time(sigma, backend.asarray(rng.standard_normal((mesh.n_nodes, 3))), tau_sigma=0.5 * sigma)
     state = system.assemble(x, kind)
     scale_rows(system.op.mats, system.op.dofs, None, state.scale)
     return system, system.partial_assembly(x, kind, state.scale, chunk=50)

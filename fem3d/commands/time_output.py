@@ -118,6 +118,35 @@ class TimeOutput:
         return out
 
 
+class StepBar:
+    """The progress of a run in time on a terminal: the last step's line (TimeStep.line) after a
+    bar of the time done, redrawn in place; other lines (``say``) print above it."""
+
+    WIDTH = 24
+
+    def __init__(self, t_end: float, stream=None):
+        self.t_end, self.stream, self.drawn = t_end, stream or sys.stdout, ""
+
+    def status(self, step, fraction: float, eta_s: float | None) -> None:
+        """Simulation.run's ``status``: the bar and the step's line."""
+        filled = int(round(self.WIDTH * min(max(fraction, 0.0), 1.0)))
+        self.drawn = f"[{'#' * filled}{'.' * (self.WIDTH - filled)}] {step.line(self.t_end, eta_s)}"
+        self.stream.write("\r\x1b[K" + self.drawn)
+        self.stream.flush()
+
+    def say(self, line: str) -> None:
+        """A line above the bar."""
+        self.stream.write(("\r\x1b[K" if self.drawn else "") + line + "\n" + self.drawn)
+        self.stream.flush()
+
+    def close(self) -> None:
+        """The bar's last state stays on its line."""
+        if self.drawn:
+            self.stream.write("\n")
+            self.stream.flush()
+            self.drawn = ""
+
+
 def time_exit(prog: str, result, signum: int, out: str, root: bool, smaller: str) -> int:
     """The exit of a run in time: 128 + signal after a stop, ConvergenceError (exit 3) for a step
     that did not converge (``smaller``: how the step is made smaller, e.g. "[time] dt"), both

@@ -117,6 +117,7 @@ def element_matrices_chunk(
     prescribed=None,
     sigma: float = 0.0,
     history=None,
+    tau_sigma: float | None = None,
 ):
     """Element matrices (E, NL, LD), loads (E, NL), residuals (E, NL) and the squared row
     norms of the Picard matrices (E, NL) of one chunk of elements; the matrices are
@@ -142,7 +143,9 @@ def element_matrices_chunk(
     ``sigma`` (1/s, 0 for a steady flow) the scheme's coefficient of the new velocity,
     ``history`` (E, 27, 3) or None the nodal values of h, the scheme's terms of the earlier
     steps. K_ij gains sigma int W_i N_j, the load int W_i h, the strong residual r gains
-    sigma a - h, and tau its time limit (fem3d.discretisation.upwind.time_limited).
+    sigma a - h, and tau its time limit (fem3d.discretisation.upwind.time_limited) at the time
+    scale ``tau_sigma`` (1/s; None: sigma): a run's steps keep one, so that the discrete
+    equations in space do not change with the length of a step.
 
     On CuPy arrays the point quantities feed one CUDA kernel
     (fem3d.kernels.element_assembly); the array code below, used for NumPy, is its reference.
@@ -156,12 +159,13 @@ def element_matrices_chunk(
         tau, dtau = upwind_tau_and_derivative(xp, a, geo["J"], re, tables.mid)
     else:
         tau, dtau = upwind_tau(xp, a, geo["J"], re, tables.mid), None
-    if sigma:
+    tau_sigma = sigma if tau_sigma is None else tau_sigma
+    if tau_sigma:
         corner = corner_node(tables.mid)
         if dtau is None:
-            (tau,), _ = time_limited(xp, sigma, tau[..., corner], [tau])
+            (tau,), _ = time_limited(xp, tau_sigma, tau[..., corner], [tau])
         else:
-            (tau,), (dtau,) = time_limited(xp, sigma, tau[..., corner], [tau], dtau[..., corner, :], [dtau])
+            (tau,), (dtau,) = time_limited(xp, tau_sigma, tau[..., corner], [tau], dtau[..., corner, :], [dtau])
     f = point_force(xp, tables, geo["x"], force, history)
     if xp is not np:
         mats = (xp.empty((E, NL, LD), dtype=np.float64) if out is None else out) if matrices else None

@@ -20,7 +20,7 @@
     [time]                           # optional: an unsteady run from rest (or --initial) at t = 0
     t_end = 8.0                      # end time
     dt = 0.01                        # time step
-    scheme = "bdf2"                  # or "midpoint"
+    scheme = "bdf2"                  # or "midpoint"; tolerance = 1e-3: adaptive steps (bdf2)
     [report]                         # optional (in time: every step, in history.csv)
     forces = { cylinder = { reference_velocity = 0.2, area = 0.041 } }
     points = { front = [0.45, 0.2, 0.205], back = [0.55, 0.2, 0.205] }

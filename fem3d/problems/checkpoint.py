@@ -2,9 +2,11 @@
 (fem3d.solvers.time_stepping), from which a run continues (``fem3d.run --initial``) with the
 same steps, bit for bit, as a run never stopped.
 
-Arrays: ``step`` (steps done), ``t`` (the time reached), ``x``, ``previous`` and ``sample``
-(whole vectors [u | v | w | p]; empty where the state has none), ``dt_previous`` and
-``sample_t`` (NaN where none), and the settings it was made with: ``dt``, ``scheme``.
+Arrays: ``step`` (steps done), ``t`` (the time reached), ``x``, ``previous``, ``older`` and
+``sample`` (whole vectors [u | v | w | p]; empty where the state has none), ``dt_previous``,
+``dt_older``, ``dt_next`` and ``sample_t`` (NaN where none), and the settings it was made
+with: ``dt``, ``scheme``, ``tolerance`` (NaN for fixed steps), ``dt_min``, ``dt_max`` (the
+bounds in force). Checkpoints written before ``older`` existed continue without it.
 """
 
 from __future__ import annotations
@@ -18,21 +20,38 @@ from gpucfd.output import atomic_path
 from ..solvers.time_stepping import TimeOptions, TimeState
 
 NAME = "checkpoint.npz"
+VECTORS = ("x", "previous", "older", "sample")
+NUMBERS = ("dt_previous", "dt_older", "dt_next", "sample_t")
+OPTIONAL = {"older", "dt_older", "dt_next", "tolerance", "dt_min", "dt_max"}  # absent from older checkpoints
+
+
+def _settings(options: TimeOptions) -> dict:
+    """The settings a checkpoint's steps depend on, as stored."""
+    adaptive, nan = options.adaptive, math.nan
+    return dict(
+        dt=np.float64(options.dt),
+        scheme=np.str_(options.scheme),
+        tolerance=np.float64(options.tolerance if adaptive else nan),
+        dt_min=np.float64(options.dt_smallest if adaptive else nan),
+        dt_max=np.float64(options.dt_largest if adaptive else nan),
+    )
 
 
 def write_checkpoint(path: str, state: TimeState, options: TimeOptions) -> None:
     """``state`` (whole host vectors) of a run with ``options``, atomically."""
-    empty = np.zeros(0)
+    vectors = state.vectors()
+    numbers = dict(
+        dt_previous=state.dt_previous,
+        dt_older=state.dt_older,
+        dt_next=state.dt_next,
+        sample_t=None if state.sample is None else state.sample[1],
+    )
     arrays = dict(
         step=np.int64(state.step),
-        t=np.float64(options.times()[state.step]),
-        x=np.asarray(state.x, dtype=np.float64),
-        previous=empty if state.previous is None else np.asarray(state.previous, dtype=np.float64),
-        dt_previous=np.float64(math.nan if state.dt_previous is None else state.dt_previous),
-        sample=empty if state.sample is None else np.asarray(state.sample[0], dtype=np.float64),
-        sample_t=np.float64(math.nan if state.sample is None else state.sample[1]),
-        dt=np.float64(options.dt),
-        scheme=np.str_(options.scheme),
+        t=np.float64(state.t),
+        **{k: np.zeros(0) if v is None else np.asarray(v, dtype=np.float64) for k, v in vectors.items()},
+        **{k: np.float64(math.nan if v is None else v) for k, v in numbers.items()},
+        **_settings(options),
     )
     with atomic_path(path) as tmp, open(tmp, "wb") as fh:
         np.savez(fh, **arrays)
@@ -41,38 +60,61 @@ def write_checkpoint(path: str, state: TimeState, options: TimeOptions) -> None:
 def read_checkpoint(path: str, n_dofs: int, options: TimeOptions, option: str = "--initial") -> TimeState:
     """The TimeState in the checkpoint ``path`` for a mesh of ``n_dofs`` unknowns, continued
     with ``options``; InputError (naming ``option``) for a file that is no checkpoint, of
-    another mesh, made with another dt or scheme (its steps would not be this run's), or at
+    another mesh, made with other step settings (its steps would not be this run's), or at
     or past t_end."""
     try:
         with np.load(path, allow_pickle=False) as data:
             fields = {k: data[k] for k in data.files}
     except (OSError, ValueError, EOFError) as exc:
         raise InputError(f"{option} {path}: cannot read a checkpoint ({exc})") from None
-    need = {"step", "t", "x", "previous", "dt_previous", "sample", "sample_t", "dt", "scheme"}
+    need = {"step", "t", "dt", "scheme", *VECTORS, *NUMBERS} - OPTIONAL
     if not need <= set(fields):
         raise InputError(f"{option} {path}: not a checkpoint of fem3d.run (it lacks {sorted(need - set(fields))})")
-    x, previous, sample = fields["x"], fields["previous"], fields["sample"]
-    for name, v in (("x", x), ("previous", previous), ("sample", sample)):
+    vectors = {k: fields.get(k, np.zeros(0)) for k in VECTORS}
+    for name, v in vectors.items():
         if v.dtype != np.float64 or v.ndim != 1 or v.size not in ((n_dofs,) if name == "x" else (0, n_dofs)):
             raise InputError(f"{option} {path}: its state is not one of this mesh's {n_dofs} unknowns")
         if not np.isfinite(v).all():
             raise InputError(f"{option} {path}: its state holds NaN or infinite values")
+    now = _settings(options)
+    made = {k: fields.get(k, np.float64(math.nan)) for k in now}
+    differ = [k for k in now if not _same(made[k], now[k])]
+    if differ:
+        was = ", ".join(f"{k} {_shown(made[k])}" for k in differ)
+        want = ", ".join(f"{k} = {_shown(now[k])}" for k in differ)
+        raise InputError(f"{option} {path}: made with {was}; continue it with the same ([time] {want} now)")
     step, t = int(fields["step"]), float(fields["t"])
-    if str(fields["scheme"]) != options.scheme or float(fields["dt"]) != options.dt:
-        raise InputError(
-            f"{option} {path}: made with dt {float(fields['dt']):g} and scheme {fields['scheme']}; continue it with "
-            f"the same ([time] dt = {options.dt:g}, scheme = {options.scheme} now)"
-        )
-    times = options.times()
-    if not 0 < step < len(times) - 1 or times[step] != t:
+    times = None if options.adaptive else options.times()
+    if not (0 < t < options.t_end if times is None else 0 < step < len(times) - 1 and times[step] == t):
         raise InputError(f"{option} {path}: it stands at t = {t:g}, not before [time] t_end = {options.t_end:g}")
+    number = {k: None if k not in fields or math.isnan(float(fields[k])) else float(fields[k]) for k in NUMBERS}
+    present = {k: v if v.size else None for k, v in vectors.items()}
     return TimeState(
         step,
-        x,
-        previous if previous.size else None,
-        None if math.isnan(float(fields["dt_previous"])) else float(fields["dt_previous"]),
-        (sample, float(fields["sample_t"])) if sample.size else None,
+        t,
+        present["x"],
+        present["previous"],
+        number["dt_previous"],
+        None if present["sample"] is None else (present["sample"], number["sample_t"]),
+        present["older"],
+        number["dt_older"],
+        number["dt_next"],
     )
+
+
+def _same(a, b) -> bool:
+    """Stored settings ``a`` and ``b`` agree (NaN agrees with NaN: both fixed steps)."""
+    if np.asarray(a).dtype.kind in "US":
+        return str(a) == str(b)
+    a, b = float(a), float(b)
+    return a == b or (math.isnan(a) and math.isnan(b))
+
+
+def _shown(v) -> str:
+    if np.asarray(v).dtype.kind in "US":
+        return str(v)
+    v = float(v)
+    return "none" if math.isnan(v) else f"{v:g}"
 
 
 def is_checkpoint(path: str) -> bool:

@@ -262,7 +262,7 @@ class NavierStokesSystem:
         for d in range(3):
             fixed[d * n + nodes[problem.bc_mask[:, d]]] = True
         self.fixed, self.bc_values = backend.asarray(fixed), self._prescribed(problem.values_at(0.0))
-        self.force, self.sigma, self.history = problem.force_at(0.0), 0.0, None  # of the time: set_time
+        self.force, self.sigma, self.tau_sigma, self.history = problem.force_at(0.0), 0.0, 0.0, None  # set_time
         # elements sharing each unknown (all ranks')
         self.valence = self.dist.sum_interface(backend.asarray(mesh.dof_valence()))
         self.p_weights = pressure_weights(backend, mesh)
@@ -280,12 +280,16 @@ class NavierStokesSystem:
             bc[d * n + nodes[mask[:, d]]] = values[mask[:, d], d]
         return self.backend.asarray(bc)
 
-    def set_time(self, sigma: float, history=None, force_t: float = 0.0, prescribed=None) -> None:
+    def set_time(
+        self, sigma: float, history=None, force_t: float = 0.0, prescribed=None, tau_sigma: float | None = None
+    ) -> None:
         """The equations of a time step: the time derivative approximated as sigma u - h
         (fem3d.discretisation.assembly.element_matrices_chunk), ``sigma`` in 1/s (0: steady),
         ``history`` (n_nodes, 3) device array of h or None; the body force at time ``force_t``;
-        ``prescribed`` (n_b, 3) the prescribed values (None: unchanged)."""
+        ``prescribed`` (n_b, 3) the prescribed values (None: unchanged); ``tau_sigma`` the time
+        scale of tau's limit (None: sigma)."""
         self.sigma, self.history = float(sigma), history
+        self.tau_sigma = self.sigma if tau_sigma is None else float(tau_sigma)
         self.force = self.problem.force_at(force_t)
         if prescribed is not None:
             self.bc_values = self._prescribed(prescribed)
@@ -357,6 +361,7 @@ class NavierStokesSystem:
             scale,
             self.sigma,
             self.history,
+            self.tau_sigma,
         )
         return op
 
@@ -379,6 +384,7 @@ class NavierStokesSystem:
             prescribed=(dofs, self.fixed, self.valence),
             sigma=self.sigma,
             history=None if self.history is None else self.history[self.cells[ids]],
+            tau_sigma=self.tau_sigma,
         )[0]
 
     def equation_residual(self, x):
@@ -413,6 +419,7 @@ class NavierStokesSystem:
                 prescribed=(dofs, self.fixed, self.valence),
                 sigma=self.sigma,
                 history=None if self.history is None else self.history[self.cells[e]],
+                tau_sigma=self.tau_sigma,
             )
             if store and not direct:
                 op.mats[e] = mats

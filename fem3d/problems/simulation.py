@@ -124,7 +124,7 @@ class Simulation:
             return False
         return resolved.solver == self.linear.solver
 
-    def run(self, log=None, progress=None, on_stage=None, on_step=None, on_checkpoint=None) -> FlowResult:
+    def run(self, log=None, progress=None, on_stage=None, on_step=None, on_checkpoint=None, status=None) -> FlowResult:
         """Solve (collective): the coarser meshes first, then the continuation on the mesh; or
         the steps in time. ``log(line)`` receives progress lines, ``progress(iteration, relres)``
         the Krylov checks (a stop signal is honoured at each, fem3d.parallel.interrupt),
@@ -133,13 +133,15 @@ class Simulation:
         each time step (fem3d.solvers.time_stepping.TimeStep, and a FlowResult of the step's
         state for its quantities: forces, point values; collective), ``on_checkpoint(state)``
         every ``time.checkpoint_every`` steps and where the steps stop short of t_end (the
-        TimeState with whole vectors, rank 0's; None elsewhere)."""
+        TimeState with whole vectors, rank 0's; None elsewhere), ``status(step, fraction,
+        eta_s)`` after each time step (fem3d.solvers.time_stepping.TimeStepper.run; default: a
+        line to ``log``)."""
         log = log or (lambda line: None)
         backend, comm, part = self.backend, self.comm, self.part
         check = InterruptCheck(comm)
         watch = check if progress is None else (lambda it, relres: (progress(it, relres), check(it, relres)))
         if self.time is not None:
-            return self._run_in_time(log, watch, on_step, on_checkpoint)
+            return self._run_in_time(log, watch, on_step, on_checkpoint, status)
         timer, since, sequence = PhaseTimer(backend), self.started, []
         stages, nonlinear = self.stages, self.nonlinear
         x0 = None if self.initial is None else self.initial[part.dist.gdofs]
@@ -190,7 +192,7 @@ class Simulation:
             finished=finished,
         )
 
-    def _run_in_time(self, log, progress, on_step, on_checkpoint) -> FlowResult:
+    def _run_in_time(self, log, progress, on_step, on_checkpoint, status) -> FlowResult:
         """The steps of ``time`` from ``resume``, ``initial`` or rest on the mesh (:meth:`run`)."""
         backend, comm, part = self.backend, self.comm, self.part
         system = partitioned_system(
@@ -206,20 +208,9 @@ class Simulation:
         solver = NonlinearSolver(system, linear_solver, in_time(self.nonlinear), InterruptCheck(comm))
         mine = part.dist.gdofs
         if self.resume is not None:
-            r = self.resume
-
-            def local(v):
-                return None if v is None else v[mine]
-
-            start = TimeState(
-                r.step,
-                local(r.x),
-                local(r.previous),
-                r.dt_previous,
-                None if r.sample is None else (r.sample[0][mine], r.sample[1]),
-            )
+            start = self.resume.mapped(lambda v: v[mine])
         else:
-            start = TimeState(0, system.initial_guess() if self.initial is None else self.initial[mine])
+            start = TimeState(0, 0.0, system.initial_guess() if self.initial is None else self.initial[mine])
         every = self.time.checkpoint_every
 
         def checkpoint(state):
@@ -232,7 +223,7 @@ class Simulation:
             if every and state.step % every == 0:
                 checkpoint(state)
 
-        last, steps, reason = TimeStepper(system, solver, self.time).run(start, log, stepped)
+        last, steps, reason = TimeStepper(system, solver, self.time).run(start, log, stepped, status)
         if reason != "converged" and last.step > start.step and not (every and last.step % every == 0):
             checkpoint(last)
         x = backend.to_numpy(last.x)
@@ -245,27 +236,23 @@ class Simulation:
         newton = sum(s.nonlinear_steps for s in steps)
         result.time = {
             **asdict(self.time),
-            "t": float(self.time.times()[last.step]),
+            "t": last.t,
             "steps": last.step,
             "started_at_step": start.step,
             "newton_steps": newton,
             "linear_iterations": sum(s.linear_iterations for s in steps),
             "linear_iterations_per_newton_step": sum(s.linear_iterations for s in steps) / max(newton, 1),
             "seconds_per_step": sum(s.seconds for s in done) / max(len(done), 1),
+            "rejected_steps": sum(s.rejected for s in steps),
+            "dt_range": [min(s.dt for s in done), max(s.dt for s in done)] if done else None,
         }
         return result
 
     def _whole(self, state: TimeState) -> TimeState | None:
         """``state`` with its vectors gathered whole on the host (rank 0's; None elsewhere; collective)."""
         to_host, gather = self.backend.to_numpy, self.part.dist.gather
-        x = gather(to_host(state.x))
-        previous = None if state.previous is None else gather(to_host(state.previous))
-        sample = None if state.sample is None else gather(to_host(state.sample[0]))
-        if self.comm.rank:
-            return None
-        return TimeState(
-            state.step, x, previous, state.dt_previous, None if sample is None else (sample, state.sample[1])
-        )
+        whole = state.mapped(lambda v: gather(to_host(v)))
+        return None if self.comm.rank else whole
 
     def _result(self, system, linear_solver, x_local, x, history, reason, residual, report) -> FlowResult:
         """The FlowResult of the state ``x_local`` (this rank's, host) of ``system``; with

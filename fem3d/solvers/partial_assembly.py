@@ -126,14 +126,16 @@ class PartialAssemblyOperator:
         scale=None,
         sigma: float = 0.0,
         history=None,
+        tau_sigma: float | None = None,
     ):
         """Store the point data of A(a) (Picard), or with ``jacobian`` of J(a, p), for the
         arguments of fem3d.discretisation.assembly.element_matrices_chunk (X (E, g, 3), p_nodes
         (E, 8), tables: its ReferenceTables; the velocity at the elements' nodes gathered
         from ``velocity`` (n_nodes, 3) through ``cells`` (E, 27)), LINEARISE_CHUNK elements at
         a time into one array kept between linearisations; ``scale`` (n,) or None: the row
-        weights D of the operator D A; ``sigma`` and ``history`` (n_nodes, 3) or None: a time
-        step's term, as element_matrices_chunk takes them (history gathered as the velocity)."""
+        weights D of the operator D A; ``sigma``, ``history`` (n_nodes, 3) or None and
+        ``tau_sigma``: a time step's term, as element_matrices_chunk takes them (history
+        gathered as the velocity)."""
         E = X.shape[0]
         if self.points is None:
             self.points = kernels.allocate(self.xp, E)
@@ -150,12 +152,15 @@ class PartialAssemblyOperator:
                 jacobian,
                 sigma,
                 None if history is None else history[cells[c]],
+                sigma if tau_sigma is None else tau_sigma,
             )
             for name, view in self.data.items():
                 view[..., c] = d[name]
         self.scale, self.nu, self.jacobian, self.sigma = scale, 1.0 / re, jacobian, sigma
 
-    def _point_data(self, X, u_nodes, re: float, tables, force, p_nodes, jacobian: bool, sigma: float, history) -> dict:
+    def _point_data(
+        self, X, u_nodes, re: float, tables, force, p_nodes, jacobian: bool, sigma: float, history, tau_sigma: float
+    ) -> dict:
         """The fields of :meth:`linearise` (name: (*shape, Q, E)) of the elements X (E, g, 3)."""
         xp = self.xp
         E = X.shape[0]
@@ -184,15 +189,15 @@ class PartialAssemblyOperator:
             if sigma:
                 r += sigma * U[0]
             d["strong"] = r
-            if sigma:
+            if tau_sigma:
                 (t_mid, t_end), (dt_mid, dt_end) = time_limited(
-                    xp, sigma, t_end.sum(axis=2), [t_mid, t_end], dt_end.sum(axis=2), [dt_mid, dt_end]
+                    xp, tau_sigma, t_end.sum(axis=2), [t_mid, t_end], dt_end.sum(axis=2), [dt_mid, dt_end]
                 )
             d["dtau"] = _fields(xp, xp.concatenate([dt_end.sum(axis=2)[:, :, None], dt_mid - dt_end], axis=2))
         else:
             t_mid, t_end = tau_by_direction(xp, a, J, re)
-            if sigma:
-                (t_mid, t_end), _ = time_limited(xp, sigma, t_end.sum(axis=2), [t_mid, t_end])
+            if tau_sigma:
+                (t_mid, t_end), _ = time_limited(xp, tau_sigma, t_end.sum(axis=2), [t_mid, t_end])
         d["tau"] = _fields(xp, xp.concatenate([t_end.sum(axis=2)[..., None], t_mid - t_end], axis=2))
         return d
 
