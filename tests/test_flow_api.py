@@ -103,84 +103,71 @@ def test_mesh_sequencing_through_the_api_and_a_case_file(tmp_path):
     )
 
 
-def test_the_dfg_case_refined_once(tmp_path):
-    """The committed DFG 3D-1Z case refined once, run as a user types it (mg on the nested
-    levels, about 35 s on 2 cores): c_D within 0.5 % and delta_p within 1 % of the
-    reference, the lift small and positive, at most 5 Krylov iterations per Newton step;
-    results and summary written, nothing else."""
+DFG_TOL = 1e-4  # the case file's 1e-8 takes 6 Newton steps, this 4: c_D moves by 1e-5 relative, delta_p by 7e-5
+
+
+def run_dfg(out, launch=(), *options):
+    """``python -m fem3d.run`` on the DFG case refined once, to the residual DFG_TOL, on the
+    CPU, under ``launch`` (an mpiexec command line, or none): its summary."""
     p = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "fem3d.run",
-            DFG_CASE,
-            "--refine",
-            "1",
-            "--device",
-            "cpu",
-            "--no-plots",
-            "--quiet",
-            "--out",
-            str(tmp_path),
-        ],
+        [*launch, sys.executable, "-m", "fem3d.run", DFG_CASE, "--refine", "1", "--tol", str(DFG_TOL)]
+        + ["--device", "cpu", "--no-plots", "--quiet", "--out", str(out), *options],
         capture_output=True,
         text=True,
         timeout=600,
     )
     assert p.returncode == 0, p.stderr
-    summary = json.loads((tmp_path / "summary.json").read_text())
+    return json.loads((out / "summary.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def refined_dfg(tmp_path_factory):
+    """The serial run of the DFG case refined once (4,992 elements, about 45 s on 2 cores):
+    its output folder and summary, shared by the two tests below."""
+    out = tmp_path_factory.mktemp("dfg")
+    return out, run_dfg(out)
+
+
+def test_the_dfg_case_refined_once(refined_dfg):
+    """The committed DFG 3D-1Z case refined once, run as a user types it but for --tol 1e-4
+    (mg on the nested levels): converged in at most 5 Newton steps (4 when written), c_D
+    within 0.5 % and delta_p within 1 % of the reference (-0.08 % and +0.33 % when written),
+    the lift small and positive, the spanwise force zero by symmetry, at most 5 Krylov
+    iterations per Newton step; results and summary written, nothing else."""
+    out, summary = refined_dfg
     cyl = summary["quantities"]["forces"]["cylinder"]
     c_d, c_l, c_z = cyl["coefficients"]
     assert abs(c_d - C_D) < 0.005 * C_D and 0 < c_l < 0.02 and abs(c_z) < 1e-8
     assert abs(summary["quantities"]["differences"]["delta_p"] - DELTA_P) < 0.01 * DELTA_P
     assert summary["options"]["linear"]["solver"] == "mg" and summary["linear_iterations_per_step"] <= 5
-    assert summary["converged"] and summary["refine"] == 1 and summary["mesh"]["elements"] == 8 * 624
-    assert sorted(os.listdir(tmp_path)) == ["flow.vtu", "solution.npy", "summary.json"]
+    assert summary["converged"] and summary["residual"] < DFG_TOL and summary["nonlinear_steps"] <= 5
+    assert summary["refine"] == 1 and summary["mesh"]["elements"] == 8 * 624
+    assert sorted(os.listdir(out)) == ["flow.vtu", "solution.npy", "summary.json"]
 
 
 MPIEXEC = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or shutil.which("mpiexec")
 
 
 @pytest.mark.skipif(MPIEXEC is None or launched_ranks() > 1, reason="needs mpiexec (and not already under it)")
-def test_the_refined_dfg_case_on_two_and_three_ranks_gives_the_serial_quantities(tmp_path):
+def test_the_refined_dfg_case_on_two_and_three_ranks_gives_the_serial_quantities(refined_dfg, tmp_path):
     """mg on the nested levels of the DFG mesh refined once, its coarse mesh partitioned and
-    the children on their parent's rank: the force vector and delta_p of 1, 2 and 3 ranks
-    agree to 1e-8."""
-    quantities = []
-    for launch in ([], [MPIEXEC, "-n", "2"], [MPIEXEC, "-n", "3"]):
-        out = tmp_path / str(len(launch) and launch[-1])
-        p = subprocess.run(
-            [
-                *launch,
-                sys.executable,
-                "-m",
-                "fem3d.run",
-                DFG_CASE,
-                "--refine",
-                "1",
-                "--device",
-                "cpu",
-                "--no-plots",
-                "--no-vtu",
-                "--quiet",
-                "--out",
-                str(out),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        assert p.returncode == 0, p.stderr
-        summary = json.loads((out / "summary.json").read_text())
-        assert summary["ranks"] == (int(launch[-1]) if launch else 1) and summary["options"]["linear"]["solver"] == "mg"
-        quantities.append(summary["quantities"])
-    serial = quantities[0]
-    for parallel in quantities[1:]:
-        for a, b in (
-            (serial["forces"]["cylinder"]["force"], parallel["forces"]["cylinder"]["force"]),
-            ([serial["differences"]["delta_p"]], [parallel["differences"]["delta_p"]]),
+    the children on their parent's rank, to the residual 1e-4 (4 Newton steps): 2 and 3
+    ranks take the serial run's Newton steps and FGMRES iterations, and their force vector
+    and delta_p agree with the serial ones to 1e-8 (2e-10 when written: the ranks repeat the
+    serial iterates to round-off, so the agreement does not rest on a tight tolerance)."""
+    serial = refined_dfg[1]
+    for ranks in (2, 3):
+        summary = run_dfg(tmp_path / str(ranks), [MPIEXEC, "-n", str(ranks)], "--no-vtu")
+        assert summary["ranks"] == ranks and summary["options"]["linear"]["solver"] == "mg" and summary["converged"]
+        assert [summary[k] for k in ("nonlinear_steps", "linear_iterations")] == [
+            serial[k] for k in ("nonlinear_steps", "linear_iterations")
+        ]
+        a, b = serial["quantities"], summary["quantities"]
+        for x, y in (
+            (a["forces"]["cylinder"]["force"], b["forces"]["cylinder"]["force"]),
+            ([a["differences"]["delta_p"]], [b["differences"]["delta_p"]]),
         ):
-            assert np.linalg.norm(np.subtract(a, b)) <= 1e-8 * np.linalg.norm(a), (a, b)  # the force vector, Δp
+            assert np.linalg.norm(np.subtract(x, y)) <= 1e-8 * np.linalg.norm(x), (x, y)  # the force vector, Δp
 
 
 GOOD = DFG_CASE_TEXT
