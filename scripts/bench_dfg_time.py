@@ -11,7 +11,8 @@ refined REFINE times, with that scheme and step (and, with a TOLERANCE, adaptive
 DT). The 2D cases' meshes: ``slab`` (the committed meshes/dfg2d/slab.msh, one element thick)
 or ``fine`` (the same layout four times finer in the plane, one element of 0.0125 thick:
 meshes/dfg2d/make_slab.py with FINE, made in the runs folder); 3D-3Z's: ``channel`` (the
-committed meshes/dfg3d/channel_coarse.msh). The case file is written into the runs folder
+committed meshes/dfg3d/channel_coarse.msh) or ``layer`` (channel_boundary_layer.msh, cells
+at the cylinder up to 180 times longer than thick). The case file is written into the runs folder
 (the 2D force coefficients' area D t and the points' z follow the slab's thickness t) and run
 as a user runs it, ``python -m fem3d.run CASE --refine R --device D --quiet --no-vtu
 --no-plots``, in its own process (after one untimed short run that compiles the kernels,
@@ -47,8 +48,8 @@ FINE = dict(around=96, rings=16, upstream=4, downstream=80, thickness=0.0125)  #
 SCHEMES = ("bdf2", "midpoint")
 CASES = {  # --case: (name in the references, case file, meshes, t_end of the case, title)
     "2d3": ("2D-3", "meshes/dfg2d/dfg_2d_3_slab.toml", ("slab", "fine"), 8.0, "DFG 2D-3 in time"),
-    "2d2": ("2D-2", "meshes/dfg2d/dfg_2d_2_slab.toml", ("slab", "fine"), 10.0, "DFG 2D-2 (periodic) in time"),
-    "3d3z": ("3D-3Z", "meshes/dfg3d/dfg_3d_3z.toml", ("channel",), 8.0, "DFG 3D-3Z in time"),
+    "2d2": ("2D-2", "meshes/dfg2d/dfg_2d_2_slab.toml", ("slab", "fine"), 8.0, "DFG 2D-2 (periodic) in time"),
+    "3d3z": ("3D-3Z", "meshes/dfg3d/dfg_3d_3z.toml", ("channel", "layer"), 8.0, "DFG 3D-3Z in time"),
 }
 COLUMNS = {  # quantity key: history column of the run
     "c_d": "forces.cylinder.coefficients.x",
@@ -98,8 +99,9 @@ def parse_run(spec: str, meshes: tuple) -> dict:
 
 def mesh_file(kind: str, folder: str) -> tuple[str, float | None]:
     """(mesh file, slab thickness or None) of ``kind``: a committed mesh, or the fine slab made in ``folder``."""
-    if kind == "channel":
-        return os.path.join(ROOT, "meshes", "dfg3d", "channel_coarse.msh"), None
+    if kind in ("channel", "layer"):
+        name = "channel_coarse.msh" if kind == "channel" else "channel_boundary_layer.msh"
+        return os.path.join(ROOT, "meshes", "dfg3d", name), None
     if kind == "slab":
         return os.path.join(ROOT, "meshes", "dfg2d", "slab.msh"), SLAB
     path = os.path.join(folder, "fine_slab.msh")

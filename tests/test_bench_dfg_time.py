@@ -86,4 +86,4 @@ def test_bad_runs_are_refused(tmp_path):
     assert p.returncode == 2 and "--runs: 'slab:1:euler:0.01': MESH slab or fine" in p.stderr
     cmd = [sys.executable, SCRIPT, "--case", "3d3z", "--runs", "slab:1:bdf2:0.01", "--tag", "t"]
     p = subprocess.run([*cmd, "--results", str(tmp_path)], capture_output=True, text=True, timeout=60)
-    assert p.returncode == 2 and "MESH channel" in p.stderr
+    assert p.returncode == 2 and "MESH channel or layer" in p.stderr

@@ -319,7 +319,7 @@ def test_a_run_continued_from_a_checkpoint_is_the_uninterrupted_run(tmp_path, st
     started = summary["time"]["started_at_step"]  # the last checkpoint before t = 1
     assert started == 3 if "scheme" in steps else started % 3 == 0 < started
     assert summary["time"]["steps"] == len(rows("a")) - 1
-    import pyvista
+    pyvista = pytest.importorskip("pyvista")
 
     reader = pyvista.get_reader(str(tmp_path / "b" / "flow.pvd"))
     assert np.allclose(reader.time_values, [float(r[0]) for r in rows("a")[2::2]])
