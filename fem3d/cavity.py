@@ -193,6 +193,9 @@ def main(argv=None) -> int:
             in_time = build(TimeOptions, timing, command_line) if timing else None
             args.continuation = args.continuation or ("none" if in_time else "auto")
             args.sequence = args.sequence or ("none" if in_time else "auto")
+            for name in ("continuation", "sequence"):
+                if in_time and getattr(args, name) != "none":
+                    raise InputError(f"--{name} must be none for an unsteady run (got {getattr(args, name)!r})")
             continuation_steps(args.continuation, args.re)  # the options first, before any file is read
             sequence_limits(args.sequence, backend.kind)
             nonlinear, linear = nonlinear_options(args), linear_options(args)

@@ -61,6 +61,10 @@ FLOW_CASES = {  # case files of flows that are not posed or ask for what the mes
         ANNULUS_CASE_TEXT + "[time]\nt_end = 1\ndt = 0.1\ntolerance = 1e-3\ndt_min = 0.2\n",
         "the steps must satisfy [time] dt_min <= [time] dt <= [time] dt_max (got 0.2, 0.1, inf)",
     ),
+    "time_continued.toml": (
+        ANNULUS_CASE_TEXT + '[solver]\ncontinuation = "5"\n[time]\nt_end = 1\ndt = 0.1\n',
+        "[solver] continuation must be none with a [time] table (got '5')",
+    ),
     "time_not_finite.toml": (
         ANNULUS_CASE_TEXT.replace('["-y", "x", 0]', '["-y*sqrt(0.5-t)", "x*sqrt(0.5-t)", 0]')
         + "[time]\nt_end = 1\ndt = 0.25\n",
@@ -137,6 +141,7 @@ def cases(folder: str, ranks: int, f: dict) -> list:
         (["--t-end", "1", "--dt", "2"], "--dt must be at most --t-end = 1 (got 2)"),
         (["--t-end", "1"], "--dt must be given for an unsteady run"),
         (["--t-end", "1", "--dt", "0.5", "--dt-max", "1"], "--dt-max bounds adaptive steps: give --tolerance too"),
+        (["--t-end", "1", "--dt", "0.5", "--continuation", "auto"], "--continuation must be none for an unsteady run"),
         (["--t-end", "1", "--dt", "0.5", "--tolerance", "2"], "--tolerance must be > 0 and < 1 (got 2"),
         (["--t-end", "1", "--dt", "0.5", "--scheme", "rk4"], "--scheme must be one of bdf2, midpoint (got 'rk4')"),
         (["--re", "nan"], "--re must be > 0 and <= 100000 and finite (got nan)"),

@@ -174,6 +174,9 @@ def _case(path: str, data: dict) -> Case:
         case.continuation = solver["continuation"]
     if "time" in data:
         case.time = build(TimeOptions, from_table(TimeOptions, data["time"], "time", set()), table("time"))
+        for name in ("continuation", "sequence"):
+            if getattr(case, name) != "none":
+                raise InputError(f"[solver] {name} must be none with a [time] table (got {getattr(case, name)!r})")
     case.forces = _forces(report.get("forces", {}))
     case.points = _points(report.get("points", {}))
     case.differences = _differences(report.get("differences", {}), case.points)
