@@ -138,6 +138,7 @@ def test_adaptive_steps_follow_their_tolerance():
         assert reason == "converged" and last.t == 1.5
         assert max(r.dt for r in records) > 0.05 and all(r.error <= tolerance for r in records[2:])
         assert [r.error for r in records[:2]] == [None, None]
+        assert records[-1].dt > 0.1 * records[-2].dt  # no sliver of a last step (STRETCH)
         outcome[tolerance] = (len(records), float(np.abs(last.x - exact(1.5))[: 3 * mesh.n_nodes].max()))
     (steps, error), (more, smaller) = outcome[1e-4], outcome[1e-5]
     assert 1.6 < more / steps < 3.0 and 2.5 < error / smaller < 10

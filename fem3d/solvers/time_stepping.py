@@ -70,6 +70,7 @@ GROWTH_MAX = 2.0  # ... and by at most this factor
 SHRINK_MAX = 0.2  # a rejected step is made again at least this fraction as long
 RETRY = 0.25  # a step whose nonlinear solve failed is made again this fraction as long (adaptive)
 DT_MIN_FRACTION = 1e-3  # the default smallest adaptive step, as a fraction of dt
+STRETCH = 0.1  # an adaptive step reaches t_end where it would leave less than this fraction of itself
 TINY = 1e-300  # an error estimate of zero (a velocity exactly extrapolated) counts as this
 
 
@@ -290,11 +291,13 @@ class TimeStepper:
 
     def end_of_step(self, k: int, t: float, dt: float) -> float:
         """The time that step number ``k`` from ``t`` reaches: the fixed grid's, or t + dt
-        (adaptive), t_end where less than SHORT_LAST of a step would remain."""
+        (adaptive), t_end where at most STRETCH of a step would remain after it (no sliver of a
+        last step; only the step that reaches t_end depends on t_end, so a run continued to a
+        later t_end from a checkpoint before it makes the same steps)."""
         if self.grid is not None:
             return float(self.grid[k])
         t_end = self.options.t_end
-        return t_end if t + dt >= t_end - SHORT_LAST * dt else t + dt
+        return t_end if t_end - t <= (1.0 + STRETCH) * dt else t + dt
 
     def run(self, start: TimeState, log=None, on_step=None, status=None):
         """Step from ``start`` (its vectors this rank's, device or host; TimeState(0, 0.0, x0)
