@@ -134,7 +134,11 @@ def main(argv=None) -> int:
             f"{os.path.basename(args.case)}: nu {1 / flow.re:g}, {mesh.n_elements} elements, {mesh.n_dofs} unknowns, "
             f"{backend.describe()}" + (f" on {comm.size} ranks ({comm.name})" if comm.size > 1 else "")
         )
-        timed = None if case.time is None else TimeOutput(out, case.time, comm, lambda s: quantities(s, case), resume)
+
+        def measure(state):  # each step's quantities (history.csv)
+            return step_quantities(state, case)
+
+        timed = None if case.time is None else TimeOutput(out, case.time, comm, measure, resume)
         bar = StepBar(case.time.t_end) if timed and root and not args.quiet and sys.stdout.isatty() else None
         try:
             result = simulation.run(
@@ -150,6 +154,7 @@ def main(argv=None) -> int:
                 timed.close()
         if timed:  # the last step's quantities, at its time (a midpoint step's stage)
             timed.finish(result, case.strouhal)
+            result.quantities["flow_rates"] = result.flow_rates()  # at the time reached
         else:
             result.quantities = quantities(result, case)
         files = result.write(
@@ -198,11 +203,15 @@ def _shown(path: str) -> str:
 
 
 def quantities(result, case) -> dict:
-    """The forces (and coefficients), point values and pressure differences the case asks
-    for (collective)."""
+    """The forces (and coefficients), point values, pressure differences and fluxes the case
+    asks for, and the boundary conditions' flow rates (collective)."""
+    return {**step_quantities(result, case), "flow_rates": result.flow_rates()}
+
+
+def step_quantities(result, case) -> dict:
+    """:func:`quantities` but the flow rates: those of each step in time (history.csv)."""
     out = {"forces": {}, "points": {}, "differences": {}}
     out["fluxes"] = fluxes(result.part.mesh, result.x_local, case.fluxes, result.comm)
-    out["flow_rates"] = result.flow_rates()
     for tag, scales in case.forces.items():
         force = result.force(tag)
         entry = {"force": force.tolist()}

@@ -202,8 +202,8 @@ def test_time_stepping_reaches_the_steady_solution():
 
 def test_unsteady_api_reports_each_step():
     """on_step gets each step with a state whose quantities can be measured; midpoint steps
-    report at their stage times (the first step, BDF1, at its end); the summary counts every
-    time step's Newton steps."""
+    report at their stage times (the first step, BDF1, at its end); the flow rates of the
+    result are those at the time reached; the summary counts every time step's Newton steps."""
     seen = []
     flow = channel_flow("sin(t)")
 
@@ -215,6 +215,10 @@ def test_unsteady_api_reports_each_step():
     inflow = np.array([s[2] for s in seen])  # outward flux of the step's boundary data (a stage's: the mean)
     means = np.array([np.sin(0.25)] + [(np.sin(a) + np.sin(a + 0.25)) / 2 for a in (0.25, 0.5, 0.75)])
     assert np.allclose(-inflow, means * (1 - 1 / 6) ** 2, rtol=1e-9)  # walls take the inflow's edge nodes
+    rates = result.flow_rates()["x0"]  # at the time reached
+    assert rates["nominal"] == pytest.approx(-np.sin(1.0)) and rates["delivered"] == pytest.approx(
+        -np.sin(1.0) * (1 - 1 / 6) ** 2
+    )
     summary = result.summary()
     assert summary["time"]["steps"] == 4 and summary["nonlinear_steps"] == summary["time"]["newton_steps"] >= 4
     assert flow.re == 1.0

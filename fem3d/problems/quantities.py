@@ -155,20 +155,22 @@ def plane_flux(mesh, x: np.ndarray, axis: int, value: float, comm=None) -> float
     return _total(float(weights @ velocity[:, axis]), comm)
 
 
-def flow_rates(problem, conditions: dict, comm=None) -> dict:
+def flow_rates(problem, conditions: dict, comm=None, t: float = 0.0) -> dict:
     """{tag: {"nominal": Q, "delivered": Q_h}} for each Velocity condition of ``conditions``
     {tag: condition or case-file spelling} of the FlowProblem ``problem`` (on this rank's
     part: NavierStokesSystem.problem), outward fluxes as :func:`boundary_flux` (an inflow is
     negative): Q of the prescribed velocity (its expressions at the Gauss points of the tag's
     faces), Q_h of the boundary values the discrete problem imposes, which are zero at the
     nodes that walls took (a plug inflow into a duct of n x n elements delivers
-    (1 - 1/(3 n))^2 of its nominal rate). The same on every rank of ``comm`` (collective)."""
+    (1 - 1/(3 n))^2 of its nominal rate), both at the time ``t``. The same on every rank of
+    ``comm`` (collective)."""
     mesh = problem.mesh
     n = mesh.n_nodes
     imposed = np.zeros(mesh.n_dofs)
+    values = problem.values_at(t)
     for d in range(3):
         held = problem.bc_mask[:, d]
-        imposed[d * n + problem.bc_nodes[held]] = problem.bc_values[held, d]
+        imposed[d * n + problem.bc_nodes[held]] = values[held, d]
     out = {}
     for tag, spec in conditions.items():
         condition = condition_from_spec(tag, spec)
@@ -176,7 +178,7 @@ def flow_rates(problem, conditions: dict, comm=None) -> dict:
             continue
         faces = mesh.boundary_faces[mesh.boundary_tags == mesh.tag_names[tag]]
         _, _, points, area = face_rule(mesh, faces)
-        nominal = float((condition.values(points.reshape(-1, 3)) * area.reshape(-1, 3)).sum())
+        nominal = float((condition.values(points.reshape(-1, 3), t) * area.reshape(-1, 3)).sum())
         out[tag] = {"nominal": _total(nominal, comm), "delivered": boundary_flux(mesh, imposed, [tag], comm)}
     return out
 

@@ -97,8 +97,10 @@ class FlowResult:
     def flow_rates(self) -> dict:
         """{tag: {"nominal": Q, "delivered": Q_h}} of each velocity boundary condition (outward
         fluxes): Q of the prescribed expressions, Q_h of the values the discrete problem
-        imposes, zero where walls took the nodes (fem3d.problems.quantities.flow_rates)."""
-        return flow_rates(self.system.problem, self.flow.boundaries, self.comm)
+        imposes, zero where walls took the nodes (fem3d.problems.quantities.flow_rates); at
+        the time reached by a run in time."""
+        t = 0.0 if self.time is None else self.time["t"]
+        return flow_rates(self.system.problem, self.flow.boundaries, self.comm, t)
 
     def values(self, points) -> tuple[np.ndarray, np.ndarray]:
         """(velocity (P, 3), pressure (P,)) at physical points (P, 3), the points located once;
