@@ -200,6 +200,36 @@ def test_time_stepping_reaches_the_steady_solution():
     assert np.abs(stepped.x - steady.x).max() < 1e-6 * np.abs(steady.x).max()
 
 
+def test_a_run_may_start_from_the_steady_flow():
+    """[time] start = steady: the steady flow of the data at t = 0 is solved first (the
+    result's history holds its solve), and steps from it stay on it to 1e-6 relative (the
+    time limit of tau moves it by about 1e-7), at most two Newton steps each; a given initial state
+    with it is an input error."""
+    tight = fem3d.NonlinearOptions(tol=1e-10, max_steps=30)
+    steady = channel_flow().solve(device="cpu", nonlinear=tight)
+    stepped = channel_flow().solve(device="cpu", nonlinear=tight, time={"t_end": 1, "dt": 0.5, "start": "steady"})
+    assert stepped.converged and stepped.time["steps"] == 2 and stepped.history[0]["converged"]
+    assert np.abs(stepped.x - steady.x).max() < 1e-6 * np.abs(steady.x).max()
+    assert max(s.nonlinear_steps for s in stepped.time_steps) <= 2
+    with pytest.raises(InputError, match="start= = steady solves the state at t = 0: give no initial state"):
+        channel_flow().solve(device="cpu", time={"t_end": 1, "dt": 0.5, "start": "steady"}, initial=steady.x)
+
+
+def test_a_steady_start_that_fails_says_so(tmp_path):
+    """fem3d.cavity --start steady whose steady solve stops (one Newton step allowed): exit 3,
+    one line that names the steady start and the way out, no steps made."""
+    argv = ["--n", "4", "--re", "100", "--t-end", "0.2", "--dt", "0.1", "--start", "steady", "--max-steps", "1"]
+    p = subprocess.run(
+        [sys.executable, "-m", "fem3d.cavity", *argv, "--out", str(tmp_path), "--no-plots", "--quiet"],
+        capture_output=True,
+        text=True,
+    )
+    assert p.returncode == 3 and len(p.stderr.strip().splitlines()) == 1
+    assert "the steady flow at t = 0 did not converge: start from rest instead" in p.stderr
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["time"]["steps"] == 0 and not summary["converged"]
+
+
 def test_unsteady_api_reports_each_step():
     """on_step gets each step with a state whose quantities can be measured; midpoint steps
     report at their stage times (the first step, BDF1, at its end); the flow rates of the

@@ -150,7 +150,7 @@ class StepBar:
 def time_exit(prog: str, result, signum: int, out: str, root: bool, smaller: str) -> int:
     """The exit of a run in time: 128 + signal after a stop, ConvergenceError (exit 3) for a step
     that did not converge (``smaller``: how the step is made smaller, e.g. "[time] dt"), both
-    naming the checkpoint that continues it; else 0."""
+    naming the checkpoint that continues it, or for a steady start that did not; else 0."""
     t, checkpoint = result.time["t"], os.path.join(out, CHECKPOINT)
     if signum:
         if root:
@@ -161,6 +161,11 @@ def time_exit(prog: str, result, signum: int, out: str, root: bool, smaller: str
                 flush=True,
             )
         return 128 + signum
+    if result.reason.startswith("steady start"):
+        raise ConvergenceError(
+            "the steady flow at t = 0 did not converge: start from rest instead, or from an initial state (--initial)",
+            result.reason,
+        )
     if not result.converged:
         raise ConvergenceError(
             f"the step from t = {t:.6g} did not converge ({result.reason}); the state at that time ({checkpoint}) and "

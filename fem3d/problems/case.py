@@ -21,6 +21,7 @@
     t_end = 8.0                      # end time
     dt = 0.01                        # time step
     scheme = "bdf2"                  # or "midpoint"; tolerance = 1e-3: adaptive steps (bdf2)
+    start = "rest"                   # or "steady": the steady flow at t = 0 first (without --initial)
     [report]                         # optional (in time: every step, in history.csv)
     forces = { cylinder = { reference_velocity = 0.2, area = 0.041 } }
     points = { front = [0.45, 0.2, 0.205], back = [0.55, 0.2, 0.205] }

@@ -26,13 +26,14 @@ from ..parallel.comm import SerialComm
 from ..parallel.interrupt import InterruptCheck
 from ..parallel.partition import distribute, partition_elements
 from ..solvers.linear import LinearOptions, make_linear_solver
-from ..solvers.nonlinear import NonlinearOptions, NonlinearSolver, continuation_steps, solve_continuation
+from ..solvers.nonlinear import NonlinearOptions, NonlinearSolver, Stage, continuation_steps, solve_continuation
 from ..solvers.sequencing import interpolate, redundant
 from ..solvers.sequencing import limits as sequence_limits
 from ..solvers.sequencing import plan as sequence_plan
 from ..solvers.time_stepping import TimeOptions, TimeState, TimeStepper
 from ..discretisation.mesh import HexMesh
 from gpucfd.errors import InputError
+from gpucfd.options import spelt
 from .distributed import partitioned_system, rank_report
 from .memory import fitting_assembly
 from .result import FlowResult
@@ -113,6 +114,10 @@ class Simulation:
         if problem.prescribed_at is not None:
             for t in self.time.stage_times():
                 problem.values_at(float(t))
+        if self.time.start == "steady" and self.initial is not None:
+            raise InputError(
+                f"{spelt('start', self.time)} = steady solves the state at t = 0: give no initial state with it"
+            )
 
     def _solvable(self, mesh: HexMesh) -> bool:
         """A coarser mesh of sequencing can be solved by this run's linear solver on its ranks."""
@@ -193,7 +198,8 @@ class Simulation:
         )
 
     def _run_in_time(self, log, progress, on_step, on_checkpoint, status) -> FlowResult:
-        """The steps of ``time`` from ``resume``, ``initial`` or rest on the mesh (:meth:`run`)."""
+        """The steps of ``time`` from ``resume``, ``initial``, rest or the steady flow of the data
+        at t = 0 (``time.start``; its solve the result's history) on the mesh (:meth:`run`)."""
         backend, comm, part = self.backend, self.comm, self.part
         system = partitioned_system(
             self.flow.problem,
@@ -207,10 +213,20 @@ class Simulation:
         linear_solver = make_linear_solver(self.linear, progress)
         solver = NonlinearSolver(system, linear_solver, in_time(self.nonlinear), InterruptCheck(comm))
         mine = part.dist.gdofs
+        history, reason, steps = [], "converged", []
         if self.resume is not None:
             start = self.resume.mapped(lambda v: v[mine])
         else:
-            start = TimeState(0, 0.0, system.initial_guess() if self.initial is None else self.initial[mine])
+            x0 = system.initial_guess() if self.initial is None else self.initial[mine]
+            if self.time.start == "steady":  # the data at t = 0 as a steady flow: the system has sigma 0 until set_time
+                log("the steady flow at t = 0:")
+                steady = NonlinearSolver(system, linear_solver, self.nonlinear, InterruptCheck(comm)).solve(
+                    x0=x0, log=lambda line: log("  " + line)
+                )
+                history = [Stage(self.flow.re, steady).as_dict()]
+                x0 = steady.x
+                reason = "converged" if steady.converged else f"steady start: {steady.reason}"
+            start = TimeState(0, 0.0, x0)
         every = self.time.checkpoint_every
 
         def checkpoint(state):
@@ -223,14 +239,15 @@ class Simulation:
             if every and state.step % every == 0:
                 checkpoint(state)
 
-        last, steps, reason = TimeStepper(system, solver, self.time).run(start, log, stepped, status)
+        last = start
+        if reason == "converged":
+            last, steps, reason = TimeStepper(system, solver, self.time).run(start, log, stepped, status)
         if reason != "converged" and last.step > start.step and not (every and last.step % every == 0):
             checkpoint(last)
         x = backend.to_numpy(last.x)
         finished = time.perf_counter()
-        result = self._result(
-            system, linear_solver, x, part.dist.gather(x), [], reason, steps[-1].residual if steps else 0.0, True
-        )
+        residual = steps[-1].residual if steps else history[-1]["residual"] if history else 0.0
+        result = self._result(system, linear_solver, x, part.dist.gather(x), history, reason, residual, True)
         result.finished, result.time_steps = finished, steps
         done = [s for s in steps if s.converged]
         newton = sum(s.nonlinear_steps for s in steps)

@@ -61,6 +61,7 @@ from gpucfd.options import setting, spelt, validate
 from ..discretisation.fields import nodal_velocity
 
 SCHEMES = ("bdf2", "midpoint")
+STARTS = ("rest", "steady")
 STEPS_MAX = 10_000_000  # time steps of one run
 SHORT_LAST = 1e-9  # a remainder of t_end / dt below this fraction of a step is rounding: no step of its own
 DIGITS = 12  # significant digits of the step times k dt (3 x 0.1 is 0.3, not 0.30000000000000004)
@@ -79,8 +80,9 @@ class TimeOptions:
     """t_end: the end time (the flow starts at t = 0); dt: the time step (the first ones with
     ``tolerance``; the last one may be shorter, to end at t_end); scheme: one of SCHEMES;
     tolerance: adaptive steps of this local error (module docstring), within [dt_min, dt_max];
-    checkpoint_every, snapshot_every: the steps between checkpoints and between VTU snapshots
-    (the pipeline's and the front ends' output, not the stepping's)."""
+    start: the state at t = 0 where none is given; checkpoint_every, snapshot_every: the
+    steps between checkpoints and between VTU snapshots (start and these: the pipeline's and
+    the front ends', not the stepping's)."""
 
     t_end: float | None = setting(
         None, "end time of an unsteady run (it starts at t = 0), > 0", low=0, low_open=True, optional=True
@@ -106,6 +108,12 @@ class TimeOptions:
     )
     dt_max: float | None = setting(
         None, "largest adaptive step, >= dt (default: no bound)", low=0, low_open=True, optional=True
+    )
+    start: str = setting(
+        "rest",
+        "the state at t = 0 (without --initial): rest (the boundary data at t = 0 imposed) or steady (the steady "
+        "flow of the data at t = 0, solved first)",
+        choices=STARTS,
     )
     checkpoint_every: int = setting(
         100,
