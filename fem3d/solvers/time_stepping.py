@@ -358,8 +358,7 @@ class TimeStepper:
             error = None
             if result.converged and opts.adaptive and state.older is not None:
                 error = self._error(state, xp.asarray(result.x), t1)
-                factor = SAFETY * (opts.tolerance / max(error, TINY)) ** (1 / 3)
-                shorter = max(h * max(SHRINK_MAX, factor), opts.dt_smallest)
+                shorter = max(h * max(SHRINK_MAX, self._factor(error)), opts.dt_smallest)
             retry = opts.adaptive and h > opts.dt_smallest and shorter < h
             if retry and not result.converged:
                 log(f"step {k} (t {t1:.6g}, dt {h:.3g}): the nonlinear solve stopped ({result.reason}): made again")
@@ -406,7 +405,7 @@ class TimeStepper:
         if opts.adaptive:
             dt_next = step.dt
             if step.error is not None:
-                factor = SAFETY * (opts.tolerance / max(step.error, TINY)) ** (1 / 3)
+                factor = self._factor(step.error)
                 if factor < 1.0 or factor >= GROWTH_MIN:
                     dt_next = step.dt * min(factor, GROWTH_MAX)
             dt_next = min(max(dt_next, opts.dt_smallest), opts.dt_largest)
@@ -421,6 +420,10 @@ class TimeStepper:
             state.dt_previous,
             dt_next,
         )
+
+    def _factor(self, error: float) -> float:
+        """The step that the estimated local ``error`` of a step asks for, as a multiple of it."""
+        return SAFETY * (self.options.tolerance / max(error, TINY)) ** (1 / 3)
 
     def _error(self, state: TimeState, solved, t1: float) -> float:
         """The estimated local error of the BDF2 step from ``state`` to ``solved`` at t1,
