@@ -45,7 +45,7 @@ from .problems.flow import Flow
 from .problems.lid_driven import lid_driven_problem, read_initial
 from .problems.navier_stokes import RE_MAX
 from .problems.simulation import Simulation
-from .solvers.time_stepping import TimeOptions
+from .solvers.time_stepping import TimeOptions, check_alone
 from .commands.time_output import FILES as TIME_FILES
 from .commands.time_output import PICTURE as TIME_PICTURE
 from .commands.time_output import StepBar, TimeOutput, resume_from, time_exit
@@ -193,9 +193,8 @@ def main(argv=None) -> int:
             in_time = build(TimeOptions, timing, command_line) if timing else None
             args.continuation = args.continuation or ("none" if in_time else "auto")
             args.sequence = args.sequence or ("none" if in_time else "auto")
-            for name in ("continuation", "sequence"):
-                if in_time and getattr(args, name) != "none":
-                    raise InputError(f"--{name} must be none for an unsteady run (got {getattr(args, name)!r})")
+            if in_time:
+                check_alone(args.continuation, args.sequence, lambda name: f"--{name}")
             continuation_steps(args.continuation, args.re)  # the options first, before any file is read
             sequence_limits(args.sequence, backend.kind)
             nonlinear, linear = nonlinear_options(args), linear_options(args)

@@ -63,7 +63,7 @@ FLOW_CASES = {  # case files of flows that are not posed or ask for what the mes
     ),
     "time_continued.toml": (
         ANNULUS_CASE_TEXT + '[solver]\ncontinuation = "5"\n[time]\nt_end = 1\ndt = 0.1\n',
-        "[solver] continuation must be none with a [time] table (got '5')",
+        "[solver] continuation must be none for an unsteady run (got '5')",
     ),
     "time_not_finite.toml": (
         ANNULUS_CASE_TEXT.replace('["-y", "x", 0]', '["-y*sqrt(0.5-t)", "x*sqrt(0.5-t)", 0]')

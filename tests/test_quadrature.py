@@ -98,7 +98,7 @@ def test_element_matrices_on_the_gpu_equal_numpy(cp, name, jacobian, case):
     """The kernel of fem3d.kernels.element_assembly against the array code: matrices and sums
     with a pressure and a force; the sums alone; no pressure nor force (no residual); with
     the rows of prescribed unknowns set (every 7th unknown of 100 elements' 500); and in a
-    time step (sigma and a history term)."""
+    time step (sigma, a history term and tau's time limit)."""
     X = geometry(name)[:100]
     rng = np.random.default_rng(5)
     u, p = rng.standard_normal((len(X), 27, 3)), rng.standard_normal((len(X), 8))
@@ -113,7 +113,7 @@ def test_element_matrices_on_the_gpu_equal_numpy(cp, name, jacobian, case):
     if jacobian and case == "unforced":
         options["p_nodes"] = p
     if case == "time":
-        options.update(sigma=60.0, history=rng.standard_normal((len(X), 27, 3)))
+        options.update(sigma=60.0, history=rng.standard_normal((len(X), 27, 3)), tau_sigma=45.0)
     prescribed = (dofs, fixed, valence) if case == "prescribed" else None
     ref = element_matrices_chunk(
         np, X, u, 300.0, ReferenceTables.build(np, X.shape[1]), prescribed=prescribed, **options

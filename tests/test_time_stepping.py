@@ -262,7 +262,7 @@ def test_time_dependent_data_need_time_stepping_and_time_settings_are_checked():
         flow.solve(device="cpu", time={"t_end": 1, "dt": 3})
     with pytest.raises(InputError, match="time= must be a TimeOptions"):
         flow.solve(device="cpu", time=5)
-    with pytest.raises(InputError, match="continuation must be none"):
+    with pytest.raises(InputError, match="continuation= must be none for an unsteady run"):
         flow.solve(device="cpu", time=TimeOptions(t_end=1, dt=0.5), continuation="auto")
 
 

@@ -117,7 +117,7 @@ def element_matrices_chunk(
     prescribed=None,
     sigma: float = 0.0,
     history=None,
-    tau_sigma: float | None = None,
+    tau_sigma: float = 0.0,
 ):
     """Element matrices (E, NL, LD), loads (E, NL), residuals (E, NL) and the squared row
     norms of the Picard matrices (E, NL) of one chunk of elements; the matrices are
@@ -143,8 +143,8 @@ def element_matrices_chunk(
     ``sigma`` (1/s, 0 for a steady flow) the scheme's coefficient of the new velocity,
     ``history`` (E, 27, 3) or None the nodal values of h, the scheme's terms of the earlier
     steps. K_ij gains sigma int W_i N_j, the load int W_i h, the strong residual r gains
-    sigma a - h, and tau its time limit (fem3d.discretisation.upwind.time_limited) at the time
-    scale ``tau_sigma`` (1/s; None: sigma): a run's steps keep one, so that the discrete
+    sigma a - h; tau has its time limit (fem3d.discretisation.upwind.time_limited) at the time
+    scale ``tau_sigma`` (1/s, 0: none): a run's steps keep one, so that the discrete
     equations in space do not change with the length of a step.
 
     On CuPy arrays the point quantities feed one CUDA kernel
@@ -159,7 +159,6 @@ def element_matrices_chunk(
         tau, dtau = upwind_tau_and_derivative(xp, a, geo["J"], re, tables.mid)
     else:
         tau, dtau = upwind_tau(xp, a, geo["J"], re, tables.mid), None
-    tau_sigma = sigma if tau_sigma is None else tau_sigma
     if tau_sigma:
         corner = corner_node(tables.mid)
         if dtau is None:

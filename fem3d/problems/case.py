@@ -54,7 +54,7 @@ from gpucfd.options import build, from_table, key_of, rules, table
 from ..solvers.linear import LinearOptions
 from ..solvers.nonlinear import NonlinearOptions
 from ..solvers.sequencing import limits as sequence_limits
-from ..solvers.time_stepping import TimeOptions
+from ..solvers.time_stepping import TimeOptions, check_alone
 
 CASE_BYTES = 1_000_000  # largest case file read
 SECTIONS = {
@@ -175,9 +175,7 @@ def _case(path: str, data: dict) -> Case:
         case.continuation = solver["continuation"]
     if "time" in data:
         case.time = build(TimeOptions, from_table(TimeOptions, data["time"], "time", set()), table("time"))
-        for name in ("continuation", "sequence"):
-            if getattr(case, name) != "none":
-                raise InputError(f"[solver] {name} must be none with a [time] table (got {getattr(case, name)!r})")
+        check_alone(case.continuation, case.sequence, lambda name: f"[solver] {name}")
     case.forces = _forces(report.get("forces", {}))
     case.points = _points(report.get("points", {}))
     case.differences = _differences(report.get("differences", {}), case.points)

@@ -6,7 +6,7 @@ Arrays: ``step`` (steps done), ``t`` (the time reached), ``x``, ``previous``, ``
 ``sample`` (whole vectors [u | v | w | p]; empty where the state has none), ``dt_previous``,
 ``dt_older``, ``dt_next`` and ``sample_t`` (NaN where none), and the settings it was made
 with: ``dt``, ``scheme``, ``tolerance`` (NaN for fixed steps), ``dt_min``, ``dt_max`` (the
-bounds in force). Checkpoints written before ``older`` existed continue without it.
+bounds in force).
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from ..solvers.time_stepping import TimeOptions, TimeState
 NAME = "checkpoint.npz"
 VECTORS = ("x", "previous", "older", "sample")
 NUMBERS = ("dt_previous", "dt_older", "dt_next", "sample_t")
-OPTIONAL = {"older", "dt_older", "dt_next", "tolerance", "dt_min", "dt_max"}  # absent from older checkpoints
 
 
 def _settings(options: TimeOptions) -> dict:
@@ -67,27 +66,26 @@ def read_checkpoint(path: str, n_dofs: int, options: TimeOptions, option: str = 
             fields = {k: data[k] for k in data.files}
     except (OSError, ValueError, EOFError) as exc:
         raise InputError(f"{option} {path}: cannot read a checkpoint ({exc})") from None
-    need = {"step", "t", "dt", "scheme", *VECTORS, *NUMBERS} - OPTIONAL
+    now = _settings(options)
+    need = {"step", "t", *VECTORS, *NUMBERS, *now}
     if not need <= set(fields):
         raise InputError(f"{option} {path}: not a checkpoint of fem3d.run (it lacks {sorted(need - set(fields))})")
-    vectors = {k: fields.get(k, np.zeros(0)) for k in VECTORS}
+    vectors = {k: fields[k] for k in VECTORS}
     for name, v in vectors.items():
         if v.dtype != np.float64 or v.ndim != 1 or v.size not in ((n_dofs,) if name == "x" else (0, n_dofs)):
             raise InputError(f"{option} {path}: its state is not one of this mesh's {n_dofs} unknowns")
         if not np.isfinite(v).all():
             raise InputError(f"{option} {path}: its state holds NaN or infinite values")
-    now = _settings(options)
-    made = {k: fields.get(k, np.float64(math.nan)) for k in now}
-    differ = [k for k in now if not _same(made[k], now[k])]
+    differ = [k for k in now if not _same(fields[k], now[k])]
     if differ:
-        was = ", ".join(f"{k} {_shown(made[k])}" for k in differ)
+        was = ", ".join(f"{k} {_shown(fields[k])}" for k in differ)
         want = ", ".join(f"{k} = {_shown(now[k])}" for k in differ)
         raise InputError(f"{option} {path}: made with {was}; continue it with the same ([time] {want} now)")
     step, t = int(fields["step"]), float(fields["t"])
     times = None if options.adaptive else options.times()
     if not (0 < t < options.t_end if times is None else 0 < step < len(times) - 1 and times[step] == t):
         raise InputError(f"{option} {path}: it stands at t = {t:g}, not before [time] t_end = {options.t_end:g}")
-    number = {k: None if k not in fields or math.isnan(float(fields[k])) else float(fields[k]) for k in NUMBERS}
+    number = {k: None if math.isnan(float(fields[k])) else float(fields[k]) for k in NUMBERS}
     present = {k: v if v.size else None for k, v in vectors.items()}
     return TimeState(
         step,

@@ -30,7 +30,7 @@ from ..solvers.nonlinear import NonlinearOptions, NonlinearSolver, Stage, contin
 from ..solvers.sequencing import interpolate, redundant
 from ..solvers.sequencing import limits as sequence_limits
 from ..solvers.sequencing import plan as sequence_plan
-from ..solvers.time_stepping import TimeOptions, TimeState, TimeStepper
+from ..solvers.time_stepping import TimeOptions, TimeState, TimeStepper, check_alone
 from ..discretisation.mesh import HexMesh
 from gpucfd.errors import InputError
 from gpucfd.options import spelt
@@ -108,9 +108,7 @@ class Simulation:
             return
         if not isinstance(self.time, TimeOptions):
             raise InputError(f"time= must be a TimeOptions or None (got {type(self.time).__name__})")
-        for name, value in (("continuation", self.continuation), ("sequence", self.sequence)):
-            if value != "none":
-                raise InputError(f"{name} must be none for an unsteady run (got {value!r})")
+        check_alone(self.continuation, self.sequence, lambda name: f"{name}=")
         if problem.prescribed_at is not None:
             for t in self.time.stage_times():
                 problem.values_at(float(t))

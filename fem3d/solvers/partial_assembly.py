@@ -126,7 +126,7 @@ class PartialAssemblyOperator:
         scale=None,
         sigma: float = 0.0,
         history=None,
-        tau_sigma: float | None = None,
+        tau_sigma: float = 0.0,
     ):
         """Store the point data of A(a) (Picard), or with ``jacobian`` of J(a, p), for the
         arguments of fem3d.discretisation.assembly.element_matrices_chunk (X (E, g, 3), p_nodes
@@ -152,7 +152,7 @@ class PartialAssemblyOperator:
                 jacobian,
                 sigma,
                 None if history is None else history[cells[c]],
-                sigma if tau_sigma is None else tau_sigma,
+                tau_sigma,
             )
             for name, view in self.data.items():
                 view[..., c] = d[name]

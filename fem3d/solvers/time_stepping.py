@@ -187,6 +187,14 @@ class TimeOptions:
         return t if self.scheme == "bdf2" else np.sort(np.concatenate([t, 0.5 * (t[1:] + t[:-1])]))
 
 
+def check_alone(continuation: str, sequence: str, spell) -> None:
+    """InputError for a continuation or mesh sequencing asked of a run in time (its steps
+    start from the state at t = 0); ``spell(name)``: the user's spelling of each setting."""
+    for name, value in (("continuation", continuation), ("sequence", sequence)):
+        if value != "none":
+            raise InputError(f"{spell(name)} must be none for an unsteady run (got {value!r})")
+
+
 @dataclass
 class TimeStep:
     """One step: its number (from 1), the time of its quantities ``t`` (the step's end, or the
@@ -296,6 +304,8 @@ class TimeStepper:
         self.system, self.solver, self.options = system, solver, options
         self.grid = None if options.adaptive else options.times()
         self.tau_sigma = (2.0 if options.scheme == "midpoint" else 1.5) / options.dt  # sigma of a step of dt
+        self.stepped = ~system.fixed  # the unknowns of the error estimate: velocity not prescribed
+        self.stepped[3 * system.mesh.n_nodes :] = False
 
     def end_of_step(self, k: int, t: float, dt: float) -> float:
         """The time that step number ``k`` from ``t`` reaches: the fixed grid's, or t + dt
@@ -327,20 +337,21 @@ class TimeStepper:
         records, started, carried = [], time.perf_counter(), None
         while state.t < opts.t_end:
             k = state.step + 1
-            step, solved, carried = self._step(state, k, carried, log)
+            step, host, solved, carried = self._step(state, k, carried, log)
             records.append(step)
             if not step.converged:
                 return state, records, step.reason
-            state = self._advance(state, step, xp.asarray(solved))
+            state = self._advance(state, step, solved)
             if on_step is not None:
-                on_step(step, solved, state)
+                on_step(step, host, state)
             rate = (time.perf_counter() - started) / (state.t - start.t)  # seconds per unit of time
             status(step, state.t / opts.t_end, rate * (opts.t_end - state.t) if state.t < opts.t_end else None)
         return state, records, "converged"
 
     def _step(self, state: TimeState, k: int, carried, log):
-        """Step number ``k`` from ``state``: (its TimeStep, the vector solved (host), the
-        last linear solve the next step keeps); adaptive steps are made again shorter while
+        """Step number ``k`` from ``state``: (its TimeStep, the vector solved on the host and on
+        the device (None where the solve failed), the last linear solve the next step keeps);
+        adaptive steps are made again shorter while
         their error exceeds the tolerance or their solve fails."""
         opts, xp = self.options, self.system.xp
         dt = opts.dt if state.dt_next is None else state.dt_next
@@ -354,10 +365,11 @@ class TimeStepper:
             guess = extrapolate(state, t_report)
             result = self.solver.solve(x0=guess, log=newton_lines.append, carried=carried)
             newton, linear = newton + len(result.steps), linear + result.linear_iterations
+            solved = xp.asarray(result.x) if result.converged else None
             shorter = max(h * RETRY, opts.dt_smallest)
             error = None
-            if result.converged and opts.adaptive and state.older is not None:
-                error = self._error(state, xp.asarray(result.x), t1)
+            if solved is not None and opts.adaptive and state.older is not None:
+                error = self._error(state, solved, t1)
                 shorter = max(h * max(SHRINK_MAX, self._factor(error)), opts.dt_smallest)
             retry = opts.adaptive and h > opts.dt_smallest and shorter < h
             if retry and not result.converged:
@@ -391,7 +403,7 @@ class TimeStepper:
             error,
         )
         kept = None if every and k % every == 0 else result.last_solve  # a checkpoint's next step rebuilds
-        return step, result.x, kept
+        return step, result.x, solved, kept
 
     def _advance(self, state: TimeState, step: TimeStep, solved) -> TimeState:
         """The state after the converged ``step`` from ``state`` (``solved`` its vector on the device)."""
@@ -429,12 +441,9 @@ class TimeStepper:
         """The estimated local error of the BDF2 step from ``state`` to ``solved`` at t1,
         relative to the velocity's size, both over the velocity unknowns the equations
         determine (prescribed ones are imposed, not stepped; module docstring); collective."""
-        system = self.system
-        n3, dot = 3 * system.mesh.n_nodes, system.dist.dot
-        stepped = ~system.fixed
-        stepped[n3:] = False
-        u = system.xp.where(stepped, solved, 0.0)
-        difference = system.xp.where(stepped, solved - extrapolate(state, t1), 0.0)
+        xp, dot = self.system.xp, self.system.dist.dot
+        u = xp.where(self.stepped, solved, 0.0)
+        difference = xp.where(self.stepped, solved - extrapolate(state, t1), 0.0)
         size = math.sqrt(dot(u, u))
         fraction = error_fraction(t1 - state.t, state.dt_previous, state.dt_older)
         return fraction * math.sqrt(dot(difference, difference)) / size if size > 0 else 0.0
