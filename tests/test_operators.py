@@ -117,6 +117,45 @@ def test_cuda_kernels_match_numpy_reference(ld, dtype):
         assert np.linalg.norm(got.get() - ref) <= (1e-13 if dtype == np.float64 else 1e-6) * np.linalg.norm(ref)
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16])
+def test_row_sums_give_the_bits_of_the_colours(dtype):
+    """ebe.RowSums (one launch for every element, the sums by ScatterPlan.fold) gives the
+    bits of the products added colour by colour, overwriting y and added to it, in every
+    storage; and a GPU ElementOperator takes that way."""
+    from gpucfd.backend import cupy_module, get_backend
+
+    if cupy_module() is None:
+        pytest.skip("no CUDA GPU")
+    gpu = get_backend("gpu")
+    cp = gpu.xp
+    mesh = sample_mesh("annulus")
+    rng = np.random.default_rng(5)
+    mats = cp.asarray(rng.standard_normal((mesh.n_elements, ebe.NL, ebe.LD)))
+    scale = None
+    if dtype == np.float16:
+        half, scale = cp.empty(mats.shape, dtype=cp.float16), cp.empty(mats.shape[:2], dtype=cp.float32)
+        ebe.quantise(mats, half, scale)
+        mats = half
+    else:
+        mats = mats.astype(dtype)
+    dofs = cp.asarray(mesh.dofs().astype(np.int32))
+    x = cp.asarray(rng.standard_normal(mesh.n_dofs))
+    colours = ebe.colour_ranges(mesh.colour_offsets)
+    row_sums = ebe.RowSums(gpu, dofs, mesh.n_dofs)
+    start = cp.asarray(rng.standard_normal(mesh.n_dofs))
+    for accumulate in (False, True):
+        ref, got = start.copy(), cp.full(mesh.n_dofs, cp.nan) if not accumulate else start.copy()
+        ebe.apply_cuda(mats, dofs, x, ref, colours, False, scale, accumulate)
+        row_sums.apply(mats, dofs, x, got, scale, accumulate)
+        assert cp.array_equal(got, ref)
+    op = ElementOperator(gpu, mesh.dofs(), mesh.colour_offsets, mesh.n_dofs, matrix_dtype=np.float64)
+    assert op.row_sums is not None
+    op.mats[...] = mats.astype(np.float64) if dtype != np.float16 else mats.astype(np.float64) * scale[:, :, None]
+    ebe.apply_cuda(op.mats, op.dofs, x, ref, colours)
+    assert cp.array_equal(op.matvec(x, cp.empty_like(x)), ref)
+
+
 def test_quantise_scales_each_row_into_unit_range():
     """Rows over 40 decades, a row of zeros, a NaN row and an inf row, written at elements
     first:first + m of storage for more elements (the rest and the padding columns

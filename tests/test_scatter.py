@@ -47,3 +47,32 @@ def test_the_gpu_gives_the_numpy_bits_on_every_run():
     plan = ScatterPlan(gpu, gpu.asarray(dofs))
     for _ in range(3):
         assert np.array_equal(plan.add(gpu.xp.zeros(n), gpu.asarray(values)).get(), ref)
+
+
+def sequential_fold(dofs, values, out, accumulate):
+    """Each value added to its target's entry in turn, in index order (the reference of fold)."""
+    out = out.copy() if accumulate else np.zeros_like(out)
+    for k, target in enumerate(dofs.ravel()):
+        out[target] += values[k]
+    return out
+
+
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_fold_adds_each_value_in_turn(backend, accumulate):
+    """fold: out (or 0) plus each target's values one at a time; entries no index reaches
+    keep their value when accumulating and become 0 otherwise; on a GPU bit for bit the
+    sequential sum, on the CPU equal to round-off."""
+    dofs, values = pattern()
+    n = int(dofs.max()) + 3
+    out = np.random.default_rng(14).standard_normal(n)
+    ref = sequential_fold(dofs, values, out, accumulate)
+    for size in (n, None):
+        plan = ScatterPlan(backend, backend.asarray(dofs), size)
+        got = backend.to_numpy(plan.fold(backend.asarray(out.copy()), backend.asarray(values), accumulate))
+        if backend.is_gpu:
+            assert np.array_equal(got, ref)
+        else:
+            assert np.abs(got - ref).max() <= 1e-15 * np.abs(values).max()
+    if backend.is_gpu:  # a plan knows whether every entry gets a value (fold then writes them without a fill)
+        assert ScatterPlan(backend, backend.asarray(dofs), n - 2).covers
+        assert not ScatterPlan(backend, backend.asarray(dofs), n).covers

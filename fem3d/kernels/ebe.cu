@@ -8,6 +8,9 @@
 //        diag(scale_e) A_e), never read otherwise (null then)
 // dofs   (E, NL) int32 global unknown of each local unknown
 // x, y   global float64 vectors; elements e0 <= e < e1 form the colour
+// products  (E, NL) float64 or null: where given, ebe_apply writes each element's product
+//        there (row e) instead of adding it to y, for any range of elements (colours or not),
+//        and fem3d.kernels.scatter sums the rows into y in a fixed order
 //
 // Compile-time: LD (row length in entries), MAT_T and ROW_SCALE, set by fem3d.kernels.ebe.
 
@@ -17,10 +20,11 @@
 // One block of WARPS warps per element; warp w takes rows w, w + WARPS, ...; lane l
 // reads columns l, l + 32, l + 64 of a row, so a warp reads the row coalesced. The
 // row sums, times the row scales, go to shared memory and are added to y together at the
-// end, so no warp waits on a read of y inside the loop.
+// end, so no warp waits on a read of y inside the loop (or go to the element's row of
+// products).
 extern "C" __global__ void __launch_bounds__(32 * WARPS)
 ebe_apply(const MAT_T* __restrict__ A, const float* __restrict__ scale, const int* __restrict__ dofs,
-          const double* __restrict__ x, double* __restrict__ y, int e0, int e1)
+          const double* __restrict__ x, double* __restrict__ y, int e0, int e1, double* __restrict__ products)
 {
     __shared__ double xs[96];
     __shared__ double ys[NL];
@@ -49,7 +53,11 @@ ebe_apply(const MAT_T* __restrict__ A, const float* __restrict__ scale, const in
         if (lane == 0) ys[row] = s * row_scale(scale, e * NL + row);
     }
     __syncthreads();
-    for (int t = threadIdx.x; t < NL; t += blockDim.x) y[ds[t]] += ys[t];
+    if (products) {
+        for (int t = threadIdx.x; t < NL; t += blockDim.x) products[e * NL + t] = ys[t];
+    } else {
+        for (int t = threadIdx.x; t < NL; t += blockDim.x) y[ds[t]] += ys[t];
+    }
 }
 
 // Transposed product: thread j accumulates column j over the rows; at each row the

@@ -30,6 +30,8 @@ import numpy as np
 from gpucfd.backend import cuda_module
 from gpucfd.threads import batched_matvec
 
+from .scatter import ScatterPlan
+
 NL = 89  # local unknowns of a Q2-Q1 element: 27 u, 27 v, 27 w, 8 p
 LD = NL  # stored row length
 MATRIX_DTYPES = {"float64": np.float64, "float32": np.float32}  # --matrix-dtype; float16 only internally
@@ -140,15 +142,47 @@ def apply_cuda(mats, dofs, x, y, colours, transpose=False, row_scale=None, accum
     applied in the kernel."""
     _check_scale(mats, row_scale)
     scale = _NULL if row_scale is None else row_scale
-    kernel = cuda_module("fem3d.kernels", "ebe.cu", matrix_options(mats)).get_function(
-        "ebe_apply_t" if transpose else "ebe_apply"
-    )
+    kernel = _kernel(mats, transpose)
     threads = 96 if transpose else 32 * _WARPS
+    last = () if transpose else (_NULL,)  # ebe_apply's products: none, add into y
     if not accumulate:
         y.fill(0)
     for e0, e1 in colours:
         if e1 > e0:
-            kernel((e1 - e0,), (threads,), (mats, scale, dofs, x, y, np.int32(e0), np.int32(e1)))
+            kernel((e1 - e0,), (threads,), (mats, scale, dofs, x, y, np.int32(e0), np.int32(e1), *last))
+
+
+class RowSums:
+    """y = A x (or y += A x) on a GPU in two launches: ebe_apply writes every element's
+    product to its row of ``products`` (E, NL) float64, and the ScatterPlan of ``dofs``
+    adds the rows into y (ScatterPlan.fold), each unknown's in increasing element order,
+    which is the order of the colours (elements are stored colour by colour): the bits of
+    :func:`apply_cuda` over the colours, without its fill and its launches one colour after
+    another, each too small to fill the device on a coarse level. Holds 89 float64 and 89
+    int32 per element (the products and the plan); operators of the same ``dofs`` may share
+    one (fem3d.solvers.operators.ElementOperator)."""
+
+    def __init__(self, backend, dofs, n: int):
+        self.plan = ScatterPlan(backend, dofs, n)
+        self.products = backend.xp.empty(dofs.shape, dtype=np.float64)
+
+    def apply(self, mats, dofs, x, y, row_scale=None, accumulate=False):
+        _check_scale(mats, row_scale)
+        scale = _NULL if row_scale is None else row_scale
+        n_elements = dofs.shape[0]
+        if n_elements:
+            _kernel(mats, False)(
+                (n_elements,),
+                (32 * _WARPS,),
+                (mats, scale, dofs, x, y, np.int32(0), np.int32(n_elements), self.products),
+            )
+        return self.plan.fold(y, self.products.ravel(), accumulate)
+
+
+def _kernel(mats, transpose: bool):
+    return cuda_module("fem3d.kernels", "ebe.cu", matrix_options(mats)).get_function(
+        "ebe_apply_t" if transpose else "ebe_apply"
+    )
 
 
 def bytes_moved(n_elements: int, n: int, itemsize: int = 8) -> int:

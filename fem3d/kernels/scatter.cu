@@ -13,3 +13,17 @@ segment_sum(const double* __restrict__ values, const int* __restrict__ order, co
     for (int k = starts[t]; k < starts[t + 1]; ++k) s += values[order[k]];
     out[targets[t]] += s;
 }
+
+// out[targets[t]] = (out[targets[t]] if accumulate, else 0) + values[order[k]] for
+// starts[t] <= k < starts[t + 1], added one at a time in increasing k: the bits of adding
+// each value to out in turn (fem3d.kernels.ebe's products by colours).
+extern "C" __global__ void __launch_bounds__(256)
+segment_fold(const double* __restrict__ values, const int* __restrict__ order, const int* __restrict__ starts,
+             const int* __restrict__ targets, double* __restrict__ out, int n_targets, int accumulate)
+{
+    const int t = blockIdx.x * 256 + threadIdx.x;
+    if (t >= n_targets) return;
+    double s = accumulate ? out[targets[t]] : 0.0;
+    for (int k = starts[t]; k < starts[t + 1]; ++k) s += values[order[k]];
+    out[targets[t]] = s;
+}

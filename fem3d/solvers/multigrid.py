@@ -632,7 +632,9 @@ class Multigrid:
         elif elements is not None and elements.mats.dtype == STORAGE:
             fine = elements
         else:  # a rounded copy of the system's matrices (or of those it computes, for a coarsest level)
-            fine = ElementOperator(backend, system.dofs, mesh.colour_offsets, system.n, dist, STORAGE)
+            fine = ElementOperator(
+                backend, system.dofs, mesh.colour_offsets, system.n, dist, STORAGE, getattr(system.op, "row_sums", None)
+            )
         self.levels = [
             Level(fine, mesh, system.fixed, system.valence, system.element_matrices if streamed else None, system.chunk)
         ]

@@ -1,8 +1,10 @@
 """The global operator A = sum_e C_e^T A_e C_e kept as stored element matrices.
 
 A is never assembled: products with A and A^T go element by element through
-fem3d.kernels.ebe (NumPy reference or CUDA kernel, one launch per colour) from the
-one stored copy of the element matrices. On several ranks each holds its own
+fem3d.kernels.ebe from the one stored copy of the element matrices: the NumPy reference,
+or the CUDA kernel launched colour by colour; a GPU operator of at most ROW_SUMS_ELEMENTS
+elements takes A x in one launch for every element's product and one for their sums
+instead (fem3d.kernels.ebe.RowSums: the same bits; its memory bounded by the limit). On several ranks each holds its own
 elements; a product is completed by summing the interface entries with the
 neighbours (fem3d.parallel.partition.Distribution), so every rank holds A x on all its entries.
 Where the communicator asks for it (--overlap) and each colour lists its interface
@@ -24,6 +26,8 @@ from ..kernels import ebe
 from ..kernels.ebe import LD, NL
 from ..parallel.partition import Distribution
 
+ROW_SUMS_ELEMENTS = 65536  # GPU operators of at most this many elements take A x by ebe.RowSums
+
 
 class ElementOperator:
     """Element-by-element operator on a mesh's unknowns [u | v | w | p].
@@ -39,10 +43,21 @@ class ElementOperator:
     dist  fem3d.parallel.partition.Distribution of the n unknowns (default: one process)
     colours  [(e0, e1)] the colours' element ranges; passes: None (blocking products), or
           the (interface, interior) ranges of each colour of an overlapped product
+    row_sums  the fem3d.kernels.ebe.RowSums of A x on a GPU up to ROW_SUMS_ELEMENTS elements
+          (its plan and a row of products per element; give another operator's
+          ``row_sums`` of the same ``dofs`` to share them: products are taken one at a
+          time), else None
     """
 
     def __init__(
-        self, backend, dofs: np.ndarray, colour_offsets: np.ndarray, n: int, dist=None, matrix_dtype=np.float64
+        self,
+        backend,
+        dofs: np.ndarray,
+        colour_offsets: np.ndarray,
+        n: int,
+        dist=None,
+        matrix_dtype=np.float64,
+        row_sums=None,
     ):
         if n >= 2**31:
             raise ValueError(f"{n} unknowns exceed the int32 index range of the kernels")
@@ -56,6 +71,9 @@ class ElementOperator:
         self.mats = self.xp.zeros((dofs.shape[0], NL, LD), dtype=matrix_dtype)
         self.row_scale = self.xp.ones((dofs.shape[0], NL), dtype=np.float32) if self.mats.dtype == np.float16 else None
         self._apply = ebe.for_backend(backend)
+        if row_sums is None and backend.is_gpu and self.dofs.shape[0] <= ROW_SUMS_ELEMENTS:
+            row_sums = ebe.RowSums(backend, self.dofs, self.n)
+        self.row_sums = row_sums
         self._cross = None
         self.passes = self._overlap_passes() if self.dist.comm.overlap else None
 
@@ -91,7 +109,10 @@ class ElementOperator:
         sum started, the interior elements, the sum completed (blocking without ``passes``)."""
         operands = (self.mats, self.dofs, x, out)
         if self.passes is None:
-            self._apply(*operands, self.colours, transpose, self.row_scale)
+            if self.row_sums is not None and not transpose:
+                self.row_sums.apply(*operands, self.row_scale)
+            else:
+                self._apply(*operands, self.colours, transpose, self.row_scale)
             return self.dist.sum_interface(out)
         interface, interior = self.passes
         self._apply(*operands, interface, transpose, self.row_scale)

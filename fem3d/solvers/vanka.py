@@ -129,7 +129,9 @@ class Vanka:
         self.table = element_neighbours(mesh, xp)  # nbr, pattern, ia, ja, starts
         self._accumulate, self._invert = vanka_kernels.for_backend(backend), vanka_kernels.inverse_for_backend(backend)
         self.weights = 1.0 / valence
-        self.inverses = ElementOperator(backend, op.dofs, op.colour_offsets, op.n, op.dist, storage)
+        self.inverses = ElementOperator(
+            backend, op.dofs, op.colour_offsets, op.n, op.dist, storage, getattr(op, "row_sums", None)
+        )
         self.scratch_dtype = np.dtype(np.float32 if storage == np.float16 else storage)
         self.groups = target_groups(mesh, GROUP, xp)
         n_elem = op.dofs.shape[0]
