@@ -323,6 +323,16 @@ def test_dense_product_kernels_match_the_numpy_references(n):
     A = rng.standard_normal((min(n, 2000),) * 2)
     x = rng.standard_normal(A.shape[0])
     assert np.abs(cu.gemv(cp.asarray(A), cp.asarray(x)).get() - A @ x).max() < 1e-12 * np.abs(A @ x).max()
+    for m, scale in ((0, 1.0), (5, 1.0), (5, 0.0)):  # beta alone, an Arnoldi column, a zero vector left as it is
+        h, h2, src = (rng.standard_normal(m) if m else None), (rng.standard_normal(m) if m else None), scale * w
+        sq = np.array([src @ src])
+        H, Hd = np.zeros((7, 7)), cp.zeros((7, 7))  # the column written into a view of H (a stride of 7)
+        dst, got = np.empty(n), cp.empty(n)
+        column = ref.normalise(src, dst, sq, h, h2, H[: m + 1, 3])
+        device = (None, None) if h is None else (cp.asarray(h), cp.asarray(h2))
+        cu.normalise(cp.asarray(src), got, cp.asarray(sq), *device, Hd[: m + 1, 3])
+        assert np.shares_memory(column, H) and np.array_equal(Hd.get(), H) and H[m, 3] == np.sqrt(sq[0])
+        assert np.array_equal(got.get(), dst) and np.array_equal(dst, src / (np.sqrt(sq[0]) if scale else 1.0))
 
 
 @pytest.mark.gpu

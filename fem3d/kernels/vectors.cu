@@ -55,6 +55,20 @@ combine(const double* __restrict__ V, long ldv, const double* __restrict__ h, do
     }
 }
 
+// dst = src / d with d = sqrt(sq[0]) where that is positive, else 1 (a vector made of unit
+// norm, left as it is when zero); and the column of an Arnoldi step: col[i * stride] =
+// h[i] + h2[i] for i < m, col[m * stride] = sqrt(sq[0]) (h, h2 unread when m = 0)
+extern "C" __global__ void __launch_bounds__(THREADS)
+normalise(const double* __restrict__ src, double* __restrict__ dst, long n, const double* __restrict__ sq,
+          const double* __restrict__ h, const double* __restrict__ h2, int m, double* __restrict__ col, long stride)
+{
+    const double norm = sqrt(sq[0]);
+    const double d = norm > 0.0 ? norm : 1.0;
+    for (long i = blockIdx.x * (long)THREADS + threadIdx.x; i < n; i += (long)gridDim.x * THREADS) dst[i] = src[i] / d;
+    if (blockIdx.x == 0)
+        for (int i = threadIdx.x; i <= m; i += blockDim.x) col[i * stride] = i < m ? h[i] + h2[i] : norm;
+}
+
 // out (rows, k) = a (rows, k) P (k, k), or a P^T with transpose = 1; row-major, one thread per entry of out
 extern "C" __global__ void __launch_bounds__(THREADS)
 rows_times(const double* __restrict__ a, const double* __restrict__ P, double* __restrict__ out, long rows, int k,

@@ -5,6 +5,9 @@ with one signature. Arrays are float64 and C-contiguous along their last axis.
 
 multi_dot(V, w)           (m,) = V (m, n) w (n,), summed in a fixed order (the same bits every run)
 combine(V, h, x, sign)    x (n,) += sign V (m, n)^T h (m,), in place
+normalise(src, dst, sq, h, h2, col)
+                          dst (n,) = src / sqrt(sq[0]) (src where that is 0), and an Arnoldi
+                          step's column: col (m + 1,) = [h + h2, sqrt(sq[0])] (h, h2 (m,) or None)
 rows_times(a, P, out, transpose)  out (r, k) = a (r, k) P (k, k), or a P^T
 gemv(A, x)                (n,) = A (n, n) x
 all_finite(a)             True when no entry of the float16, float32 or float64 array a is NaN or infinite
@@ -36,6 +39,16 @@ class NumpyVectors:
     def combine(V, h, x, sign: float = 1.0):
         x += sign * (V.T @ h)
         return x
+
+    @staticmethod
+    def normalise(src, dst, sq, h, h2, col):
+        norm = np.sqrt(sq[0])
+        np.divide(src, norm if norm > 0 else 1.0, out=dst)
+        m = 0 if h is None else h.size
+        if m:
+            col[:m] = h + h2
+        col[m] = norm
+        return col
 
     @staticmethod
     def rows_times(a, P, out, transpose: bool = False):
@@ -85,6 +98,28 @@ class CudaVectors:
             (V, np.int64(V.strides[0] // 8), h, x, np.int32(m), np.int64(n), np.float64(sign)),
         )
         return x
+
+    @classmethod
+    def normalise(cls, src, dst, sq, h, h2, col):
+        n = src.size
+        m = 0 if h is None else h.size
+        null = np.uint64(0)
+        cls._kernel("normalise")(
+            (cls._blocks(n),),
+            (_THREADS,),
+            (
+                src,
+                dst,
+                np.int64(n),
+                sq,
+                null if h is None else h,
+                null if h2 is None else h2,
+                np.int32(m),
+                col,
+                np.int64(col.strides[0] // 8),
+            ),
+        )
+        return col
 
     @classmethod
     def rows_times(cls, a, P, out, transpose: bool = False):

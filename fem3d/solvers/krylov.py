@@ -164,27 +164,26 @@ class NormalEquationsCG:
         return bool(past) and history[-1][1] > 0.99 * past[-1]
 
 
-def _device_norm(dist, xp, v):
-    """(1,) array on the device: the norm of ``v`` over all ranks (no read-back)."""
-    return xp.sqrt(dist.allreduce(vectors.for_backend(dist.backend).multi_dot(dist.owned_part(v)[None], v)))
+def _squared_norm(dist, v):
+    """(1,) array on the device: the squared norm of ``v`` over all ranks (no read-back)."""
+    return dist.allreduce(vectors.for_backend(dist.backend).multi_dot(dist.owned_part(v)[None], v))
 
 
-def _arnoldi_step(op, precond, V, Z, j: int):
+def _arnoldi_step(op, precond, V, Z, j: int, column):
     """Step j of flexible Arnoldi: Z[j] = M^-1 V[j], then V[j+1] = A Z[j] made orthogonal
     to V[:j+1] by classical Gram-Schmidt done twice (each pass one product with the basis
     and one reduction of j+1 numbers) and normalised (left zero when A Z[j] lies in the
-    basis). Returns the column H[:j+2, j] on the device: nothing is read back, so the
-    host queues the next kernels while the device works."""
-    dist, xp, dense = op.dist, op.xp, vectors.for_backend(op.backend)
+    basis). Writes H[:j+2, j] into ``column`` (j+2,) on the device (a view of H may be
+    given) and returns it: nothing is read back, so the host queues the next kernels while
+    the device works."""
+    dist, dense = op.dist, vectors.for_backend(op.backend)
     precond.apply(V[j], Z[j])
     w = op.matvec(Z[j], V[j + 1])
     h = dist.allreduce(dense.multi_dot(V[: j + 1], dist.owned_part(w)))
     dense.combine(V[: j + 1], h, w, -1.0)
     h2 = dist.allreduce(dense.multi_dot(V[: j + 1], dist.owned_part(w)))
     dense.combine(V[: j + 1], h2, w, -1.0)
-    hn = _device_norm(dist, xp, w)
-    w /= xp.where(hn > 0, hn, 1.0)
-    return xp.concatenate([h + h2, hn])
+    return dense.normalise(w, w, _squared_norm(dist, w), h, h2, column)
 
 
 def gmres_steps(op, b, x, precond, steps: int):
@@ -196,17 +195,16 @@ def gmres_steps(op, b, x, precond, steps: int):
     back, so a smoothing can be replayed from a CUDA graph. Returns the new x (NaN where
     a coefficient was not finite)."""
     xp, dist = op.xp, op.dist
+    dense = vectors.for_backend(op.backend)
     r = b.copy() if x is None else b - op.matvec(x, xp.empty_like(b))
     x = xp.zeros_like(b) if x is None else x
-    beta_d = _device_norm(dist, xp, r)
     V = xp.empty((steps + 1, b.size), dtype=np.float64)
     Z = xp.empty((steps, b.size), dtype=np.float64)
     Hd = xp.zeros((steps + 1, steps + 1), dtype=np.float64)  # column ``steps`` holds beta
-    Hd[0, steps] = beta_d[0]
-    V[0] = r / xp.where(beta_d > 0, beta_d, 1.0)
+    dense.normalise(r, V[0], _squared_norm(dist, r), None, None, Hd[:1, steps])
     for j in range(steps):
-        Hd[: j + 2, j] = _arnoldi_step(op, precond, V, Z, j)
-    return vectors.for_backend(op.backend).combine(Z, hessenberg.for_backend(op.backend)(Hd), x)
+        _arnoldi_step(op, precond, V, Z, j, Hd[: j + 2, j])
+    return dense.combine(Z, hessenberg.for_backend(op.backend)(Hd), x)
 
 
 class FGMRES:
@@ -277,7 +275,7 @@ class FGMRES:
                 if Z.shape[0] <= j:  # the basis could not grow: this cycle ends here
                     cycle = j
                     break
-                H[: j + 2, j] = op.backend.to_numpy(_arnoldi_step(op, precond, V, Z, j))
+                H[: j + 2, j] = op.backend.to_numpy(_arnoldi_step(op, precond, V, Z, j, xp.empty(j + 2)))
                 if not np.all(np.isfinite(H[: j + 2, j])):
                     return SolveInfo(its, "nan", math.nan, history)
                 for i, (c, s) in enumerate(rotations):
