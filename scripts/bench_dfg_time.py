@@ -9,8 +9,9 @@ Each run MESH:REFINE:SCHEME:DT[:TOLERANCE] poses the case's committed case file
 (meshes/dfg2d/dfg_2d_3_slab.toml, dfg_2d_2_slab.toml, meshes/dfg3d/dfg_3d_3z.toml) on MESH,
 refined REFINE times, with that scheme and step (and, with a TOLERANCE, adaptive steps from
 DT). The 2D cases' meshes: ``slab`` (the committed meshes/dfg2d/slab.msh, one element thick)
-or ``fine`` (the same layout four times finer in the plane, one element of 0.0125 thick:
-meshes/dfg2d/make_slab.py with FINE, made in the runs folder); 3D-3Z's: ``channel`` (the
+or ``fine`` (the same layout finer in the plane: 128 cells round the cylinder, 24 rings,
+160 cells downstream; one element of 0.0125 thick: meshes/dfg2d/make_slab.py with FINE,
+made in the runs folder); 3D-3Z's: ``channel`` (the
 committed meshes/dfg3d/channel_coarse.msh) or ``layer`` (channel_boundary_layer.msh, cells
 at the cylinder up to 180 times longer than thick). The case file is written into the runs folder
 (the 2D force coefficients' area D t and the points' z follow the slab's thickness t) and run
@@ -44,7 +45,7 @@ from script_options import check_tag
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DIAMETER, SLAB = 0.1, 0.05  # the cylinder's, and the committed slab's thickness
-FINE = dict(around=96, rings=16, upstream=4, downstream=80, thickness=0.0125)  # make_slab.py's fine slab
+FINE = dict(around=128, rings=24, upstream=6, downstream=160, thickness=0.0125)  # make_slab.py's fine slab
 SCHEMES = ("bdf2", "midpoint")
 CASES = {  # --case: (name in the references, case file, meshes, t_end of the case, title)
     "2d3": ("2D-3", "meshes/dfg2d/dfg_2d_3_slab.toml", ("slab", "fine"), 8.0, "DFG 2D-3 in time"),
