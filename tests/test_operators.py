@@ -8,6 +8,15 @@ from support import assembled, sample_mesh
 MESHES = ["box", "distorted", "annulus"]
 
 
+def gpu_backend():
+    """The CuPy backend, or the test skipped without a GPU."""
+    from gpucfd.backend import cupy_module, get_backend
+
+    if cupy_module() is None:
+        pytest.skip("no CUDA GPU")
+    return get_backend("gpu")
+
+
 @pytest.mark.parametrize("name", MESHES)
 def test_ebe_products_equal_assembled_csr(backend, name):
     mesh = sample_mesh(name)
@@ -89,11 +98,7 @@ def test_cuda_kernels_match_numpy_reference(ld, dtype):
     """Both products, stored unpadded or padded to 96 columns (padding never read), in
     float64 and float32 storage (the kernel sums in float64, the NumPy reference each
     element's products in the storage precision: 1e-6 apart in float32)."""
-    from gpucfd.backend import cupy_module, get_backend
-
-    if cupy_module() is None:
-        pytest.skip("no CUDA GPU")
-    gpu = get_backend("gpu")
+    gpu = gpu_backend()
     cp = gpu.xp
     mesh = sample_mesh("annulus")
     rng = np.random.default_rng(2)
@@ -123,11 +128,7 @@ def test_row_sums_give_the_bits_of_the_colours(dtype):
     """ebe.RowSums (one launch for every element, the sums by ScatterPlan.fold) gives the
     bits of the products added colour by colour, overwriting y and added to it, in every
     storage; and a GPU ElementOperator takes that way."""
-    from gpucfd.backend import cupy_module, get_backend
-
-    if cupy_module() is None:
-        pytest.skip("no CUDA GPU")
-    gpu = get_backend("gpu")
+    gpu = gpu_backend()
     cp = gpu.xp
     mesh = sample_mesh("annulus")
     rng = np.random.default_rng(5)
