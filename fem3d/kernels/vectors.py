@@ -7,7 +7,7 @@ multi_dot(V, w)           (m,) = V (m, n) w (n,), summed in a fixed order (the s
 combine(V, h, x, sign)    x (n,) += sign V (m, n)^T h (m,), in place
 normalise(src, dst, sq, h, h2, col)
                           dst (n,) = src / sqrt(sq[0]) (src where that is 0), and an Arnoldi
-                          step's column: col (m + 1,) = [h + h2, sqrt(sq[0])] (h, h2 (m,) or None)
+                          step's column: col (m + 1,), of any stride, = [h + h2, sqrt(sq[0])] (h, h2 (m,) or None)
 rows_times(a, P, out, transpose)  out (r, k) = a (r, k) P (k, k), or a P^T
 gemv(A, x)                (n,) = A (n, n) x
 all_finite(a)             True when no entry of the float16, float32 or float64 array a is NaN or infinite

@@ -4,9 +4,10 @@ A is never assembled: products with A and A^T go element by element through
 fem3d.kernels.ebe from the one stored copy of the element matrices: the NumPy reference,
 or the CUDA kernel launched colour by colour; a GPU operator of at most ROW_SUMS_ELEMENTS
 elements takes A x in one launch for every element's product and one for their sums
-instead (fem3d.kernels.ebe.RowSums: the same bits; its memory bounded by the limit). On several ranks each holds its own
-elements; a product is completed by summing the interface entries with the
-neighbours (fem3d.parallel.partition.Distribution), so every rank holds A x on all its entries.
+instead (fem3d.kernels.ebe.RowSums: the same bits; its memory bounded by the limit). On
+several ranks each holds its own elements; a product is completed by summing the
+interface entries with the neighbours (fem3d.parallel.partition.Distribution), so every
+rank holds A x on all its entries.
 Where the communicator asks for it (--overlap) and each colour lists its interface
 elements (those touching an unknown shared with another rank) first, as
 fem3d.parallel.partition.distribute_owned orders them, a product computes the interface
