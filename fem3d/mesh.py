@@ -9,6 +9,7 @@ from gpucfd.errors import ArgumentParser, run_cli
 from .discretisation.geometry import element_quality, geometry_element
 from .discretisation.mesh import HexMesh, point_text, read_mesh
 from .discretisation.mesh_checks import MERGE_TOL
+from .solvers.line_vanka import smoother_name
 from .solvers.linear import mg_refusal
 from .solvers.multigrid import coarsenings, coarsest_size
 
@@ -64,10 +65,12 @@ def hierarchy_text(mesh: HexMesh) -> str:
     _, unknowns = coarsest_size(mesh)
     if not below:
         return f"multigrid: the mesh is the coarsest level, {unknowns:,} unknowns, solved directly"
-    sizes = " -> ".join(f"{n:,}" for n in [mesh.n_elements] + [c.coarse.n_elements for c in below])
+    levels = [mesh] + [c.coarse for c in below]
+    sizes = " -> ".join(f"{m.n_elements:,}" for m in levels)
+    smoothers = ", ".join(smoother_name(m) for m in levels[:-1])
     return (
-        f"multigrid: elements per level {sizes} (its sheets paired); the coarsest, {unknowns:,} unknowns, "
-        "solved directly"
+        f"multigrid: elements per level {sizes} (its sheets paired), smoothed by {smoothers}; the coarsest, "
+        f"{unknowns:,} unknowns, solved directly"
     )
 
 

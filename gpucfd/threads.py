@@ -89,14 +89,14 @@ def _pool():
 
 
 def batched_matvec(mats, x, transpose: bool = False):
-    """(E, n) NumPy array of the products mats[e] @ x[e] (``transpose``: mats[e].T @ x[e]) of
-    a NumPy stack ``mats`` (E, n, n) and ``x`` (E, n), in their common dtype. A stack of at
+    """(E, m) NumPy array of the products mats[e] @ x[e] (``transpose``: mats[e].T @ x[e],
+    m = n) of a NumPy stack ``mats`` (E, m, n) and ``x`` (E, n), in their common dtype. A stack of at
     least SPLIT_ENTRIES entries is cut into contiguous element ranges multiplied at once on
     :func:`_pool`'s threads (matmul releases the GIL); each element's product is the same
     whatever the cut. Faster than einsum (docs/performance.md, host-side kernels)."""
     import numpy as np
 
-    out = np.empty(x.shape, dtype=np.result_type(mats, x))
+    out = np.empty(mats.shape[:2] if not transpose else x.shape, dtype=np.result_type(mats, x))
 
     def part(s):
         if transpose:

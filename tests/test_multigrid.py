@@ -508,12 +508,13 @@ def test_mg_and_paper_solvers_give_the_same_cavity_flow(mesh, re, levels):
     assert its["mg"] * 10 < its["paper"], its
 
 
-def test_a_boundary_layer_of_thin_cells_takes_at_most_twice_the_iterations():
+def test_a_boundary_layer_of_thin_cells_takes_no_more_iterations_than_the_cube():
     """The Newton system at Re 50 about the manufactured flow on a file mesh of 8^3 turned
     elements, solved to 1e-8 from a consistent right-hand side: with its layers graded toward
     the walls z = 0 and 1 so that the wall cells are 20 times wider than thick (their sheets
-    paired along z alone first: semi-coarsening) FGMRES takes at most twice the iterations of
-    the uniform cube (11 and 7 when written)."""
+    paired along z alone first: semi-coarsening; line Vanka on the levels with such cells)
+    FGMRES takes no more iterations than on the uniform cube (element Vanka): 6 and 7 when
+    written, 11 and 7 with element Vanka on both."""
     cpu = get_backend("cpu")
     its = {}
     for grading in (0.0, 3.25):
@@ -524,10 +525,11 @@ def test_a_boundary_layer_of_thin_cells_takes_at_most_twice_the_iterations():
         info = FGMRES(1e-8, 50, 200).solve(system.op, system.op.to_scipy() @ z, np.zeros(system.n), mg)
         assert info.converged
         its[grading] = (info.iterations, [level.op.dofs.shape[0] for level in mg.levels], mesh.stretches.max())
+        assert mg.levels[0].smoother.name == ("line Vanka" if grading else "element Vanka")
     assert its[0.0][1] == [512, 64] and its[3.25][1][1] == 384 and its[3.25][2] > 20, (
         its
     )  # the wall layers paired first
-    assert its[3.25][0] <= 2 * its[0.0][0], its
+    assert its[3.25][0] <= its[0.0][0], its
 
 
 def test_odd_boxes_take_as_many_fgmres_iterations_as_their_even_neighbours():

@@ -3,10 +3,11 @@
 // the read-add-write of y needs no atomics and the summation order is fixed.
 //
 // A      (E, NL, LD) row-major element matrices of type MAT_T (double, or float or __half
-//        summed in double); entries beyond column NL of a row are never read
+//        summed in double): square (LD = NL), or with ``cols`` NL rows of LD columns
 // scale  (E, NL) float32 row scales of __half matrices (ROW_SCALE: the operator is
 //        diag(scale_e) A_e), never read otherwise (null then)
-// dofs   (E, NL) int32 global unknown of each local unknown
+// dofs   (E, NL) int32 global unknown of each local unknown (each row's)
+// cols   (E, LD) int32 global unknown of each column, or null: the columns are ``dofs``
 // x, y   global float64 vectors; elements e0 <= e < e1 form the colour
 // products  (E, NL) float64 or null: where given, ebe_apply writes each element's product
 //        there (row e) instead of adding it to y, for any range of elements (colours or not),
@@ -18,37 +19,41 @@
 #define WARPS 4
 
 // One block of WARPS warps per element; warp w takes rows w, w + WARPS, ...; lane l
-// reads columns l, l + 32, l + 64 of a row, so a warp reads the row coalesced. The
-// row sums, times the row scales, go to shared memory and are added to y together at the
-// end, so no warp waits on a read of y inside the loop (or go to the element's row of
-// products).
+// reads columns l, l + 32, ... of a row, so a warp reads the row coalesced. The row sums,
+// times the row scales, go to shared memory and are added to y together at the end, so
+// no warp waits on a read of y inside the loop (or go to the element's row of products).
+#define SPANS ((LD + 31) / 32)  // 32-column spans of a row
 extern "C" __global__ void __launch_bounds__(32 * WARPS)
 ebe_apply(const MAT_T* __restrict__ A, const float* __restrict__ scale, const int* __restrict__ dofs,
-          const double* __restrict__ x, double* __restrict__ y, int e0, int e1, double* __restrict__ products)
+          const double* __restrict__ x, double* __restrict__ y, int e0, int e1, double* __restrict__ products,
+          const int* __restrict__ cols)
 {
-    __shared__ double xs[96];
+    __shared__ double xs[32 * SPANS];
     __shared__ double ys[NL];
     __shared__ int ds[NL];
     const long e = e0 + blockIdx.x;
     if (e >= e1) return;
-    for (int t = threadIdx.x; t < 96; t += blockDim.x) {
-        if (t < NL) {
-            const int g = dofs[e * NL + t];
-            ds[t] = g;
-            xs[t] = x[g];
-        } else {
-            xs[t] = 0.0;
-        }
+    const int* columns = cols ? cols + e * (long)LD : dofs + e * (long)NL;
+    for (int t = threadIdx.x; t < 32 * SPANS; t += blockDim.x) {
+        if (t < NL) ds[t] = dofs[e * NL + t];
+        xs[t] = t < LD ? x[columns[t]] : 0.0;
     }
     __syncthreads();
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const double x0 = xs[lane], x1 = xs[lane + 32], x2 = xs[lane + 64];
-    const int c2 = lane + 64 < NL ? lane + 64 : NL - 1;  // lanes past the last column reread it, times x2 = 0
+    double xl[SPANS];
+    int cl[SPANS];
+#pragma unroll
+    for (int c = 0; c < SPANS; ++c) {
+        xl[c] = xs[lane + 32 * c];
+        cl[c] = lane + 32 * c < LD ? lane + 32 * c : LD - 1;  // lanes past the last column reread it, times 0
+    }
     const MAT_T* Ae = A + e * (long)(NL * LD);
 #pragma unroll 2
     for (int row = warp; row < NL; row += WARPS) {
         const MAT_T* Ar = Ae + row * LD;
-        double s = mat_entry(Ar[lane]) * x0 + mat_entry(Ar[lane + 32]) * x1 + mat_entry(Ar[c2]) * x2;
+        double s = mat_entry(Ar[cl[0]]) * xl[0];
+#pragma unroll
+        for (int c = 1; c < SPANS; ++c) s += mat_entry(Ar[cl[c]]) * xl[c];
         for (int off = 16; off > 0; off >>= 1) s += __shfl_down_sync(0xffffffffu, s, off);
         if (lane == 0) ys[row] = s * row_scale(scale, e * NL + row);
     }

@@ -77,7 +77,7 @@ from gpucfd.graphs import Replayed
 from .operators import ElementOperator
 from ..parallel.comm import SerialComm
 from ..parallel.partition import distribute, distribute_owned, partition_elements
-from .vanka import Vanka
+from .line_vanka import smoother_for
 
 # The measurements behind these values are in docs/solvers.md ("The multigrid constants").
 STORAGE = np.float32  # the levels' matrices and smoothers: as many iterations as float64, each reading half the bytes
@@ -352,7 +352,7 @@ class Level:
         self.weights = 1.0 / valence
         self.free_weights = self.free * self.weights
         self.element_matrices, self.chunk = element_matrices, chunk
-        self.smoother = Vanka(op, mesh, valence, INVERSES[op.backend.kind])
+        self.smoother = smoother_for(op, mesh, valence, INVERSES[op.backend.kind])
         self._by_group, self._smoother_ok = {}, False
         self.kinds = self.P = self.child_order = self.parent_order = self.child_dofs = self.parent_dofs = (
             self.child_weights
@@ -781,7 +781,7 @@ class Multigrid:
                 {
                     "elements": int(level.op.dofs.shape[0]),
                     "unknowns": int(level.op.n),
-                    "smoother": "element Vanka",
+                    "smoother": level.smoother.name,
                     "partitioned": not level.op.dist.is_serial,
                     "interface_sums": level.op.dist.sums,
                     "values_sent": level.op.dist.values_sent,

@@ -48,6 +48,8 @@ class ElementOperator:
           (its plan and a row of products per element; give another operator's
           ``row_sums`` of the same ``dofs`` to share them: products are taken one at a
           time), else None
+    cols  (E, K) int32 or None: each element's matrix NL x K, its columns these unknowns
+          (fem3d.kernels.ebe; mats (E, NL, K)): A x only, no transposed products
     """
 
     def __init__(
@@ -59,6 +61,7 @@ class ElementOperator:
         dist=None,
         matrix_dtype=np.float64,
         row_sums=None,
+        cols=None,
     ):
         if n >= 2**31:
             raise ValueError(f"{n} unknowns exceed the int32 index range of the kernels")
@@ -69,7 +72,9 @@ class ElementOperator:
         self.dofs = backend.asarray(dofs, dtype=np.int32)
         self.colour_offsets = [int(v) for v in colour_offsets]
         self.colours = ebe.colour_ranges(self.colour_offsets)
-        self.mats = self.xp.zeros((dofs.shape[0], NL, LD), dtype=matrix_dtype)
+        self.cols = None if cols is None else backend.asarray(cols, dtype=np.int32)
+        width = LD if cols is None else cols.shape[1]
+        self.mats = self.xp.zeros((dofs.shape[0], NL, width), dtype=matrix_dtype)
         self.row_scale = self.xp.ones((dofs.shape[0], NL), dtype=np.float32) if self.mats.dtype == np.float16 else None
         self._apply = ebe.for_backend(backend)
         if row_sums is None and backend.is_gpu and self.dofs.shape[0] <= ROW_SUMS_ELEMENTS:
@@ -108,17 +113,17 @@ class ElementOperator:
     def _product(self, x, out, transpose: bool):
         """out = A x or A^T x, complete on every rank: the interface elements, the interface
         sum started, the interior elements, the sum completed (blocking without ``passes``)."""
-        operands = (self.mats, self.dofs, x, out)
+        operands, cols = (self.mats, self.dofs, x, out), self.cols
         if self.passes is None:
             if self.row_sums is not None and not transpose:
-                self.row_sums.apply(*operands, self.row_scale)
+                self.row_sums.apply(*operands, self.row_scale, cols=cols)
             else:
-                self._apply(*operands, self.colours, transpose, self.row_scale)
+                self._apply(*operands, self.colours, transpose, self.row_scale, cols=cols)
             return self.dist.sum_interface(out)
         interface, interior = self.passes
-        self._apply(*operands, interface, transpose, self.row_scale)
+        self._apply(*operands, interface, transpose, self.row_scale, cols=cols)
         started = self.dist.begin_sum(out)
-        self._apply(*operands, interior, transpose, self.row_scale, accumulate=True)
+        self._apply(*operands, interior, transpose, self.row_scale, accumulate=True, cols=cols)
         return self.dist.end_sum(out, started)
 
     def normal_matvec(self, x, out, work):
@@ -200,8 +205,9 @@ class ElementOperator:
 
     @property
     def cross_plan(self) -> dict:
-        """{peer: (positions, segments, columns, pairs)}: positions in the flattened element
-        matrices (E, NL, LD) of the entries whose row and column are shared with the peer,
+        """{peer: (positions, segments, columns, pairs)}: positions in flattened square
+        element matrices (E, NL, LD) on ``dofs`` (whatever this operator's columns) of the
+        entries whose row and column are shared with the peer,
         the pair (segment) of each, the local column of each pair and the number of pairs;
         pairs both ranks hold, in one order (made at the first call; empty on one process)."""
         if self._cross is None:
@@ -214,7 +220,6 @@ class ElementOperator:
         xp, dist, backend = self.xp, self.dist, self.backend
         dofs = self.dofs.astype(np.int64)
         gdofs = backend.asarray(dist.gdofs)
-        _, nl, ld = self.mats.shape
         keys_of, entries = {}, {}
         for q, idx in dist.shared.items():
             on_q = xp.zeros(self.n, dtype=bool)
@@ -236,19 +241,20 @@ class ElementOperator:
             e, r, c, seg = e[keep], r[keep], c[keep], xp.searchsorted(common, key[keep])
             cols = xp.empty(len(common), dtype=np.int64)
             cols[seg] = dofs[e, c]
-            plan[q] = ((e * nl + r) * ld + c, seg, cols, len(common))
+            plan[q] = ((e * NL + r) * LD + c, seg, cols, len(common))
         return plan
 
     def to_scipy(self):
         """The assembled matrix as scipy.sparse CSR on the host (for tests and small problems)."""
         import scipy.sparse as sp
 
-        mats = self.backend.to_numpy(self.mats)[:, :, :NL].astype(np.float64)
+        mats = self.backend.to_numpy(self.mats).astype(np.float64)
         if self.row_scale is not None:
             mats *= self.backend.to_numpy(self.row_scale)[:, :, None]
         dofs = self.backend.to_numpy(self.dofs).astype(np.int64)
-        rows = np.repeat(dofs[:, :, None], NL, axis=2).ravel()
-        cols = np.repeat(dofs[:, None, :], NL, axis=1).ravel()
+        columns = dofs if self.cols is None else self.backend.to_numpy(self.cols).astype(np.int64)
+        rows = np.repeat(dofs[:, :, None], mats.shape[2], axis=2).ravel()
+        cols = np.repeat(columns[:, None, :], NL, axis=1).ravel()
         return sp.csr_matrix((mats.ravel(), (rows, cols)), shape=(self.n, self.n))
 
 

@@ -123,14 +123,16 @@ class Vanka:
     group's elements and of its halo (``halo(g)``: the neighbours outside it), ``close(g)``,
     and ``end()``."""
 
-    def __init__(self, op, mesh, valence, storage):
+    name = "element Vanka"
+
+    def __init__(self, op, mesh, valence, storage, cols=None):
         self.op = op
         xp, backend = op.xp, op.backend
         self.table = element_neighbours(mesh, xp)  # nbr, pattern, ia, ja, starts
         self._accumulate, self._invert = vanka_kernels.for_backend(backend), vanka_kernels.inverse_for_backend(backend)
         self.weights = 1.0 / valence
         self.inverses = ElementOperator(
-            backend, op.dofs, op.colour_offsets, op.n, op.dist, storage, getattr(op, "row_sums", None)
+            backend, op.dofs, op.colour_offsets, op.n, op.dist, storage, getattr(op, "row_sums", None), cols
         )
         self.scratch_dtype = np.dtype(np.float32 if storage == np.float16 else storage)
         self.groups = target_groups(mesh, GROUP, xp)
@@ -149,13 +151,18 @@ class Vanka:
             self.close(g)
         return self.end()
 
+    def targets(self, g: int):
+        """The elements whose blocks group g sums: its own."""
+        return self.groups[g]
+
     def halo(self, g: int):
-        """The neighbours of group g's elements outside it (sorted int32; made at the first call)."""
+        """The elements outside group g whose matrices its blocks need: its targets' and
+        their neighbours (sorted int32; made at the first call)."""
         if g not in self._halos:
-            xp, group = self.xp, self.groups[g]
+            xp, targets = self.xp, self.targets(g)
             inside = xp.zeros(self._every.shape, dtype=bool)
-            inside[group] = True
-            near = self.table[0][group].ravel()
+            inside[self.groups[g]] = True
+            near = xp.concatenate([self.table[0][targets].ravel(), targets])
             near = near[near >= 0]
             self._halos[g] = xp.unique(near[~inside[near]]).astype(np.int32)
         return self._halos[g]
@@ -189,7 +196,7 @@ class Vanka:
     def open(self, g: int) -> None:
         """Zero the blocks of group g."""
         self._open = g
-        self._scratch = self.xp.zeros((len(self.groups[g]), NL, NL), dtype=self.scratch_dtype)
+        self._scratch = self.xp.zeros((len(self.targets(g)), NL, NL), dtype=self.scratch_dtype)
 
     def add(self, mats, ids=None) -> None:
         """Add the element matrices ``mats`` (m, NL, LD) of the elements ``ids`` (m,) (None:
@@ -199,17 +206,17 @@ class Vanka:
         slot = self._every if ids is None else self._slot
         if ids is not None:
             slot[ids] = self._every[: len(ids)]
-        self._accumulate(mats, slot, self.groups[self._open], *self.table, self._scratch)
+        self._accumulate(mats, slot, self.targets(self._open), *self.table, self._scratch)
         if ids is not None:
             slot[ids] = -1
 
     def close(self, g: int) -> None:
-        """Add the peers' sums to group g's blocks, invert and weight them CHUNK at a time
-        and store them (rounded per row to float16 where that is the storage)."""
-        group, blocks = self.groups[g], self._scratch
+        """Add the peers' sums to group g's blocks, then invert, weight and store them
+        (:meth:`store`)."""
+        targets, blocks = self.targets(g), self._scratch
         if self._peers:
             flat, size = blocks.reshape(-1), NL * LD
-            self._slot[group] = self._every[: len(group)]
+            self._slot[targets] = self._every[: len(targets)]
             for pos, values in self._peers:
                 row = self._slot[pos // size]
                 keep = row >= 0
@@ -217,8 +224,14 @@ class Vanka:
                 flat[(row.astype(np.int64) * NL * NL + (rc // LD) * NL + rc % LD)[keep]] += values[keep].astype(
                     blocks.dtype
                 )
-            self._slot[group] = -1
-        dofs, store = self.op.dofs, self.inverses
+            self._slot[targets] = -1
+        self.store(g, blocks)
+        self._scratch = self._open = None
+
+    def store(self, g: int, blocks) -> None:
+        """Invert group g's blocks, weight them and store them CHUNK at a time (rounded per
+        row to float16 where that is the storage)."""
+        group = self.groups[g]
         chunk = CHUNK[self.op.backend.kind]
         for first in range(0, len(group), chunk):
             at = group[first : first + chunk]
@@ -227,12 +240,16 @@ class Vanka:
             except np.linalg.LinAlgError:
                 self._ok = False
                 continue
-            inv *= self.weights[dofs[at]][:, :, None]
-            if store.row_scale is None:
-                store.mats[at, :, :NL] = inv
-            else:
-                ebe.quantise(inv, store.mats, store.row_scale, at)
-        self._scratch = self._open = None
+            self._keep(at, inv)
+
+    def _keep(self, at, inv) -> None:
+        """Store the inverses' rows ``inv`` (m, NL, K) of the elements ``at``, weighted."""
+        store = self.inverses
+        inv *= self.weights[self.op.dofs[at]][:, :, None]
+        if store.row_scale is None:
+            store.mats[at] = inv
+        else:
+            ebe.quantise(inv, store.mats, store.row_scale, at, store.mats.shape[2])
 
     def end(self) -> bool:
         """True when every block was invertible: the inverses (and row scales) finite; one
