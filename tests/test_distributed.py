@@ -479,6 +479,7 @@ MG_MESHES = {
     "deep box": lambda: box_mesh(12, 4, 4, lengths=(3.0, 1.0, 1.0)),
     "refined annulus": lambda: refine(sample_mesh("annulus")),
     "twisted file mesh": lambda: twisted_mesh(6),
+    "layered file mesh": lambda: twisted_mesh(grid=(6, 6, 6), jitter=0.0, grading=(0.0, 0.0, 3.25), seed=2),
 }
 
 
@@ -493,7 +494,8 @@ def test_mg_solver_matches_single_process(ranks, name, assembly, monkeypatch):
     6x2x2 partitioned and 3x2x2 replicated) and on the hex27 annulus refined once (its
     elements bisected, the children on their parent's rank), end plates sliding, and on a
     file mesh of 216 turned elements cut by METIS over its sheet coarsening (27 elements)
-    replicated on every rank; also with
+    replicated on every rank, and the same elements in layers graded toward two walls (cells
+    14.5 times wider than thick: line Vanka, each line within its rank); also with
     the products by sum factorisation (against stored matrices on one process; the deep box's
     smoother blocks summed in slabs of 20 target elements, the peers' entries first)."""
     backend, comm = ranks

@@ -3,10 +3,10 @@ import pytest
 
 from fem3d.kernels import ebe
 from fem3d.solvers import line_vanka
-from fem3d.solvers.line_vanka import LineVanka, element_lines, patch_unknowns
+from fem3d.solvers.line_vanka import LineVanka, element_lines
 from fem3d.solvers.operators import ElementOperator
 from fem3d.solvers.vanka import Vanka
-from support import sample_mesh, twisted_mesh
+from support import assembled, sample_mesh, twisted_mesh
 from test_multigrid import hierarchy
 from test_operators import gpu_backend
 
@@ -43,39 +43,42 @@ def test_lines_run_across_the_thin_layers(two_layers):
     assert element_lines(sample_mesh("box")) is None
 
 
-def test_patch_unknowns_place_every_member(two_layers):
+def test_line_columns_are_the_element_then_each_neighbour_off_its_face(backend, two_layers):
+    """The stored rows' columns: the element's 89 unknowns, then for each line neighbour (the
+    present first) its 58 unknowns off the face it shares with the element; the columns of
+    an absent neighbour repeat the element's first unknown."""
     mesh = layered(3.25)
+    system, _, _ = assembled(mesh, backend)
     lines = element_lines(mesh)
+    smoother = LineVanka(system.op, mesh, system.valence, np.float64, lines)
+    cols = backend.to_numpy(smoother.inverses.cols)
     dofs = mesh.dofs()
-    cols, pos = patch_unknowns(dofs, lines)
+    assert cols.shape == (mesh.n_elements, 89 + 2 * 58)
     for e in range(mesh.n_elements):
-        members = lines[e][lines[e] >= 0]
-        distinct = np.unique(dofs[members])
-        assert (cols[e, : len(distinct)] == distinct).all() and (cols[e, len(distinct) :] == distinct[0]).all()
-        for slot, m in enumerate(lines[e]):
-            if m >= 0:
-                assert (cols[e, pos[e, slot]] == dofs[m]).all()
+        assert (cols[e, :89] == dofs[e]).all()
+        present = lines[e, 1:][lines[e, 1:] >= 0]
+        for j in range(2):
+            block = cols[e, 89 + 58 * j : 89 + 58 * (j + 1)]
+            if j < len(present):
+                assert len(set(block)) == 58 and set(block) == set(dofs[present[j]]) - set(dofs[e])
             else:
-                assert (pos[e, slot] == -1).all()
-    assert (
-        cols.shape[1] == 89 + 2 * 58
-    )  # three elements in a row: two faces of 9 nodes (27 u, v, w) and 4 vertices shared
+                assert (block == dofs[e, 0]).all()
 
 
 def test_line_vanka_is_restricted_additive_schwarz_on_the_assembled_matrix(backend, two_layers):
     """z = sum_e W_e [B_patch^-1]_(rows of e) r_patch with each patch's block cut from the
     assembled level matrix (SciPy): the smoother's patch blocks read off its members' element
     blocks are the assembled ones."""
-    system, mg, _ = hierarchy(backend, mesh=layered(3.25), re=50.0, levels=0)
-    level = mg.levels[0]
-    level.smoother = smoother = LineVanka(level.op, level.mesh, level.valence, np.float64, element_lines(level.mesh))
+    mesh = layered(3.25)
+    system, _, _ = assembled(mesh, backend, kind="newton")
+    smoother = LineVanka(system.op, mesh, system.valence, np.float64, element_lines(mesh))
     assert smoother.setup()
-    A = level.op.to_scipy().tocsr()
-    dofs = backend.to_numpy(level.op.dofs).astype(np.int64)
-    weights = 1.0 / backend.to_numpy(level.valence)
+    A = system.op.to_scipy().tocsr()
+    dofs = mesh.dofs()
+    weights = 1.0 / backend.to_numpy(system.valence)
     r = np.random.default_rng(2).standard_normal(system.n)
     ref = np.zeros(system.n)
-    for e, members in enumerate(element_lines(level.mesh)):
+    for e, members in enumerate(element_lines(mesh)):
         patch = np.unique(dofs[members[members >= 0]])
         rows = np.linalg.inv(A[patch][:, patch].toarray())[np.searchsorted(patch, dofs[e])]
         ref[dofs[e]] += weights[dofs[e]] * (rows @ r[patch])
@@ -86,12 +89,12 @@ def test_line_vanka_is_restricted_additive_schwarz_on_the_assembled_matrix(backe
 def test_line_vanka_on_isotropic_cells_is_element_vanka(backend):
     """Where no element is stretched every patch is its element: the same smoothing as
     element Vanka, to round-off."""
-    system, mg, _ = hierarchy(backend, mesh=layered(0.0, 4), re=50.0, levels=0)
-    level = mg.levels[0]
-    alone = np.full((system.mesh.n_elements, 3), -1)
-    alone[:, 0] = np.arange(system.mesh.n_elements)
-    line = LineVanka(level.op, level.mesh, level.valence, np.float64, alone)
-    element = Vanka(level.op, level.mesh, level.valence, np.float64)
+    mesh = layered(0.0, 4)
+    system, _, _ = assembled(mesh, backend)
+    alone = np.full((mesh.n_elements, 3), -1)
+    alone[:, 0] = np.arange(mesh.n_elements)
+    line = LineVanka(system.op, mesh, system.valence, np.float64, alone)
+    element = Vanka(system.op, mesh, system.valence, np.float64)
     assert line.setup() and element.setup()
     r = backend.asarray(np.random.default_rng(3).standard_normal(system.n))
     a, b = (backend.to_numpy(s.apply(r, backend.xp.empty(system.n))) for s in (line, element))
@@ -99,15 +102,15 @@ def test_line_vanka_on_isotropic_cells_is_element_vanka(backend):
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16])
-def test_products_with_their_own_columns_match_the_reference(dtype, two_layers):
+def test_products_with_their_own_columns_match_the_reference(dtype):
     """ebe products of NL x K matrices with their own columns (cols), by colours and by
     RowSums on a GPU, against the NumPy reference: to round-off in float64, to float32's
     and float16's storage rounding otherwise."""
     gpu = gpu_backend()
     cp = gpu.xp
     mesh = layered(3.25)
-    cols, _ = patch_unknowns(mesh.dofs(), element_lines(mesh))
     rng = np.random.default_rng(7)
+    cols = rng.integers(0, mesh.n_dofs, (mesh.n_elements, 89 + 2 * 58)).astype(np.int32)
     mats = rng.standard_normal((mesh.n_elements, ebe.NL, cols.shape[1]))
     scale = None
     if dtype == np.float16:

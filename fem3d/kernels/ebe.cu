@@ -3,7 +3,8 @@
 // the read-add-write of y needs no atomics and the summation order is fixed.
 //
 // A      (E, NL, LD) row-major element matrices of type MAT_T (double, or float or __half
-//        summed in double): square (LD = NL), or with ``cols`` NL rows of LD columns
+//        summed in double): NL x NL (entries beyond column NL of a row never read), or with
+//        ``cols`` NL x LD
 // scale  (E, NL) float32 row scales of __half matrices (ROW_SCALE: the operator is
 //        diag(scale_e) A_e), never read otherwise (null then)
 // dofs   (E, NL) int32 global unknown of each local unknown (each row's)
@@ -34,9 +35,10 @@ ebe_apply(const MAT_T* __restrict__ A, const float* __restrict__ scale, const in
     const long e = e0 + blockIdx.x;
     if (e >= e1) return;
     const int* columns = cols ? cols + e * (long)LD : dofs + e * (long)NL;
+    const int n = cols ? LD : NL;  // columns read
     for (int t = threadIdx.x; t < 32 * SPANS; t += blockDim.x) {
         if (t < NL) ds[t] = dofs[e * NL + t];
-        xs[t] = t < LD ? x[columns[t]] : 0.0;
+        xs[t] = t < n ? x[columns[t]] : 0.0;
     }
     __syncthreads();
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -45,7 +47,7 @@ ebe_apply(const MAT_T* __restrict__ A, const float* __restrict__ scale, const in
 #pragma unroll
     for (int c = 0; c < SPANS; ++c) {
         xl[c] = xs[lane + 32 * c];
-        cl[c] = lane + 32 * c < LD ? lane + 32 * c : LD - 1;  // lanes past the last column reread it, times 0
+        cl[c] = lane + 32 * c < n ? lane + 32 * c : n - 1;  // lanes past the last column reread it, times 0
     }
     const MAT_T* Ae = A + e * (long)(NL * LD);
 #pragma unroll 2

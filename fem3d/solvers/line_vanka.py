@@ -6,35 +6,43 @@ element couple as strongly to those of its neighbours across its two large faces
 each other, and the pressure there is left to the coarse levels, which keep the long
 directions' resolution and cannot mend it: the smoothing stalls. Line Vanka takes for each
 such element its patch, the element and its neighbours across the faces normal to its
-shortest axis (up to 3 elements, K <= 205 unknowns), inverts the patch's block of the
-assembled matrix and keeps the rows of the element's own unknowns (restricted additive
-Schwarz):
+shortest axis (up to 3 elements in a row, 89 + 2 x 58 = 205 unknowns), and keeps the rows
+of the element's own unknowns of the inverse of the patch's block of the assembled matrix
+(restricted additive Schwarz):
 
     z = sum_e R_e^T W_e [B_patch(e)^-1]_(rows of e) R_patch(e) r,    W_e = diag(1 / valence)
 
-an element-by-element product with NL x K matrices (fem3d.kernels.ebe with ``cols``), so
-its output and weights are element Vanka's. A patch's block is read off the element blocks
-of its members, which element Vanka's summation gives: on a conforming hexahedral mesh two
-unknowns couple only inside an element, so every entry of a patch's block whose row and
-column lie in one member is that member's block entry, and all others are zero. Elements
-that are not stretched, and those at a boundary or another rank's elements, make shorter
-patches (an element alone: its element Vanka block).
+an element-by-element product with NL x K matrices (fem3d.kernels.ebe with ``cols``: the
+element's unknowns, then each neighbour's 58 not shared with it), so its output and
+weights are element Vanka's.
+
+The rows come from blocks of at most 89 unknowns, which element Vanka's summation and
+inverse kernel already give. On a conforming hexahedral mesh two unknowns couple only
+inside an element, so the patch's block is [[B_e, C], [C', D]] with B_e the element's
+Vanka block, and for each neighbour s its unknowns not shared with e coupled only to the 31
+shared ones (the face), by entries of s's Vanka block B_s, and to each other by B_s's
+58 x 58 block D_s (the two neighbours, on opposite faces, share no unknown: where they
+would, the line keeps one). With S = B_e - sum_s P_s' B_s[f, o] D_s^-1 B_s[o, f] P_s (the
+Schur complement; f the face's unknowns, o the others, P_s placing the face in e), the
+element's rows are [S^-1, -S^-1 P_s' B_s[f, o] D_s^-1 for each s]: two inverses of 58 and
+one of 89 per element, and batched matrix products.
 
 A level's smoother is line Vanka where some element of its mesh is more than LINE_STRETCH
 times longer than thick (fem3d.discretisation.mesh.HexMesh.stretches), element Vanka
-otherwise (:func:`smoother_for`).
+otherwise (:func:`smoother_for`); elements below it, at a wall or next to another rank's
+elements have fewer neighbours in their patch (none: element Vanka's rows).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from gpucfd.backend import to_numpy
 from ..discretisation.coarsen import face_neighbours
 from ..kernels.ebe import NL
-from .vanka import Vanka
+from .vanka import CHUNK, Vanka, element_neighbours
 
 LINE_STRETCH = 8.0  # a level with an element longer than this many times its thickness smooths by lines
-LINE_CHUNK = {"gpu": 1024, "cpu": 64}  # patches per batch of inverses (K x K each: 168 kB in float32 at K = 205)
 
 
 def element_lines(mesh) -> np.ndarray | None:
@@ -52,88 +60,123 @@ def element_lines(mesh) -> np.ndarray | None:
     return np.concatenate([rows[:, None], across], axis=1)
 
 
-def patch_unknowns(dofs: np.ndarray, members: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(cols, pos) of the patches of ``members`` (E, M) (element ids, -1 for none; column 0
-    the element itself) on the unknowns ``dofs`` (E, NL): cols (E, K) int32 each patch's
-    distinct unknowns in increasing order, padded with its first; pos (E, M, NL) int32 the
-    position in cols of each member's local unknowns (-1 rows for absent members)."""
-    n, m = members.shape
-    own = np.where(members >= 0, members, np.arange(n)[:, None])
-    flat = dofs[own].reshape(n, m * NL)
-    order = np.argsort(flat, axis=1, kind="stable")
-    ranked = np.take_along_axis(flat, order, axis=1)
-    first = np.ones(ranked.shape, dtype=bool)
-    first[:, 1:] = ranked[:, 1:] != ranked[:, :-1]
-    rank_sorted = np.cumsum(first, axis=1) - 1
-    rank = np.empty_like(rank_sorted)
-    np.put_along_axis(rank, order, rank_sorted, axis=1)
-    width = int(rank_sorted[:, -1].max()) + 1 if n else 1
-    cols = np.repeat(ranked[:, :1], width, axis=1)
-    row, at = np.nonzero(first)
-    cols[row, rank_sorted[row, at]] = ranked[row, at]
-    pos = rank.reshape(n, m, NL)
-    pos[members < 0] = -1
-    return cols.astype(np.int32), pos.astype(np.int32)
+FACE = 31  # unknowns two face neighbours share: 9 nodes (u, v, w) and 4 pressure vertices
+OTHER = NL - FACE  # a neighbour's unknowns not on the shared face
+
+
+def line_sides(members: np.ndarray, nbr: np.ndarray, pattern: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(sides, patterns) (E, 2) int64: each element's line neighbours of ``members`` (E, 3)
+    (:func:`element_lines`), the present ones first, -1 after them; the second dropped where
+    it shares a node with the first; and the neighbour pattern of each (the Vanka table
+    ``nbr``, ``pattern`` (E, K): fem3d.solvers.vanka.element_neighbours), -1 where none."""
+    across = members[:, 1:].copy()
+    first_missing = across[:, 0] < 0
+    across[first_missing] = across[first_missing][:, ::-1]
+    rows = np.arange(len(members))
+    a, b = across[:, 0], across[:, 1]
+    touching = (b >= 0) & (nbr[np.maximum(a, 0)] == b[:, None]).any(axis=1)
+    across[touching, 1] = -1
+    patterns = np.full(across.shape, -1, dtype=np.int64)
+    for j in range(2):
+        present = across[:, j] >= 0
+        slot = np.argmax(nbr[rows[present]] == across[present, j][:, None], axis=1)
+        patterns[present, j] = pattern[rows[present], slot]
+    return across, patterns
+
+
+def face_tables(ia: np.ndarray, ja: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(mine, theirs, others) (P, FACE), (P, FACE), (P, OTHER) int64 of each neighbour
+    pattern (fem3d.solvers.vanka.element_neighbours): the face's unknowns as the element's
+    local unknowns and as the neighbour's, and the neighbour's unknowns off the face; rows of
+    -1 for patterns that are not a shared face."""
+    count = len(starts) - 1
+    mine, theirs = np.full((count, FACE), -1), np.full((count, FACE), -1)
+    others = np.full((count, OTHER), -1)
+    for p in range(count):
+        a, b = ia[starts[p] : starts[p + 1]], ja[starts[p] : starts[p + 1]]
+        if len(a) == FACE:
+            mine[p], theirs[p] = a, b
+            others[p] = np.setdiff1d(np.arange(NL), b)
+    return mine, theirs, others
 
 
 class LineVanka(Vanka):
     """Line Vanka of one level (module docstring): element Vanka's summation of the blocks,
-    each group's targets widened by its patches' members outside it; ``store`` builds each
-    element's patch block from its members' blocks, inverts it and keeps the element's rows.
-    ``members`` (E, 3) as :func:`element_lines`."""
+    each group's targets widened by its lines' neighbours outside it; ``store`` forms each
+    element's rows from its own and its neighbours' blocks. ``members`` (E, 3) as
+    :func:`element_lines`."""
 
     name = "line Vanka"
 
     def __init__(self, op, mesh, valence, storage, members: np.ndarray):
-        backend = op.backend
-        cols, pos = patch_unknowns(backend.to_numpy(op.dofs).astype(np.int64), members)
-        super().__init__(op, mesh, valence, storage, cols)
-        xp = self.xp
-        self.width = cols.shape[1]
-        self.pos = xp.asarray(pos)
-        self.members = xp.asarray(members)
+        xp = op.xp
+        table = element_neighbours(mesh, xp)
+        nbr, pattern, ia, ja, starts = (to_numpy(a).astype(np.int64) for a in table)
+        sides, patterns = line_sides(members, nbr, pattern)
+        mine, theirs, others = face_tables(ia, ja, starts)
+        dofs = to_numpy(op.dofs).astype(np.int64)
+        used = int((sides >= 0).any(axis=0).sum())
+        cols = [dofs]
+        for j in range(used):
+            present = sides[:, j] >= 0
+            block = np.repeat(dofs[:, :1], OTHER, axis=1)  # absent: zero columns at the element's first unknown
+            block[present] = np.take_along_axis(dofs[sides[present, j]], others[patterns[present, j]], axis=1)
+            cols.append(block)
+        super().__init__(op, mesh, valence, storage, np.concatenate(cols, axis=1), table)
+        self.sides, self.patterns = xp.asarray(sides[:, :used]), xp.asarray(patterns[:, :used])
+        self.mine, self.theirs, self.others = xp.asarray(mine), xp.asarray(theirs), xp.asarray(others)
         self._targets = []
         for group in self.groups:
             outside = xp.zeros(self._every.shape, dtype=bool)
-            extra = self.members[group, 1:].ravel()
+            extra = self.sides[group].ravel()
             outside[extra[extra >= 0]] = True
             outside[group] = False
             self._targets.append(xp.concatenate([group, xp.flatnonzero(outside).astype(np.int32)]))
         self._row = xp.full(op.dofs.shape[0], -1, dtype=np.int64)  # each target's row of the open group's blocks
 
     def targets(self, g: int):
-        """Group g's elements, then the members of their patches outside it."""
+        """Group g's elements, then their lines' neighbours outside it."""
         return self._targets[g]
 
     def store(self, g: int, blocks) -> None:
-        """Each patch block of group g's elements from the members' ``blocks`` (the identity
-        on a patch's padding); the element's rows of its inverse (LU solves) weighted and
-        stored, LINE_CHUNK patches at a time."""
-        xp, group, targets, k = self.xp, self.groups[g], self.targets(g), self.width
+        """The rows of group g's elements (module docstring) from the targets' ``blocks``,
+        weighted and stored CHUNK elements at a time."""
+        xp, group, targets = self.xp, self.groups[g], self.targets(g)
         self._row[targets] = xp.arange(len(targets))
-        chunk = LINE_CHUNK[self.op.backend.kind]
-        flat_blocks = blocks.reshape(len(targets), NL * NL)
+        chunk = CHUNK[self.op.backend.kind]
         for first in range(0, len(group), chunk):
             at = group[first : first + chunk]
-            m = len(at)
-            patch = xp.zeros((m, k, k), dtype=blocks.dtype)
-            patch[:, xp.arange(k), xp.arange(k)] = 1.0
-            flat = patch.reshape(m * k * k)
-            for slot in range(self.members.shape[1]):
-                member = self.members[at, slot]
-                present = xp.flatnonzero(member >= 0)
-                p = self.pos[at[present], slot].astype(np.int64)  # (q, NL)
-                to = (present[:, None, None] * k + p[:, :, None]) * k + p[:, None, :]
-                flat[to.reshape(-1)] = flat_blocks[self._row[member[present]]].reshape(-1)
-            unit = xp.zeros((m, k, NL), dtype=patch.dtype)  # the element's own columns of the identity
-            unit[xp.arange(m)[:, None], self.pos[at, 0], xp.arange(NL)] = 1.0
-            try:  # the element's rows of the inverse: B^T Y = unit, rows = Y^T
-                rows = xp.linalg.solve(patch.transpose(0, 2, 1), unit).transpose(0, 2, 1)
+            try:
+                self._keep(at, self._rows(at, blocks))
             except np.linalg.LinAlgError:
                 self._ok = False
-                continue
-            self._keep(at, xp.ascontiguousarray(rows))
         self._row[targets] = -1
+
+    def _rows(self, at, blocks):
+        """(m, NL, K) the rows of the elements ``at`` of the open group (LinAlgError where a
+        block is singular on the host; non-finite rows on a GPU)."""
+        xp = self.xp
+        schur = blocks[self._row[at]]
+        couplings = []
+        for j in range(self.sides.shape[1]):
+            side = self.sides[at, j]
+            present = xp.flatnonzero(side >= 0)
+            p = self.patterns[at[present], j]
+            b = blocks[self._row[side[present]]]
+            face, off, mine = self.theirs[p], self.others[p], self.mine[p]
+            q = xp.arange(len(present))[:, None, None]
+            d_inv = self._invert(xp.ascontiguousarray(b[q, off[:, :, None], off[:, None, :]]))
+            t = b[q, face[:, :, None], off[:, None, :]] @ d_inv  # (q, FACE, OTHER): B_s[f, o] D_s^-1
+            correction = t @ b[q, off[:, :, None], face[:, None, :]]  # (q, FACE, FACE)
+            schur[present[:, None, None], mine[:, :, None], mine[:, None, :]] -= correction
+            couplings.append((present, mine, t))
+        s_inv = self._invert(schur)
+        rows = xp.zeros((len(at), NL, self.inverses.mats.shape[2]), dtype=s_inv.dtype)
+        rows[:, :, :NL] = s_inv
+        for j, (present, mine, t) in enumerate(couplings):
+            columns = xp.take_along_axis(s_inv[present], mine[:, None, :], axis=2)  # S^-1 P_s'
+            rows[present, :, NL + j * OTHER : NL + (j + 1) * OTHER] = -(columns @ t)
+        return rows
 
 
 def smoother_name(mesh) -> str:

@@ -121,14 +121,16 @@ class Vanka:
     and stored. A level whose matrices are not stored gives them in chunks instead:
     ``begin(matrices)``, then for each group g ``open(g)``, ``add(mats, ids)`` of the
     group's elements and of its halo (``halo(g)``: the neighbours outside it), ``close(g)``,
-    and ``end()``."""
+    and ``end()``. ``cols`` and ``table``: a subclass's columns of the stored rows
+    (fem3d.solvers.line_vanka) and the neighbour table where it made it already
+    (:func:`element_neighbours`)."""
 
     name = "element Vanka"
 
-    def __init__(self, op, mesh, valence, storage, cols=None):
+    def __init__(self, op, mesh, valence, storage, cols=None, table=None):
         self.op = op
         xp, backend = op.xp, op.backend
-        self.table = element_neighbours(mesh, xp)  # nbr, pattern, ia, ja, starts
+        self.table = element_neighbours(mesh, xp) if table is None else table  # nbr, pattern, ia, ja, starts
         self._accumulate, self._invert = vanka_kernels.for_backend(backend), vanka_kernels.inverse_for_backend(backend)
         self.weights = 1.0 / valence
         self.inverses = ElementOperator(
