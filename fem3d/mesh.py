@@ -9,7 +9,7 @@ from gpucfd.errors import ArgumentParser, run_cli
 from .discretisation.geometry import element_quality, geometry_element
 from .discretisation.mesh import HexMesh, point_text, read_mesh
 from .discretisation.mesh_checks import MERGE_TOL
-from .solvers.line_vanka import smoother_name
+from .solvers.line_vanka import LINE_STRETCH, line_levels
 from .solvers.linear import mg_refusal
 from .solvers.multigrid import coarsenings, coarsest_size
 
@@ -67,10 +67,11 @@ def hierarchy_text(mesh: HexMesh) -> str:
         return f"multigrid: the mesh is the coarsest level, {unknowns:,} unknowns, solved directly"
     levels = [mesh] + [c.coarse for c in below]
     sizes = " -> ".join(f"{m.n_elements:,}" for m in levels)
-    smoothers = ", ".join(smoother_name(m) for m in levels[:-1])
+    lines = line_levels(levels[:-1])
+    long = f"; {lines} with cells over {LINE_STRETCH:g} times longer than thick, for --smoother line" if lines else ""
     return (
-        f"multigrid: elements per level {sizes} (its sheets paired), smoothed by {smoothers}; the coarsest, "
-        f"{unknowns:,} unknowns, solved directly"
+        f"multigrid: elements per level {sizes} (its sheets paired{long}); the coarsest, {unknowns:,} unknowns, "
+        "solved directly"
     )
 
 

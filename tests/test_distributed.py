@@ -495,7 +495,7 @@ def test_mg_solver_matches_single_process(ranks, name, assembly, monkeypatch):
     elements bisected, the children on their parent's rank), end plates sliding, and on a
     file mesh of 216 turned elements cut by METIS over its sheet coarsening (27 elements)
     replicated on every rank, and the same elements in layers graded toward two walls (cells
-    14.5 times wider than thick: line Vanka, each line within its rank); also with
+    14.5 times wider than thick) with --smoother line, each line within its rank; also with
     the products by sum factorisation (against stored matrices on one process; the deep box's
     smoother blocks summed in slabs of 20 target elements, the peers' entries first)."""
     backend, comm = ranks
@@ -504,12 +504,14 @@ def test_mg_solver_matches_single_process(ranks, name, assembly, monkeypatch):
         monkeypatch.setattr("fem3d.solvers.vanka.GROUP", 20)
     mesh = MG_MESHES[name]()
     problem = lid_driven_problem(mesh, 100.0, "ends" if name == "refined annulus" else "y=1")
-    linear = LinearOptions(solver="mg", assembly=assembly).for_mesh(mesh)
+    smoother = "line" if name == "layered file mesh" else "element"
+    linear = LinearOptions(solver="mg", assembly=assembly, smoother=smoother).for_mesh(mesh)
     part = distribute(mesh, comm, backend, linear.alignment(mesh, comm.size))
     solver = make_linear_solver(linear)
     result = NonlinearSolver(partitioned_system(problem, part, backend, assembly=assembly), solver, TIGHT).solve()
     x = part.dist.gather(result.x)
     assert result.converged and all(s.linear_reason == "converged" for s in result.steps)
+    assert solver.mg.levels[0].smoother.name == f"{smoother} Vanka"
     if name == "deep box":  # on 2 or 3 ranks partitioned, partitioned, replicated (the children's sums completed over
         # the ranks); on 4 the 6x2x2 level's 6 layers cannot hold whole units of 4 slabs: it is replicated too
         serial, gathered = (
@@ -530,7 +532,9 @@ def test_mg_solver_matches_single_process(ranks, name, assembly, monkeypatch):
             assert traffic["levels"][1]["interface_sums"] >= 2 * solver.mg.steps * traffic["v_cycles"]
     if comm.rank == 0:
         ref = NonlinearSolver(
-            NavierStokesSystem(problem, backend), make_linear_solver(LinearOptions(solver="mg")), TIGHT
+            NavierStokesSystem(problem, backend),
+            make_linear_solver(LinearOptions(solver="mg", smoother=smoother)),
+            TIGHT,
         ).solve()
         assert ref.converged and len(ref.steps) == len(result.steps)
         its, ref_its = (sum(s.linear_iterations for s in r.steps) for r in (result, ref))

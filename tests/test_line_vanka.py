@@ -3,10 +3,13 @@ import pytest
 
 from fem3d.kernels import ebe
 from fem3d.solvers import line_vanka
-from fem3d.solvers.line_vanka import LineVanka, element_lines
+from fem3d.solvers.line_vanka import LineVanka, element_lines, line_levels, smoother_for
+from fem3d.solvers.linear import LinearOptions
+from gpucfd.errors import InputError
 from fem3d.solvers.operators import ElementOperator
 from fem3d.solvers.vanka import Vanka
 from support import assembled, sample_mesh, twisted_mesh
+from gpucfd.backend import get_backend
 from test_multigrid import hierarchy
 from test_operators import gpu_backend
 
@@ -147,8 +150,8 @@ def test_line_vanka_summed_in_slabs_and_streamed_matches_the_stored_one(backend,
 
     mesh = layered(3.25, 6)
     monkeypatch.setattr(vanka_module, "GROUP", -(-mesh.n_elements // groups))
-    _, mg, _ = hierarchy(backend, mesh=mesh, re=50.0, levels=1)
-    _, mgs, _ = hierarchy(backend, mesh=mesh, re=50.0, levels=1, assembly="partial")
+    _, mg, _ = hierarchy(backend, mesh=mesh, re=50.0, levels=1, smoother="line")
+    _, mgs, _ = hierarchy(backend, mesh=mesh, re=50.0, levels=1, assembly="partial", smoother="line")
     smoother, ref_smoother = mgs.levels[0].smoother, mg.levels[0].smoother
     assert isinstance(smoother, LineVanka) and len(smoother.groups) == groups
     if groups > 1:
@@ -165,3 +168,16 @@ def test_line_vanka_summed_in_slabs_and_streamed_matches_the_stored_one(backend,
     r = backend.asarray(np.random.default_rng(7).standard_normal(mg.levels[0].op.n))
     out, out_ref = (backend.to_numpy(m.apply(r, backend.xp.empty_like(r))) for m in (mgs, mg))
     assert np.abs(out - out_ref).max() <= 10 * tol * np.abs(out_ref).max()
+
+
+def test_the_smoother_is_element_vanka_unless_lines_are_asked_for():
+    """--smoother line takes lines on a level with cells over LINE_STRETCH times longer than
+    thick (python -m fem3d.mesh counts such levels); element, the default, never; a bad name
+    is an input error naming the setting."""
+    mesh, cube = layered(3.25, 6), layered(0.0, 4)
+    assert line_levels([mesh, cube]) == 1
+    system, _, _ = assembled(mesh, get_backend("cpu"))
+    kinds = {kind: smoother_for(system.op, mesh, system.valence, np.float32, kind).name for kind in ("element", "line")}
+    assert kinds == {"element": "element Vanka", "line": "line Vanka"} and LinearOptions().smoother == "element"
+    with pytest.raises(InputError, match="smoother"):
+        LinearOptions(smoother="lines")

@@ -27,10 +27,13 @@ Schur complement; f the face's unknowns, o the others, P_s placing the face in e
 element's rows are [S^-1, -S^-1 P_s' B_s[f, o] D_s^-1 for each s]: two inverses of 58 and
 one of 89 per element, and batched matrix products.
 
-A level's smoother is line Vanka where some element of its mesh is more than LINE_STRETCH
-times longer than thick (fem3d.discretisation.mesh.HexMesh.stretches), element Vanka
-otherwise (:func:`smoother_for`); elements below it, at a wall or next to another rank's
-elements have fewer neighbours in their patch (none: element Vanka's rows).
+With ``--smoother line`` (SMOOTHERS) a level's smoother is line Vanka where some element
+of its mesh is more than LINE_STRETCH times longer than thick
+(fem3d.discretisation.mesh.HexMesh.stretches), element Vanka otherwise
+(:func:`smoother_for`); elements below it, at a wall or next to another rank's elements
+have fewer neighbours in their patch (none: element Vanka's rows). It is not the default:
+on one H100 the boundary-layer channel refined twice (4.2 M unknowns) stalls with it in
+its last Newton steps, where element Vanka converges (docs/solvers.md).
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from ..discretisation.coarsen import face_neighbours
 from ..kernels.ebe import NL
 from .vanka import CHUNK, Vanka, element_neighbours
 
+SMOOTHERS = ("element", "line")  # --smoother: element Vanka on every level, or line Vanka where cells are long
 LINE_STRETCH = 8.0  # a level with an element longer than this many times its thickness smooths by lines
 
 
@@ -179,15 +183,16 @@ class LineVanka(Vanka):
         return rows
 
 
-def smoother_name(mesh) -> str:
-    """The smoother of a level on ``mesh``: "line Vanka" or "element Vanka" (:func:`smoother_for`)."""
-    return LineVanka.name if (mesh.stretches > LINE_STRETCH).any() else Vanka.name
+def line_levels(meshes) -> int:
+    """How many of ``meshes`` (a hierarchy's levels) ``--smoother line`` smooths by lines."""
+    return sum(bool((mesh.stretches > LINE_STRETCH).any()) for mesh in meshes)
 
 
-def smoother_for(op, mesh, valence, storage):
-    """The smoother of a level (operator ``op`` on ``mesh``, this rank's part): line Vanka
-    where an element is more than LINE_STRETCH times longer than thick, else element Vanka."""
-    members = element_lines(mesh)
+def smoother_for(op, mesh, valence, storage, kind: str = "element"):
+    """The smoother ``kind`` (SMOOTHERS) of a level (operator ``op`` on ``mesh``, this
+    rank's part): for "line", line Vanka where an element is more than LINE_STRETCH times
+    longer than thick; element Vanka otherwise."""
+    members = element_lines(mesh) if kind == "line" else None
     if members is None:
         return Vanka(op, mesh, valence, storage)
     return LineVanka(op, mesh, valence, storage, members)

@@ -38,6 +38,7 @@ from gpucfd.errors import InputError
 from ..kernels.ebe import MATRIX_DTYPES
 from gpucfd.options import setting, spelt, validate
 from .krylov import FGMRES, NormalEquationsCG, NormalJacobi, SolveInfo
+from .line_vanka import SMOOTHERS
 from .partial_assembly import ASSEMBLIES
 from .multigrid import (
     SMOOTHING_STEPS,
@@ -68,9 +69,10 @@ class LinearOptions:
     mg's), or "auto": chosen by the memory check of the commands
     (fem3d.problems.memory.fitting_assembly), element elsewhere (:meth:`resolved`);
     restart: FGMRES restart length; smoothing_steps: GMRES steps of each multigrid
-    smoothing; rebuild_after: mg keeps its preconditioner for the next linearisation
-    while a solve takes at most this many iterations (0: no such rule; the nonlinear
-    solver also keeps it after a fast Newton step, NonlinearOptions.keep_factor)."""
+    smoothing; smoother: the levels' smoother (fem3d.solvers.line_vanka.SMOOTHERS);
+    rebuild_after: mg keeps its preconditioner for the next linearisation while a solve
+    takes at most this many iterations (0: no such rule; the nonlinear solver also keeps it
+    after a fast Newton step, NonlinearOptions.keep_factor)."""
 
     solver: str = setting(
         "auto",
@@ -106,6 +108,12 @@ class LinearOptions:
     restart: int = setting(50, "mg solver: FGMRES restart length", low=1, high=1000, integer=True)
     smoothing_steps: int = setting(
         SMOOTHING_STEPS, "mg solver: GMRES steps of each multigrid smoothing", low=1, high=20, integer=True
+    )
+    smoother: str = setting(
+        "element",
+        "mg solver: element (element Vanka) or line (line Vanka on the levels with cells more than 8 times longer "
+        "than thick, element Vanka on the others)",
+        choices=SMOOTHERS,
     )
     rebuild_after: int = setting(
         REBUILD_AFTER,
@@ -240,7 +248,7 @@ class MultigridSolver:
             why = next((r for r in system.dist.comm.allgather(mg_refusal(system.mesh)) if r), None)  # every rank alike
             if why:
                 raise InputError(f"--solver mg: {why}")
-            self.mg = Multigrid(system, coarse_levels(system.mesh), self.options.smoothing_steps)
+            self.mg = Multigrid(system, coarse_levels(system.mesh), self.options.smoothing_steps, self.options.smoother)
             self.system, self.ready = system, False
         if rebuild or not self.ready:
             self.ready = self.mg.setup()

@@ -345,14 +345,14 @@ class Level:
     of a sum-factorised system: fem3d.solvers.partial_assembly): the Galerkin product and the
     smoother's blocks then take the matrices ``chunk`` elements at a time, and none is kept."""
 
-    def __init__(self, op, mesh, fixed, valence, element_matrices=None, chunk: int = 8192):
+    def __init__(self, op, mesh, fixed, valence, element_matrices=None, chunk: int = 8192, smoother: str = "element"):
         self.op, self.mesh, self.xp = op, mesh, op.xp
         self.fixed, self.valence = fixed, valence
         self.free = (~fixed).astype(np.float64)
         self.weights = 1.0 / valence
         self.free_weights = self.free * self.weights
         self.element_matrices, self.chunk = element_matrices, chunk
-        self.smoother = smoother_for(op, mesh, valence, INVERSES[op.backend.kind])
+        self.smoother = smoother_for(op, mesh, valence, INVERSES[op.backend.kind], smoother)
         self._by_group, self._smoother_ok = {}, False
         self.kinds = self.P = self.child_order = self.parent_order = self.child_dofs = self.parent_dofs = (
             self.child_weights
@@ -616,12 +616,13 @@ class CoarseSolve:
 class Multigrid:
     """The V(1,1)-cycle preconditioner of a NavierStokesSystem on a mesh with ``levels``
     coarser levels (fem3d.solvers.multigrid.coarse_levels; 0: the mesh itself is the coarsest
-    level, solved directly). ``setup()`` after an assembly (the
-    finest matrices, Galerkin coarse matrices, smoothers, coarse factorisation; False when
-    a Vanka block or the coarsest level is singular on some rank), or ``refresh()`` to keep all but the finest
-    matrices; ``apply(r, out)``: out = one cycle applied to r."""
+    level, solved directly), smoothed by ``smoother`` (fem3d.solvers.line_vanka.SMOOTHERS).
+    ``setup()`` after an assembly (the finest matrices, Galerkin coarse matrices, smoothers,
+    coarse factorisation; False when a Vanka block or the coarsest level is singular on some
+    rank), or ``refresh()`` to keep all but the finest matrices; ``apply(r, out)``: out =
+    one cycle applied to r."""
 
-    def __init__(self, system, levels: int, smoothing_steps: int = SMOOTHING_STEPS):
+    def __init__(self, system, levels: int, smoothing_steps: int = SMOOTHING_STEPS, smoother: str = "element"):
         mesh, dist, backend = system.mesh, system.dist, system.backend
         self.xp, self.steps = backend.xp, smoothing_steps
         comm = dist.comm
@@ -636,7 +637,15 @@ class Multigrid:
                 backend, system.dofs, mesh.colour_offsets, system.n, dist, STORAGE, getattr(system.op, "row_sums", None)
             )
         self.levels = [
-            Level(fine, mesh, system.fixed, system.valence, system.element_matrices if streamed else None, system.chunk)
+            Level(
+                fine,
+                mesh,
+                system.fixed,
+                system.valence,
+                system.element_matrices if streamed else None,
+                system.chunk,
+                smoother,
+            )
         ]
         meshes = chain(mesh)
         partitioned = len(meshes) - 1 + distributed_grids(meshes[-1].grid, comm.size)  # levels below: replicated
@@ -662,7 +671,7 @@ class Multigrid:
                 transfers,
                 gathered=comm.size > 1 and k == partitioned + 1,
             )
-            self.levels.append(Level(op, part.mesh, fixed, valence, chunk=system.chunk))
+            self.levels.append(Level(op, part.mesh, fixed, valence, chunk=system.chunk, smoother=smoother))
         self.direct = CoarseSolve(self.levels[-1], system.problem.enclosed)
         self.cycles = 0
         self.graphed = None  # the first level whose cycles replay a CUDA graph
