@@ -99,8 +99,8 @@ def _check_scale(mats, row_scale):
 
 
 def _check_columns(mats, transpose: bool, cols) -> None:
-    """ValueError unless ``cols`` (E, K) comes with matrices of K columns and a product (not
-    transposed), or is None with square matrices."""
+    """ValueError unless ``cols`` is None, or (E, K) with matrices of K columns and a
+    product (not transposed)."""
     if cols is None:
         return
     if transpose:

@@ -49,11 +49,16 @@ SMOOTHERS = ("element", "line")  # --smoother: element Vanka on every level, or 
 LINE_STRETCH = 8.0  # a level with an element longer than this many times its thickness smooths by lines
 
 
+def long_cells(mesh) -> np.ndarray:
+    """(E,) bool: the elements of ``mesh`` more than LINE_STRETCH times longer than thick."""
+    return mesh.stretches > LINE_STRETCH
+
+
 def element_lines(mesh) -> np.ndarray | None:
     """(E, 3) int64 each element of ``mesh`` (this rank's part) and its neighbours across its
     two faces normal to its shortest reference axis, -1 where there is none or where the
     element is at most LINE_STRETCH times longer than thick; None where no element is."""
-    stretched = mesh.stretches > LINE_STRETCH
+    stretched = long_cells(mesh)
     if not stretched.any():
         return None
     thin = np.argmin(mesh.axis_lengths, axis=1)
@@ -185,7 +190,7 @@ class LineVanka(Vanka):
 
 def line_levels(meshes) -> int:
     """How many of ``meshes`` (a hierarchy's levels) ``--smoother line`` smooths by lines."""
-    return sum(bool((mesh.stretches > LINE_STRETCH).any()) for mesh in meshes)
+    return sum(bool(long_cells(mesh).any()) for mesh in meshes)
 
 
 def smoother_for(op, mesh, valence, storage, kind: str = "element"):

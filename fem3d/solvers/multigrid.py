@@ -33,16 +33,18 @@ set-up computes the element matrices a chunk at a time for the Galerkin product 
 smoother's blocks (Level.galerkin), keeping none.
 
 One application is a V(1,1) cycle: ``smoothing_steps`` GMRES steps preconditioned by the
-element Vanka smoother (fem3d.solvers.vanka) before and after the coarse correction; the coarsest
-level is solved exactly: its assembled matrix, the same on every rank, on a GPU by its
-dense inverse up to DENSE_MAX unknowns and by its dense LU factors above (where the device
-has room), else by SciPy's SuperLU on the host (CoarseSolve), where its factors fit
-(direct_fits: a memory estimate, not a count of unknowns). The pressure level of an enclosed
-flow (no outflow boundary) is fixed on the coarsest level at one pressure unknown. A cycle reads nothing back, so on one
-GPU with the dense coarse solve the cycle from the first level of at most GRAPH_ELEMENTS
-elements down is replayed from a CUDA graph (gpucfd.graphs.Replayed): on those levels the
-host's time to launch a smoothing step's kernels exceeds the device's time to run them.
-The set-up keeps every array the cycle reads at its address, so one graph serves the run.
+element Vanka smoother (fem3d.solvers.vanka; line Vanka on request:
+fem3d.solvers.line_vanka) before and after the coarse correction; the coarsest level is
+solved exactly: its assembled matrix, the same on every rank, on a GPU by its dense inverse
+up to DENSE_MAX unknowns and by its dense LU factors above (where the device has room), else
+by SciPy's SuperLU on the host (CoarseSolve), where its factors fit (direct_fits: a memory
+estimate, not a count of unknowns). The pressure level of an enclosed flow (no outflow
+boundary) is fixed on the coarsest level at one pressure unknown. A cycle reads nothing
+back, so on one GPU with the dense coarse solve the cycle from the first level of at most
+GRAPH_ELEMENTS elements down is replayed from a CUDA graph (gpucfd.graphs.Replayed): on
+those levels the host's time to launch a smoothing step's kernels exceeds the device's time
+to run them. The set-up keeps every array the cycle reads at its address, so one graph
+serves the run.
 
 Under MPI the hierarchy is the one of a single process. The levels of a mesh's refinement
 history and the leading coarse boxes that halve the box's slab axis
@@ -343,7 +345,8 @@ class Level:
     ``element_matrices(ids) -> (m, NL, LD)`` (the matrices of the local elements ``ids``,
     computed on demand), any operator with matvec, ``dofs`` and the colours (the finest level
     of a sum-factorised system: fem3d.solvers.partial_assembly): the Galerkin product and the
-    smoother's blocks then take the matrices ``chunk`` elements at a time, and none is kept."""
+    smoother's blocks then take the matrices ``chunk`` elements at a time, and none is kept.
+    ``smoother``: the kind of fem3d.solvers.line_vanka.smoother_for."""
 
     def __init__(self, op, mesh, fixed, valence, element_matrices=None, chunk: int = 8192, smoother: str = "element"):
         self.op, self.mesh, self.xp = op, mesh, op.xp
