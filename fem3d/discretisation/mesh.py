@@ -208,6 +208,13 @@ class HexMesh:
         return cKDTree(self.geometry.mean(axis=1))
 
     @cached_property
+    def located(self) -> dict:
+        """Point sets located on this mesh, by their float64 bytes: (elem, xi) of each as
+        fem3d.discretisation.fields.locate gives them (filled by
+        fem3d.problems.quantities.point_values: a run in time reads its probes every step)."""
+        return {}
+
+    @cached_property
     def axis_lengths(self) -> np.ndarray:
         """(E, 3) each element's length along each reference axis: the mean length of its four
         straight edges (between vertices) along that axis; found at the first use."""

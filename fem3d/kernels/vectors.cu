@@ -6,15 +6,19 @@
 #include <cuda_fp16.h>
 
 #define THREADS 256
-#define GROUP 8  // vectors per block row of multi_dot_partial
+#define GROUP 8  // vectors per block row of multi_dot
 
-// part[b * m + j] = sum over the entries i of block b's grid-stride range of V[j][i] w[i];
-// blockIdx.y picks the group of GROUP vectors. The caller sums part over b in a fixed order.
+// out[j] = sum_i V[j][i] w[i] for j < m. Block (b, g) sums its grid-stride range of the entries
+// for the GROUP vectors of blockIdx.y = g into part[b * m + j]; the last block to finish (a ticket
+// from *done, which it sets back to 0) sums part over b for every j: lane l of a warp takes
+// b = l, l + 32, ... in turn, then the lanes are combined by a fixed tree. Every sum's order
+// follows from the launch's shape alone, whichever block finishes last: the same bits every run.
 extern "C" __global__ void __launch_bounds__(THREADS)
-multi_dot_partial(const double* __restrict__ V, long ldv, const double* __restrict__ w,
-                  double* __restrict__ part, int m, long n)
+multi_dot(const double* __restrict__ V, long ldv, const double* __restrict__ w, double* __restrict__ part,
+          double* __restrict__ out, unsigned* __restrict__ done, int m, long n)
 {
     __shared__ double sh[GROUP][THREADS];
+    __shared__ bool last;
     const int j0 = blockIdx.y * GROUP;
     double acc[GROUP];
     for (int t = 0; t < GROUP; ++t) acc[t] = 0.0;
@@ -31,16 +35,19 @@ multi_dot_partial(const double* __restrict__ V, long ldv, const double* __restri
         __syncthreads();
     }
     if (threadIdx.x < GROUP && j0 + threadIdx.x < m) part[blockIdx.x * (long)m + j0 + threadIdx.x] = sh[threadIdx.x][0];
-}
-
-// out[j] = sum over b of part[b * m + j], b in increasing order (one thread per j)
-extern "C" __global__ void sum_parts(const double* __restrict__ part, double* __restrict__ out, int m, int blocks)
-{
-    const int j = blockIdx.x * blockDim.x + threadIdx.x;
-    if (j >= m) return;
-    double s = 0.0;
-    for (int b = 0; b < blocks; ++b) s += part[b * (long)m + j];
-    out[j] = s;
+    __threadfence();  // this block's sums visible on the device before its ticket
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(done, 1u) == gridDim.x * gridDim.y - 1;
+    __syncthreads();
+    if (!last) return;
+    const int lane = threadIdx.x & 31;
+    for (int j = threadIdx.x >> 5; j < m; j += THREADS / 32) {
+        double s = 0.0;
+        for (int b = lane; b < gridDim.x; b += 32) s += __ldcg(part + b * (long)m + j);  // L2: other blocks' writes
+        for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(0xffffffffu, s, o);
+        if (lane == 0) out[j] = s;
+    }
+    if (threadIdx.x == 0) *done = 0;
 }
 
 // x[i] += sign * sum_j V[j][i] h[j]

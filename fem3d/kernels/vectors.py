@@ -83,11 +83,27 @@ class CudaVectors:
         blocks = cls._blocks(n)
         part = cupy.empty((blocks, m), dtype=np.float64)
         out = cupy.empty(m, dtype=np.float64)
-        cls._kernel("multi_dot_partial")(
-            (blocks, -(-m // _GROUP)), (_THREADS,), (V, np.int64(V.strides[0] // 8), w, part, np.int32(m), np.int64(n))
+        cls._kernel("multi_dot")(
+            (blocks, -(-m // _GROUP)),
+            (_THREADS,),
+            (V, np.int64(V.strides[0] // 8), w, part, out, cls._ticket(), np.int32(m), np.int64(n)),
         )
-        cls._kernel("sum_parts")((-(-m // 32),), (32,), (part, out, np.int32(m), np.int32(blocks)))
         return out
+
+    _tickets: dict = {}
+
+    @classmethod
+    def _ticket(cls):
+        """The current device's counter of multi_dot's finished blocks (zero between launches;
+        one per device: multi_dot launches on one device must not run concurrently), made in
+        CuPy's default pool: never in a CUDA graph's (gpucfd.graphs.Replayed)."""
+        import cupy
+
+        device = cupy.cuda.Device().id
+        if device not in cls._tickets:
+            with cupy.cuda.using_allocator(cupy.get_default_memory_pool().malloc):
+                cls._tickets[device] = cupy.zeros(1, dtype=np.uint32)
+        return cls._tickets[device]
 
     @classmethod
     def combine(cls, V, h, x, sign: float = 1.0):

@@ -257,10 +257,11 @@ class NavierStokesSystem:
             if assembly == "element"
             else None
         )
-        n, nodes = mesh.n_nodes, problem.bc_nodes
+        rows, components = np.nonzero(problem.bc_mask)  # the prescribed components, row by row
+        unknowns = components * mesh.n_nodes + problem.bc_nodes[rows]
+        self._bc_entries = (rows, components, backend.asarray(unknowns))  # for _prescribed
         fixed = np.zeros(mesh.n_dofs, dtype=bool)
-        for d in range(3):
-            fixed[d * n + nodes[problem.bc_mask[:, d]]] = True
+        fixed[unknowns] = True
         self.fixed, self.bc_values = backend.asarray(fixed), self._prescribed(problem.values_at(0.0))
         self.force, self.sigma, self.tau_sigma, self.history = problem.force_at(0.0), 0.0, 0.0, None  # set_time
         # elements sharing each unknown (all ranks')
@@ -274,11 +275,10 @@ class NavierStokesSystem:
 
     def _prescribed(self, values):
         """(n,) device vector of the prescribed values ``values`` (n_b, 3) at their unknowns, 0 elsewhere."""
-        n, nodes, mask = self.mesh.n_nodes, self.problem.bc_nodes, self.problem.bc_mask
-        bc = np.zeros(self.mesh.n_dofs)
-        for d in range(3):
-            bc[d * n + nodes[mask[:, d]]] = values[mask[:, d], d]
-        return self.backend.asarray(bc)
+        rows, components, unknowns = self._bc_entries
+        bc = self.xp.zeros(self.mesh.n_dofs, dtype=np.float64)
+        bc[unknowns] = self.backend.asarray(values[rows, components])
+        return bc
 
     def set_time(
         self, sigma: float, history=None, force_t: float = 0.0, prescribed=None, tau_sigma: float | None = None

@@ -35,6 +35,8 @@ from ..discretisation.fields import evaluate, locate
 from ..discretisation.mesh import Q2_FACE_NODES
 from ..discretisation.surfaces import face_rule, plane_rule
 
+LOCATED_SETS = 16  # point sets a mesh remembers the location of (HexMesh.located), the oldest dropped first
+
 
 def boundary_force(system, x, tags) -> np.ndarray:
     """(3,) force of the fluid on the boundary faces tagged ``tags`` (names), from the
@@ -57,9 +59,15 @@ def boundary_force(system, x, tags) -> np.ndarray:
 def point_values(mesh, x: np.ndarray, points, comm=None) -> tuple[np.ndarray, np.ndarray]:
     """Velocity (P, 3) and pressure (P,) of the complete local host vector ``x`` on
     ``mesh`` (this rank's part) at physical points (P, 3), the same on every rank of
-    ``comm``; NaN where no rank's part holds a point."""
+    ``comm``; NaN where no rank's part holds a point. The points are located once per
+    mesh (HexMesh.located, at most LOCATED_SETS sets)."""
     points = np.atleast_2d(np.asarray(points, dtype=np.float64))
-    elem, xi = locate(mesh, points)
+    key = points.tobytes()
+    if key not in mesh.located:
+        if len(mesh.located) >= LOCATED_SETS:
+            del mesh.located[next(iter(mesh.located))]
+        mesh.located[key] = locate(mesh, points)
+    elem, xi = mesh.located[key]
     velocity, pressure = evaluate(mesh, x, elem, xi)
     found = elem >= 0
     sums = np.concatenate(
