@@ -195,8 +195,10 @@ class NonlinearSolver:
         ``log(line)`` receives one line per step. ``carried``: the last linear solve of a solve
         of nearly the same equations just before (the time step before), whose preconditioner
         the first Newton step keeps as it would after a fast Newton step (not with keep_factor
-        inf), and whose first linear tolerance is sqrt(tol / |F|) (at most the largest): from a
-        close guess, Newton's quadratic convergence reaches tol in two steps. An interrupt
+        inf), and whose first linear tolerance is 0.5 tol / |F| (at most the largest): from a
+        guess this close, Newton's quadratic remainder mostly lies below tol, so one step with
+        the linear residual below it converges (a second follows where the remainder does
+        not; docs/time.md). An interrupt
         (fem3d.parallel.interrupt.Interrupted) leaves as the result's reason "interrupted",
         with the last iterate."""
         from ..parallel.interrupt import Interrupted
@@ -228,8 +230,8 @@ class NonlinearSolver:
                 ) or (not steps and carried is not None and state.kind == "newton")
                 if previous_norm is not None:
                     eta = forcing_term(eta, state.norm, previous_norm, largest, opt.tol)
-                elif carried is not None:  # a close guess: halfway to the tolerance, two quadratic steps
-                    eta = min(largest, max(math.sqrt(opt.tol / state.norm), 0.5 * opt.tol / state.norm))
+                elif carried is not None:  # a close guess: the tolerance in one step where Newton's remainder allows
+                    eta = min(largest, 0.5 * opt.tol / state.norm)
                 previous_norm = state.norm
                 dx, info, rebuilt = self._linear_step(state, eta, last, fast)
                 last = info
