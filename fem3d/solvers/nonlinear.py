@@ -173,6 +173,8 @@ class NonlinearResult:
     residual: float  # relative residual of the equations at x
     steps: list = field(default_factory=list)
     last_solve: SolveInfo | None = None  # the last linear solve (a later solve may keep its preconditioner)
+    remainder: float | None = None  # Newton's quadratic remainder over |F|^2: the largest lower bound its full
+    # Newton steps gave (None: none was taken)
 
     @property
     def linear_iterations(self) -> int:
@@ -190,15 +192,19 @@ class NonlinearSolver:
         self.options = options or NonlinearOptions()
         self.check_interrupt = check_interrupt or (lambda: None)
 
-    def solve(self, x0=None, log=None, carried: SolveInfo | None = None) -> NonlinearResult:
+    def solve(
+        self, x0=None, log=None, carried: SolveInfo | None = None, remainder: float | None = None
+    ) -> NonlinearResult:
         """Iterate from ``x0`` (this rank's vector; default: the system's initial guess);
         ``log(line)`` receives one line per step. ``carried``: the last linear solve of a solve
         of nearly the same equations just before (the time step before), whose preconditioner
         the first Newton step keeps as it would after a fast Newton step (not with keep_factor
         inf), and whose first linear tolerance is 0.5 tol / |F| (at most the largest): from a
         guess this close, Newton's quadratic remainder mostly lies below tol, so one step with
-        the linear residual below it converges (a second follows where the remainder does
-        not; docs/time.md). An interrupt
+        the linear residual below it converges. ``remainder``: that solve's
+        NonlinearResult.remainder C; where C |F|^2 exceeds 0.5 tol, the first linear solve is
+        asked for C |F| instead (no closer than the step's own remainder: a second step
+        follows; docs/time.md). An interrupt
         (fem3d.parallel.interrupt.Interrupted) leaves as the result's reason "interrupted",
         with the last iterate."""
         from ..parallel.interrupt import Interrupted
@@ -215,7 +221,7 @@ class NonlinearSolver:
         steps, reason = [], "max_steps"
         largest = self.linear.forcing if opt.forcing is None else opt.forcing
         carried = carried if opt.keep_factor < math.inf else None
-        eta, previous_norm, last, failures = largest, None, carried, 0
+        eta, previous_norm, last, failures, measured = largest, None, carried, 0, None
         try:
             for k in range(1, opt.max_steps + 1):
                 reason = self._stop_reason(state.norm, first, since_best)
@@ -231,7 +237,8 @@ class NonlinearSolver:
                 if previous_norm is not None:
                     eta = forcing_term(eta, state.norm, previous_norm, largest, opt.tol)
                 elif carried is not None:  # a close guess: the tolerance in one step where Newton's remainder allows
-                    eta = min(largest, 0.5 * opt.tol / state.norm)
+                    expected = 0.0 if remainder is None else remainder * state.norm**2
+                    eta = min(largest, max(0.5 * opt.tol, expected) / state.norm)
                 previous_norm = state.norm
                 dx, info, rebuilt = self._linear_step(state, eta, last, fast)
                 last = info
@@ -276,6 +283,9 @@ class NonlinearSolver:
                 )
                 steps.append(step)
                 log(step.line(self.linear.name))
+                if state.kind == "newton" and length == 1.0:  # |F_new| <= relres |F| + C |F|^2: C at least
+                    bound = max(new_state.norm - info.relres * state.norm, 0.0) / state.norm**2
+                    measured = bound if measured is None else max(measured, bound)
                 if next_kind == "newton" and not newton:
                     newton, mixer = True, Anderson(0)
                 x, state = x_new, new_state
@@ -287,7 +297,9 @@ class NonlinearSolver:
                 reason = self._stop_reason(state.norm, first, since_best) or "max_steps"
         except Interrupted as exc:
             reason = f"interrupted ({exc.signal_name})"
-        return NonlinearResult(system.backend.to_numpy(x), reason == "converged", reason, state.norm, steps, last)
+        return NonlinearResult(
+            system.backend.to_numpy(x), reason == "converged", reason, state.norm, steps, last, measured
+        )
 
     def _linear_step(self, state, eta: float, last, fast: bool):
         """Solve J dx = -F to the relative tolerance ``eta``; returns (dx, SolveInfo, rebuilt).

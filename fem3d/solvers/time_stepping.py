@@ -334,7 +334,7 @@ class TimeStepper:
         state = start.mapped(lambda v: xp.asarray(v, dtype=np.float64).copy())
         if start.step == 0:
             self.system.impose_boundary_values(state.x)
-        records, started, carried = [], time.perf_counter(), None
+        records, started, carried = [], time.perf_counter(), (None, None)
         while state.t < opts.t_end:
             k = state.step + 1
             step, host, solved, carried = self._step(state, k, carried, log)
@@ -350,9 +350,9 @@ class TimeStepper:
 
     def _step(self, state: TimeState, k: int, carried, log):
         """Step number ``k`` from ``state``: (its TimeStep, the vector solved on the host and on
-        the device (None where the solve failed), the last linear solve the next step keeps);
-        adaptive steps are made again shorter while
-        their error exceeds the tolerance or their solve fails."""
+        the device (None where the solve failed), what the next step keeps: (the last linear solve,
+        its Newton remainder)); adaptive steps are made again shorter while their error exceeds
+        the tolerance or their solve fails."""
         opts, xp = self.options, self.system.xp
         dt = opts.dt if state.dt_next is None else state.dt_next
         rejected, newton, linear, clock = 0, 0, 0, time.perf_counter()
@@ -363,7 +363,7 @@ class TimeStepper:
             t_report = self._set_step(kind, state, t1)
             newton_lines = []  # shown where the step fails
             guess = extrapolate(state, t_report)
-            result = self.solver.solve(x0=guess, log=newton_lines.append, carried=carried)
+            result = self.solver.solve(x0=guess, log=newton_lines.append, carried=carried[0], remainder=carried[1])
             newton, linear = newton + len(result.steps), linear + result.linear_iterations
             solved = xp.asarray(result.x) if result.converged else None
             shorter = max(h * RETRY, opts.dt_smallest)
@@ -376,13 +376,13 @@ class TimeStepper:
                 log(f"step {k} (t {t1:.6g}, dt {h:.3g}): the nonlinear solve stopped ({result.reason}): made again")
             elif retry and error is not None and error > opts.tolerance:
                 log(f"step {k} (t {t1:.6g}, dt {h:.3g}): error {error:.1e} over the tolerance: made again")
-                carried = result.last_solve
+                carried = (result.last_solve, result.remainder)
             else:
                 if error is not None and error > opts.tolerance:
                     log(f"step {k} (t {t1:.6g}): error {error:.1e} over the tolerance at the smallest step {h:.3g}")
                 break
             rejected, dt = rejected + 1, shorter
-            carried = carried if result.converged else None
+            carried = carried if result.converged else (None, None)
         if not result.converged:
             for line in newton_lines:
                 log("    " + line)
@@ -402,7 +402,8 @@ class TimeStepper:
             rejected,
             error,
         )
-        kept = None if every and k % every == 0 else result.last_solve  # a checkpoint's next step rebuilds
+        # a checkpoint's next step rebuilds and starts afresh
+        kept = (None, None) if every and k % every == 0 else (result.last_solve, result.remainder)
         return step, result.x, solved, kept
 
     def _advance(self, state: TimeState, step: TimeStep, solved) -> TimeState:
