@@ -4,8 +4,11 @@ of small matrix products spread over the cores.
 NumPy's and SciPy's BLAS (OpenBLAS) start a pool of one thread per core in every
 process, so k ranks on one machine run k times as many threads as it has cores, which
 slows a run down (docs/parallel.md, CPU ranks). :func:`share_cores_among_ranks` divides the
-cores among the ranks. The pools are sized when the libraries load, so it must run
-before NumPy is imported: importing gpucfd runs it, and fem3d imports gpucfd first.
+cores among the ranks. The pools are sized when the libraries load: importing gpucfd runs
+it, fem3d imports gpucfd first, and where NumPy was imported before (a user's script or
+ours), the pools already loaded are resized through threadpoolctl (an 8^3 multigrid
+profile on two CPU ranks took 24 s with two BLAS threads per rank on two cores, each
+stack of products waiting about a second, and 3.6 s with one).
 
 Open MPI binds each of one or two ranks to a single core by default. A GPU rank runs
 more than one busy thread (CUDA's, NCCL's set-up and proxy threads, fem3d's NCCL
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 
 LOCAL_RANKS = ("OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS")  # ranks on this machine: Open MPI, MPICH (Hydra)
 LOCAL_RANK = ("OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID")  # this process's rank among them
@@ -57,7 +61,8 @@ def share_cores_among_ranks(environ=os.environ, affinity=None) -> None:
     LOCAL_RANK): a process bound to fewer CPUs than its share :func:`rank_cpus` of the
     machine is given that share, and each pool size of POOLS that ``environ`` does not set
     becomes that share's size, or else max(1, cores // k), cores being those this process
-    may run on. Otherwise change nothing. ``affinity``: (get, set, machine) functions: this
+    may run on; BLAS pools loaded already (NumPy imported first) are resized to it where
+    OPENBLAS_NUM_THREADS was not set. Otherwise change nothing. ``affinity``: (get, set, machine) functions: this
     process's CPUs (a set of ids), give it these CPUs, the machine's CPUs (default
     :func:`_os_affinity`)."""
     k = _launcher_value(environ, LOCAL_RANKS) or 1
@@ -73,8 +78,13 @@ def share_cores_among_ranks(environ=os.environ, affinity=None) -> None:
             size = len(share)
         except OSError:  # CPUs this process may not have: keep the binding
             pass
+    unset = POOLS[0] not in environ
     for v in POOLS:
         environ.setdefault(v, str(size))
+    if unset and environ is os.environ and "numpy" in sys.modules:  # its BLAS pool is sized already
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(size, user_api="blas")
 
 
 @functools.cache

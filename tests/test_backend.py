@@ -125,6 +125,32 @@ def test_ranks_of_an_mpi_launch_share_the_cores_among_their_blas_pools():
         assert not any(v in alone for v in POOLS)
 
 
+def test_blas_pools_loaded_before_gpucfd_are_resized_to_the_ranks_share():
+    """A rank whose script imported NumPy before gpucfd (its OpenBLAS pool sized to every
+    core) gets the pool of its share: one thread where as many ranks as cores share the
+    machine."""
+    import os
+    import subprocess
+    import sys
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    if cores < 2:
+        pytest.skip("one core: the pool has one thread either way")
+    script = (
+        "import numpy\n"
+        "from threadpoolctl import threadpool_info\n"
+        "before = max(p['num_threads'] for p in threadpool_info() if p['user_api'] == 'blas')\n"
+        "import gpucfd\n"
+        "after = max(p['num_threads'] for p in threadpool_info() if p['user_api'] == 'blas')\n"
+        "print(before, after)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")}
+    env.update(MPI_LOCALNRANKS=str(cores), MPI_LOCALRANKID="0")
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == [str(cores), "1"]
+
+
 def test_a_rank_bound_to_one_core_gets_its_share_of_the_machine():
     """Open MPI binds each of two ranks to one core; such a rank is given its block of the
     machine's CPUs (the blocks cover every CPU once) and pools of that size, an unbound rank
