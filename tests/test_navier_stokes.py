@@ -180,6 +180,39 @@ def test_preconditioner_is_kept_while_solves_are_short_and_rebuilt_when_a_kept_o
     assert [(s.linear_iterations, s.rebuilt) for s in r.steps] == [(2, True), (5, False), (1, True), (16, True)]
 
 
+def test_a_close_guess_asks_the_tolerance_or_newtons_remainder_of_its_first_solve():
+    """From a guess close to the solution with a carried solve (a time step's), the first
+    linear solve is asked for half the tolerance over |F| and one Newton step converges;
+    given a remainder C whose C |F|^2 exceeds half the tolerance, it is asked for C |F|
+    instead. The result's remainder is the largest (|F_new| - relres |F|) / |F|^2 of its
+    Newton steps."""
+    case = PaperFlow(200.0)
+    problem = FlowProblem.with_boundary_velocity(box_mesh(4), case.re, lambda x: case.velocity(np, x))
+    system = NavierStokesSystem(problem, get_backend("cpu"))
+    options = NonlinearOptions(tol=1e-10)
+    solver = NonlinearSolver(system, make_linear_solver(LinearOptions(solver="mg")), options)
+    solved = solver.solve()
+    assert solved.converged
+    close = solved.x * (1.0 + 1e-6 * np.sin(np.arange(solved.x.size)))
+    one = solver.solve(x0=close, carried=solved.last_solve)
+    first = one.steps[0]
+    assert one.converged and len(one.steps) == 1 and first.residual < 1e-5
+    assert first.forcing == pytest.approx(0.5 * options.tol / first.residual, rel=1e-12)
+    assert one.remainder == pytest.approx(remainder_bound(one), rel=1e-12)
+    assert one.remainder * first.residual**2 < 0.5 * options.tol
+    c = 20 * options.tol / first.residual**2  # C |F|^2 = 20 tol, C |F| below the largest tolerance
+    two = solver.solve(x0=close, carried=solved.last_solve, remainder=c)
+    assert two.converged and len(two.steps) == 2 and all(s.step_length == 1.0 for s in two.steps)
+    assert two.steps[0].forcing == pytest.approx(c * first.residual, rel=1e-12)
+    assert two.remainder == pytest.approx(remainder_bound(two), rel=1e-12)
+
+
+def remainder_bound(result) -> float:
+    """The largest (|F_new| - relres |F|) / |F|^2 over the Newton steps of ``result``."""
+    norms = [s.residual for s in result.steps] + [result.residual]
+    return max(max(new - s.linear_relres * old, 0.0) / old**2 for s, old, new in zip(result.steps, norms, norms[1:]))
+
+
 def test_preconditioner_is_kept_after_a_newton_step_that_cut_the_residual_by_the_keep_factor():
     """mg keeps its preconditioner exactly for the Newton steps that follow a Newton step
     which cut the residual tenfold or more, giving such a solve at most REUSE_LIMIT times the
