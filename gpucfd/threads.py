@@ -6,9 +6,8 @@ process, so k ranks on one machine run k times as many threads as it has cores, 
 slows a run down (docs/parallel.md, CPU ranks). :func:`share_cores_among_ranks` divides the
 cores among the ranks. The pools are sized when the libraries load: importing gpucfd runs
 it, fem3d imports gpucfd first, and where NumPy was imported before (a user's script or
-ours), the pools already loaded are resized through threadpoolctl (an 8^3 multigrid
-profile on two CPU ranks took 24 s with two BLAS threads per rank on two cores, each
-stack of products waiting about a second, and 3.6 s with one).
+ours), the pools already loaded are resized through threadpoolctl (docs/parallel.md, CPU
+ranks).
 
 Open MPI binds each of one or two ranks to a single core by default. A GPU rank runs
 more than one busy thread (CUDA's, NCCL's set-up and proxy threads, fem3d's NCCL
@@ -62,9 +61,9 @@ def share_cores_among_ranks(environ=os.environ, affinity=None) -> None:
     machine is given that share, and each pool size of POOLS that ``environ`` does not set
     becomes that share's size, or else max(1, cores // k), cores being those this process
     may run on; BLAS pools loaded already (NumPy imported first) are resized to it where
-    OPENBLAS_NUM_THREADS was not set. Otherwise change nothing. ``affinity``: (get, set, machine) functions: this
-    process's CPUs (a set of ids), give it these CPUs, the machine's CPUs (default
-    :func:`_os_affinity`)."""
+    OPENBLAS_NUM_THREADS was not set. Otherwise change nothing. ``affinity``: (get, set,
+    machine) functions: this process's CPUs (a set of ids), give it these CPUs, the
+    machine's CPUs (default :func:`_os_affinity`)."""
     k = _launcher_value(environ, LOCAL_RANKS) or 1
     if k <= 1:
         return

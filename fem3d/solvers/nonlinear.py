@@ -204,9 +204,8 @@ class NonlinearSolver:
         the linear residual below it converges. ``remainder``: that solve's
         NonlinearResult.remainder C; where C |F|^2 exceeds 0.5 tol, the first linear solve is
         asked for C |F| instead (no closer than the step's own remainder: a second step
-        follows; docs/time.md). An interrupt
-        (fem3d.parallel.interrupt.Interrupted) leaves as the result's reason "interrupted",
-        with the last iterate."""
+        follows; docs/time.md). An interrupt (fem3d.parallel.interrupt.Interrupted) leaves as
+        the result's reason "interrupted", with the last iterate."""
         from ..parallel.interrupt import Interrupted
 
         system, opt = self.system, self.options
