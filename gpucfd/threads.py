@@ -81,8 +81,10 @@ def share_cores_among_ranks(environ=os.environ, affinity=None) -> None:
     for v in POOLS:
         environ.setdefault(v, str(size))
     if unset and environ is os.environ and "numpy" in sys.modules:  # its BLAS pool is sized already
-        from threadpoolctl import threadpool_limits
-
+        try:
+            from threadpoolctl import threadpool_limits
+        except ImportError:  # installed without its dependencies (pip --no-deps): the pools stay as loaded
+            return
         threadpool_limits(size, user_api="blas")
 
 
