@@ -43,7 +43,7 @@ import numpy as np
 from gpucfd.backend import to_numpy
 from ..discretisation.coarsen import face_neighbours
 from ..kernels.ebe import NL
-from .vanka import CHUNK, Vanka, element_neighbours
+from .vanka import Vanka, element_neighbours
 
 SMOOTHERS = ("element", "line")  # --smoother: element Vanka on every level, or line Vanka where cells are long
 LINE_STRETCH = 8.0  # a level with an element longer than this many times its thickness smooths by lines
@@ -148,24 +148,18 @@ class LineVanka(Vanka):
         return self._targets[g]
 
     def store(self, g: int, blocks) -> None:
-        """The rows of group g's elements (module docstring) from the targets' ``blocks``,
-        weighted and stored CHUNK elements at a time."""
-        xp, group, targets = self.xp, self.groups[g], self.targets(g)
-        self._row[targets] = xp.arange(len(targets))
-        chunk = CHUNK[self.op.backend.kind]
-        for first in range(0, len(group), chunk):
-            at = group[first : first + chunk]
-            try:
-                self._keep(at, self._rows(at, blocks))
-            except np.linalg.LinAlgError:
-                self._ok = False
+        """Vanka.store with each element's rows formed from its own and its neighbours'
+        blocks (module docstring)."""
+        targets = self.targets(g)
+        self._row[targets] = self.xp.arange(len(targets))
+        super().store(g, blocks)
         self._row[targets] = -1
 
-    def _rows(self, at, blocks):
-        """(m, NL, K) the rows of the elements ``at`` of the open group (LinAlgError where a
-        block is singular on the host; non-finite rows on a GPU)."""
+    def _rows(self, at, own, blocks):
+        """(m, NL, K) the rows of the elements ``at`` of the open group (module docstring),
+        from their blocks ``own`` and the targets' ``blocks`` (their neighbours')."""
         xp = self.xp
-        schur = blocks[self._row[at]]
+        schur = own.copy()
         couplings = []
         for j in range(self.sides.shape[1]):
             side = self.sides[at, j]

@@ -233,25 +233,26 @@ class Vanka:
     def store(self, g: int, blocks) -> None:
         """Invert group g's blocks, weight them and store them CHUNK at a time (rounded per
         row to float16 where that is the storage)."""
-        group = self.groups[g]
+        group, store = self.groups[g], self.inverses
         chunk = CHUNK[self.op.backend.kind]
         for first in range(0, len(group), chunk):
             at = group[first : first + chunk]
             try:
-                inv = self._invert(blocks[first : first + chunk])
+                rows = self._rows(at, blocks[first : first + len(at)], blocks)
             except np.linalg.LinAlgError:
                 self._ok = False
                 continue
-            self._keep(at, inv)
+            rows *= self.weights[self.op.dofs[at]][:, :, None]
+            if store.row_scale is None:
+                store.mats[at] = rows
+            else:
+                ebe.quantise(rows, store.mats, store.row_scale, at, store.mats.shape[2])
 
-    def _keep(self, at, inv) -> None:
-        """Store the inverses' rows ``inv`` (m, NL, K) of the elements ``at``, weighted."""
-        store = self.inverses
-        inv *= self.weights[self.op.dofs[at]][:, :, None]
-        if store.row_scale is None:
-            store.mats[at] = inv
-        else:
-            ebe.quantise(inv, store.mats, store.row_scale, at, store.mats.shape[2])
+    def _rows(self, at, own, blocks):
+        """(m, NL, K) the stored rows of the elements ``at`` of the open group, from their
+        blocks ``own`` (m, NL, NL) (all the group's targets': ``blocks``): the inverses
+        (LinAlgError where one is singular on the host; non-finite on a GPU)."""
+        return self._invert(own)
 
     def end(self) -> bool:
         """True when every block was invertible: the inverses (and row scales) finite; one
