@@ -73,6 +73,32 @@ def test_volume_force_on_each_wall_is_the_analytic_wall_shear(backend):
         assert np.abs(force - [shear, 0.0, 0.0]).max() < 1e-9 * shear, (wall, force)
 
 
+def test_a_force_at_the_last_iterate_reuses_its_residual_and_nothing_else(backend):
+    """The residual the solve's convergence test computed at its last iterate serves the force
+    there (the same array); at another point, or once the equations change (a time step's
+    set_time), the residual is computed again and equals a fresh sum over the elements."""
+    mesh = channel((3, 2, 2))
+    system, result = solve(poiseuille(mesh, driven_by="force"), backend, "mg")
+    x = backend.asarray(result.x)
+    at_solution = system.equation_residual(x)
+    assert at_solution is system._evaluated[2]
+    fresh = lambda v: backend.to_numpy(system._element_sums(v, False, store=False)[0])  # noqa: E731
+    assert np.array_equal(backend.to_numpy(at_solution), fresh(x))
+    other = x * 1.001
+    again = system.equation_residual(other)
+    assert again is not at_solution and np.array_equal(backend.to_numpy(again), fresh(other))
+    system.set_time(10.0, None)
+    stepped = system.equation_residual(other)
+    assert stepped is not again and np.array_equal(backend.to_numpy(stepped), fresh(other))
+    assert not np.array_equal(backend.to_numpy(stepped), backend.to_numpy(again))  # the mass term: sigma u
+    force = boundary_force(system, result.x, ["y0", "y1"])
+    assert system.equation_residual(x) is system._evaluated[2]
+    assert (
+        np.abs(force - boundary_force(system, result.x, ["y0"]) - boundary_force(system, result.x, ["y1"])).max()
+        < 1e-12
+    )
+
+
 def test_point_values_are_the_exact_pressure_and_velocity(backend):
     mesh = channel((4, 4, 4), grading=0.4)
     _, result = solve(poiseuille(mesh), backend, "mg")

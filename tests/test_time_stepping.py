@@ -420,7 +420,8 @@ def test_steps_on_ranks_equal_the_single_process_steps():
 def test_the_period_of_a_signal_that_became_periodic():
     """fem3d.problems.periodic on sampled signals: a sine of period 0.3 after a decaying start
     gives its period, mean and amplitude; a growing oscillation and a steady signal are not
-    periodic."""
+    periodic; a signal whose cycles alternate (the drag of a cylinder off the channel's centre
+    line: twice the lift's frequency, and every second peak higher) has the period of two."""
     from fem3d.problems.periodic import periodic
 
     t = np.arange(0, 6, 0.003)
@@ -430,6 +431,9 @@ def test_the_period_of_a_signal_that_became_periodic():
     assert abs(found["mean"] - 0.2) < 2e-3 and found["since"] > 4.4
     assert periodic(t, np.exp(0.5 * t) * np.sin(2 * np.pi * t / 0.3)) is None
     assert periodic(t, 1.0 - np.exp(-t)) is None
+    drag = 3.2 + 0.03 * np.sin(4 * np.pi * t / 0.3) + 0.002 * np.sin(2 * np.pi * t / 0.3)
+    found = periodic(t, drag)
+    assert abs(found["period"] - 0.3) < 1e-5 and found["max"] == drag[t > 4].max()
 
 
 def test_strouhal_names_a_reported_quantity(tmp_path):

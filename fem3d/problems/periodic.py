@@ -4,7 +4,11 @@ Hopf bifurcation), and its mean and amplitude over the last periods.
 The signal's upward crossings of its mean over the last part of the run are found (linear
 interpolation between steps); the period is the mean spacing of the last PERIODS of them. It
 counts as periodic where those spacings agree to SPREAD and the peaks of the last two
-periods to SPREAD of the amplitude (not still growing or decaying).
+periods to SPREAD of the amplitude (not still growing or decaying). A signal whose cycles
+between crossings alternate (the drag on a cylinder shedding vortices off the channel's
+centre line: the upper and the lower vortex pull a little differently, so its peaks differ
+from one crossing to the next by more than SPREAD) has a period of two crossings: where one
+crossing's cycles do not pass, every second crossing bounds a period.
 """
 
 from __future__ import annotations
@@ -26,10 +30,20 @@ def periodic(t, y, periods: int = PERIODS) -> dict | None:
     level = 0.5 * (y[half:].max() + y[half:].min())
     s = y - level
     up = np.flatnonzero((s[:-1] < 0) & (s[1:] >= 0))
-    if len(up) < periods + 1:
-        return None
     crossings = t[up] + (t[up + 1] - t[up]) * (-s[up] / (s[up + 1] - s[up]))
-    last = crossings[-(periods + 1) :]
+    for fold in (1, 2):  # crossings per period
+        found = _periods(t, y, crossings[::-1][::fold][::-1], periods)
+        if found is not None:
+            return found
+    return None
+
+
+def _periods(t, y, bounds, periods: int) -> dict | None:
+    """periodic()'s result for the periods between the last ``periods`` + 1 of ``bounds``
+    (increasing times), or None where they are too few, their lengths or peaks disagree."""
+    if len(bounds) < periods + 1:
+        return None
+    last = bounds[-(periods + 1) :]
     spans = np.diff(last)
     period = float(spans.mean())
     if period <= 0 or np.ptp(spans) > SPREAD * period:

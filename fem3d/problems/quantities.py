@@ -29,10 +29,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpucfd.errors import InputError, cut, first_few, shown
-from gpucfd.sets import distinct
 from .boundary import Velocity, condition_from_spec
 from ..discretisation.fields import evaluate, locate
-from ..discretisation.mesh import Q2_FACE_NODES
 from ..discretisation.surfaces import face_rule, plane_rule
 
 LOCATED_SETS = 16  # point sets a mesh remembers the location of (HexMesh.located), the oldest dropped first
@@ -40,20 +38,28 @@ LOCATED_SETS = 16  # point sets a mesh remembers the location of (HexMesh.locate
 
 def boundary_force(system, x, tags) -> np.ndarray:
     """(3,) force of the fluid on the boundary faces tagged ``tags`` (names), from the
-    complete local vector ``x`` (device) of a NavierStokesSystem; the same on every rank."""
+    complete local vector ``x`` of a NavierStokesSystem; the same on every rank."""
+    index, weights = body_unknowns(system, tags)
+    residual = system.equation_residual(system.backend.asarray(x))
+    force = -(residual[index] * weights).reshape(3, -1).sum(axis=1)
+    return system.backend.to_numpy(system.dist.allreduce(force))
+
+
+def body_unknowns(system, tags) -> tuple:
+    """(index (3 m,), weights (3 m,)) device arrays: the velocity unknowns of the m nodes of
+    this rank's part on the faces tagged ``tags`` (also where only another rank has the
+    face), u's then v's then w's, and 1 where this rank owns the unknown, else 0; found once
+    per system and tag set (``system.bodies``)."""
     mesh, backend, dist = system.mesh, system.backend, system.dist
-    faces = mesh.boundary_faces[np.isin(mesh.boundary_tags, mesh.tag_ids(tags))]
-    on_body = np.zeros(mesh.n_dofs)
-    on_body[distinct(mesh.cells[faces[:, 0][:, None], Q2_FACE_NODES[faces[:, 1]]])] = 1.0
-    on_body = dist.sum_interface(backend.asarray(on_body)) > 0  # also where only another rank has the face
-    residual = system.equation_residual(backend.asarray(x))
-    n = mesh.n_nodes
-    force = np.empty(3)
-    for d in range(3):
-        test = backend.xp.zeros(mesh.n_dofs, dtype=np.float64)
-        test[d * n : (d + 1) * n] = on_body[:n]
-        force[d] = -dist.dot(test, residual)
-    return force
+    key = tuple(sorted(set(mesh.tag_ids(tags).tolist())))
+    if key not in system.bodies:
+        xp, n = backend.xp, mesh.n_nodes
+        on_body = np.zeros(mesh.n_dofs)
+        on_body[mesh.boundary_nodes(key)] = 1.0
+        nodes = xp.flatnonzero(dist.sum_interface(backend.asarray(on_body))[:n] > 0)
+        index = xp.concatenate([nodes + d * n for d in range(3)])
+        system.bodies[key] = (index, dist.owned_part(xp.ones(mesh.n_dofs))[index])
+    return system.bodies[key]
 
 
 def point_values(mesh, x: np.ndarray, points, comm=None) -> tuple[np.ndarray, np.ndarray]:
