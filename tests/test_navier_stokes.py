@@ -11,7 +11,14 @@ from fem3d.discretisation.fields import l2_errors
 from fem3d.discretisation.mesh import box_mesh
 from fem3d.solvers.krylov import SolveInfo
 from fem3d.problems.navier_stokes import FlowProblem, NavierStokesSystem
-from fem3d.solvers.nonlinear import LINEAR_FAILURES, NonlinearOptions, NonlinearSolver, forcing_term
+from fem3d.solvers.nonlinear import (
+    LINEAR_FAILURES,
+    REUSE_LIMIT,
+    NonlinearOptions,
+    NonlinearSolver,
+    forcing_term,
+    reuse_limit,
+)
 from gpucfd.options import build, command_line, from_table
 from fem3d.solvers.linear import LinearOptions, make_linear_solver
 from support import sample_mesh
@@ -50,6 +57,30 @@ def test_float32_element_matrices_keep_the_discretisation_error(backend):
         assert abs(e32[f] - e64[f]) <= 1e-5 * e64[f], (f, e32[f], e64[f])
     change = np.linalg.norm(r32.x - r64.x) / np.linalg.norm(r64.x)
     assert change < 1e-5, change  # the residual is float64: Newton ends at the same solution
+
+
+@pytest.mark.parametrize("assembly", ["element", "partial"])
+def test_a_residual_assembled_alone_is_the_full_assemblys_and_leaves_the_operator(backend, assembly):
+    """assemble(x, kind, linearise=False) gives the residual, weights and norm of
+    assemble(x, kind) and leaves the operator that of the last linearisation (a Newton
+    step's last residual, or a chord step's, needs no Jacobian)."""
+    case = PaperFlow(100.0)
+    problem = FlowProblem.with_boundary_velocity(sample_mesh("distorted"), case.re, lambda x: case.velocity(np, x))
+    system = NavierStokesSystem(problem, backend, assembly=assembly)
+    xp = system.xp
+    rng = np.random.default_rng(3)
+    x, y = (backend.asarray(rng.standard_normal(system.n)) for _ in range(2))
+    v = backend.asarray(rng.standard_normal(system.n))
+    system.assemble(x, "newton")
+    before = backend.to_numpy(system.op.matvec(v, xp.empty_like(v)))
+    alone = system.assemble(y, "newton", linearise=False)
+    after = backend.to_numpy(system.op.matvec(v, xp.empty_like(v)))
+    assert not alone.linearised and np.array_equal(before, after)
+    full = system.assemble(y, "newton")
+    assert full.linearised and not np.allclose(backend.to_numpy(system.op.matvec(v, xp.empty_like(v))), before)
+    for a, b in ((alone.residual, full.residual), (alone.scale, full.scale)):
+        np.testing.assert_allclose(backend.to_numpy(a), backend.to_numpy(b), rtol=1e-12, atol=1e-14)
+    assert alone.norm == pytest.approx(full.norm, rel=1e-12)
 
 
 def test_paper_flow_on_a_distorted_mesh_is_as_accurate_as_on_the_box(backend):
@@ -132,7 +163,7 @@ class FakeLinear:
 
 class ScriptedLinear(FakeLinear):
     """A linear solver that keeps its preconditioner (rebuild_after 3) and reports the
-    scripted iteration counts and reasons in turn, recording each setup's ``rebuild`` and
+    scripted iteration counts and reasons (and relative residuals) in turn, recording each setup's ``rebuild`` and
     each solve's iteration limit and whether it starts from zero."""
 
     rebuild_after = 3
@@ -146,48 +177,74 @@ class ScriptedLinear(FakeLinear):
 
     def solve(self, rhs, x, rtol, max_iterations=None):
         self.calls.append(("solve", max_iterations, not np.any(x)))
-        iterations, reason = self.outcomes.pop(0)
+        iterations, reason, *relres = self.outcomes.pop(0)
         x[...] = self.step(rhs)
-        return SolveInfo(iterations, reason, 0.5 if reason == "converged" else 0.9)
+        return SolveInfo(iterations, reason, relres[0] if relres else 0.5 if reason == "converged" else 0.9)
 
 
 def test_preconditioner_is_kept_while_solves_are_short_and_rebuilt_when_a_kept_one_fails():
     """rebuild_after 3: a solve of 2 iterations keeps the preconditioner for the next step
-    (whose solve may take REUSE_LIMIT * 3 iterations), one of 5 rebuilds it, and a solve
+    (whose solve may take REUSE_LIMIT * 3 iterations or more: reuse_limit), one of 5 rebuilds it, and a solve
     that fails with a kept preconditioner goes on with a new one; the step
     counts both solves' iterations and records whether it built its preconditioner."""
-    from fem3d.solvers.nonlinear import REUSE_LIMIT
-
     case = PaperFlow(100.0)
     problem = FlowProblem.with_boundary_velocity(box_mesh(2), case.re, lambda x: case.velocity(np, x))
     linear = ScriptedLinear(
         [(2, "converged"), (5, "converged"), (1, "converged"), (12, "max_iterations"), (4, "converged")]
     )
     r = nonlinear_solve(problem, get_backend("cpu"), NonlinearOptions(max_steps=4, newton=0.0, anderson=0), linear)
-    keep = REUSE_LIMIT * 3
-    assert linear.calls == [
+    keep = [reuse_limit(SolveInfo(n, "converged", 0.5), s.forcing, 3) for n, s in ((2, r.steps[1]), (1, r.steps[3]))]
+    assert [c[:3] for c in linear.calls] == [
         ("setup", True),
         ("solve", None, True),
         ("setup", False),
-        ("solve", keep, True),
+        ("solve", keep[0], True),
         ("setup", True),
         ("solve", None, True),
         ("setup", False),
-        ("solve", keep, True),
+        ("solve", keep[1], True),
         ("setup", True),
         ("solve", None, False),
     ]
     assert [(s.linear_iterations, s.rebuilt) for s in r.steps] == [(2, True), (5, False), (1, True), (16, True)]
 
 
+def test_a_preconditioner_is_rebuilt_once_a_solve_with_it_reduces_less_per_iteration_than_when_new():
+    """A preconditioner whose best solve took 2 iterations to 1e-2 (1 digit each) is kept
+    while its solves reduce 2/3 of a digit per iteration or more (3 to 1e-2), and rebuilt
+    after one that reduced less (3 to 2e-2: 0.57 digit each); the solves after the rebuild
+    are the new measure."""
+    case = PaperFlow(100.0)
+    problem = FlowProblem.with_boundary_velocity(box_mesh(2), case.re, lambda x: case.velocity(np, x))
+    outcomes = [(2, "converged", 1e-2), (3, "converged", 1e-2), (3, "converged", 2e-2), (2, "converged", 1e-1)]
+    linear = ScriptedLinear(outcomes + [(3, "converged", 2e-1), (1, "converged", 0.5)])
+    r = nonlinear_solve(problem, get_backend("cpu"), NonlinearOptions(max_steps=6, newton=0.0, anderson=0), linear)
+    assert [c[1] for c in linear.calls if c[0] == "setup"] == [True, False, False, True, False, True]
+    assert [s.rebuilt for s in r.steps] == [True, False, False, True, False, True]
+
+
+def test_a_kept_preconditioner_is_given_the_iterations_of_the_last_solves_rate_at_its_tolerance():
+    """A time step's second Newton step took 1 iteration to 0.098 of its right-hand side; the
+    next step's first solve, asked for 4e-5, needs 5 at that rate (a 2D-3 step took 6 with
+    the preconditioner it kept) and is given REUSE_LIMIT times as many, not REUSE_LIMIT
+    times 1; a solve that reduced nothing, or a tolerance of 1, counts its iterations."""
+    assert reuse_limit(SolveInfo(1, "converged", 0.098), 4e-5, 0) == REUSE_LIMIT * 5
+    assert reuse_limit(SolveInfo(2, "converged", 1.3e-2), 4e-5, 0) == REUSE_LIMIT * 5
+    assert reuse_limit(SolveInfo(4, "converged", 1e-4), 1e-4, 0) == REUSE_LIMIT * 4
+    assert reuse_limit(SolveInfo(6, "converged", 1e-4), 0.1, 3) == REUSE_LIMIT * 3
+    assert reuse_limit(SolveInfo(7, "max_iterations", 1.0), 1e-3, 0) == REUSE_LIMIT * 7
+    assert reuse_limit(SolveInfo(0, "converged", 0.0), 1e-3, 0) == REUSE_LIMIT
+
+
 def test_a_close_guess_asks_the_tolerance_or_newtons_remainder_of_its_first_solve():
     """From a guess close to the solution with a carried solve (a time step's), the first
     linear solve is asked for half the tolerance over |F| and one Newton step converges;
     given a remainder C whose C |F|^2 exceeds half the tolerance, it is asked for C |F|
-    instead. The result's remainder is the largest (|F_new| - relres |F|) / |F|^2 of its
-    Newton steps."""
+    instead, and the second step, whose chord remainder C |F_prev| |F| lies below half the
+    tolerance, keeps the first one's Jacobian (neither assembles one at its result). The
+    result's remainder is the largest (|F_new| - relres |F|) / |F|^2 of its Newton steps."""
     case = PaperFlow(200.0)
-    problem = FlowProblem.with_boundary_velocity(box_mesh(4), case.re, lambda x: case.velocity(np, x))
+    problem = FlowProblem.with_boundary_velocity(box_mesh(6), case.re, lambda x: case.velocity(np, x))
     system = NavierStokesSystem(problem, get_backend("cpu"))
     options = NonlinearOptions(tol=1e-10)
     solver = NonlinearSolver(system, make_linear_solver(LinearOptions(solver="mg")), options)
@@ -203,23 +260,32 @@ def test_a_close_guess_asks_the_tolerance_or_newtons_remainder_of_its_first_solv
     c = 20 * options.tol / first.residual**2  # C |F|^2 = 20 tol, C |F| below the largest tolerance
     two = solver.solve(x0=close, carried=solved.last_solve, remainder=c)
     assert two.converged and len(two.steps) == 2 and all(s.step_length == 1.0 for s in two.steps)
+    assert [(s.chord, s.rebuilt) for s in two.steps] == [(False, False), (True, False)]
+    kept = system.elements.mats.copy()  # both steps' results were evaluated alone: J of the guess is stored
+    guess = close.copy()
+    system.impose_boundary_values(guess)
+    system.assemble(guess, "newton")
+    assert np.array_equal(system.elements.mats, kept)
     assert two.steps[0].forcing == pytest.approx(c * first.residual, rel=1e-12)
     assert two.remainder == pytest.approx(remainder_bound(two), rel=1e-12)
 
 
 def remainder_bound(result) -> float:
-    """The largest (|F_new| - relres |F|) / |F|^2 over the Newton steps of ``result``."""
+    """The largest (|F_new| - relres |F|) / |F|^2 over the Newton steps of ``result`` (not its chord steps)."""
     norms = [s.residual for s in result.steps] + [result.residual]
-    return max(max(new - s.linear_relres * old, 0.0) / old**2 for s, old, new in zip(result.steps, norms, norms[1:]))
+    return max(
+        max(new - s.linear_relres * old, 0.0) / old**2
+        for s, old, new in zip(result.steps, norms, norms[1:])
+        if not s.chord
+    )
 
 
 def test_preconditioner_is_kept_after_a_newton_step_that_cut_the_residual_by_the_keep_factor():
-    """mg keeps its preconditioner exactly for the Newton steps that follow a Newton step
-    which cut the residual tenfold or more, giving such a solve at most REUSE_LIMIT times the
-    last solve's iterations; it reaches the same solution as with a new preconditioner
+    """mg keeps its preconditioner only for Newton steps that follow a Newton step which
+    cut the residual tenfold or more, giving such a solve at most reuse_limit's
+    iterations; it reaches the same solution as with a new preconditioner
     every step (keep_factor inf), and the paper solver, which cannot keep one, builds its
     own every step."""
-    from fem3d.solvers.nonlinear import REUSE_LIMIT
     from fem3d.solvers.linear import MultigridSolver
 
     class Recording(MultigridSolver):
@@ -242,9 +308,11 @@ def test_preconditioner_is_kept_after_a_newton_step_that_cut_the_residual_by_the
         fast = [False] + [
             a.kind == b.kind == "newton" and a.residual >= factor * b.residual for a, b in zip(r.steps, r.steps[1:])
         ]
-        assert [not s.rebuilt for s in r.steps] == fast
+        kept = [not s.rebuilt for s in r.steps]
+        assert all(f for k, f in zip(kept, fast) if k)  # kept only after a fast step (and while not aged)
         assert linear.limits == [
-            REUSE_LIMIT * max(a.linear_iterations, 1) if f else None for a, f in zip([None] + r.steps, fast)
+            reuse_limit(SolveInfo(a.linear_iterations, a.linear_reason, a.linear_relres), b.forcing, 0) if k else None
+            for a, b, k in zip([None] + r.steps, r.steps, kept)
         ]
         results[factor] = r
     assert sum(not s.rebuilt for s in results[10.0].steps) >= 1 and all(s.rebuilt for s in results[math.inf].steps)

@@ -182,16 +182,19 @@ def takes_time(force) -> bool:
 class Linearisation:
     """The state of the equations at an iterate x, from one assembly.
 
-    kind      "picard" (the stored element matrices hold A(x)) or "newton" (J(x))
-    residual  F(x) (n,), complete on this rank (device)
-    scale     (n,) 1 / (row norm of the Picard matrix A(x)): the weights of the residual norm
-    norm      ||scale F(x)|| / ||scale b(x)||: the relative residual of the equations
+    kind        "picard" (the stored element matrices hold A(x)) or "newton" (J(x))
+    residual    F(x) (n,), complete on this rank (device)
+    scale       (n,) 1 / (row norm of the Picard matrix A(x)): the weights of the residual norm
+    norm        ||scale F(x)|| / ||scale b(x)||: the relative residual of the equations
+    linearised  the stored matrices (or the sum-factorised operator) are those of x; False:
+                still those of an earlier assembly (NavierStokesSystem.assemble)
     """
 
     kind: str
     residual: object
     scale: object
     norm: float
+    linearised: bool = True
 
 
 def run_timing(times: dict, steps: int, elements: int) -> dict:
@@ -319,16 +322,18 @@ class NavierStokesSystem:
         """Set the prescribed entries of ``x`` to their values, in place."""
         self.xp.copyto(x, self.bc_values, where=self.fixed)
 
-    def assemble(self, x, kind: str) -> Linearisation:
+    def assemble(self, x, kind: str, linearise: bool = True) -> Linearisation:
         """Residual F(x) and the linearisation A(x) (``kind`` "picard") or J(x) ("newton"),
         Dirichlet rows applied: into the element matrices, or the sum-factorised operator's
         point data. The residual's weights are the row norms of the Picard matrix A(x)
-        (1 / sqrt(S_k) for a prescribed row), whichever matrix is stored."""
+        (1 / sqrt(S_k) for a prescribed row), whichever matrix is stored. With ``linearise``
+        False the residual alone (no Jacobian terms, no matrices written); the operator stays
+        that of the last linearisation."""
         xp = self.xp
         with self.timer("element_matrices"):
-            stored = self.elements is not None
+            stored = self.elements is not None and linearise
             residual, load, row_sq = self._element_sums(x, kind == "newton" and stored, store=stored)
-            if not stored:  # what element_matrices() computes the matrices of
+            if linearise and not stored:  # what element_matrices() computes the matrices of
                 self._linearise(self.op, x, kind)
                 self._linearised = (x.copy(), nodal_velocity(xp, x, self.mesh.n_nodes), kind)
             self._evaluated = ((self._version, self.re), x.copy(), residual.copy())
@@ -339,7 +344,7 @@ class NavierStokesSystem:
             scale = 1.0 / xp.sqrt(row_sq)
             b_norm = self.dist.norm(scale * load)
             norm = self.dist.norm(scale * residual) / (b_norm if b_norm > 0 else 1.0)
-        return Linearisation(kind, residual, scale, norm)
+        return Linearisation(kind, residual, scale, norm, linearise)
 
     def partial_assembly(self, x, kind: str, scale=None, chunk: int | None = None) -> PartialAssemblyOperator:
         """The operator that assemble(x, kind) stores, A(x) ("picard") or J(x) ("newton")

@@ -12,7 +12,9 @@ A linear solver that can keep its preconditioner (fem3d.solvers.linear: mg) keep
 Newton step that follows a Newton step which cut the residual by ``keep_factor`` or
 more: Newton then converges fast, so the iterate, and with it the Jacobian, hardly
 changes (PETSc's lagged preconditioner, decided by the convergence instead of a fixed
-lag).
+lag). A Newton step expected to converge, or to be followed by a chord step (the Jacobian
+kept too, where its change is expected to cost less than half the tolerance), evaluates its
+result's residual alone, without the Jacobian's assembly.
 
 Converged means solved: the relative residual of the equations ||D F(x)|| / ||D b(x)||
 (rows weighted by their norms, fem3d.problems.navier_stokes.Linearisation) is at most ``tol``.
@@ -49,8 +51,10 @@ OUT_OF_REACH = ("linear_solver", "stagnated", "diverged")  # stop reasons that s
 BACKOFFS = 2  # continuation stages split after one stopped out of reach, at most, in a run (docs/solvers.md)
 SPLIT_STAGNATION = 6  # stagnation steps of a stage that can still be split: longer than a converging stage's plateau
 LINEAR_FAILURES = 2  # steps in a row whose linear solve ended unconverged that stop the iteration
-REUSE_LIMIT = 4  # a solve with a kept preconditioner stops after this many times the iterations of the solve before
-# it (at least this many times the solver's rebuild_after)
+REUSE_LIMIT = 4  # a solve with a kept preconditioner stops after this many times the iterations that the solve
+# before it would take to its tolerance (reuse_limit; at least this many times the solver's rebuild_after)
+AGED = 1.5  # a kept preconditioner is rebuilt once a solve with it reduced the residual by fewer digits per
+# iteration than 1 / AGED of the most that a solve with it reached (docs/solvers.md)
 KEEP_FACTOR = 10.0  # keep the preconditioner after a Newton step that cut the residual by this factor or more: the
 # Jacobian then hardly changes (docs/solvers.md)
 
@@ -63,6 +67,25 @@ def forcing_term(previous_eta: float, norm: float, previous_norm: float, largest
     if EW_GAMMA * previous_eta**2 > EW_SAFEGUARD:
         eta = max(eta, EW_GAMMA * previous_eta**2)
     return min(largest, max(eta, 0.5 * tol / norm))
+
+
+def reuse_limit(last: SolveInfo, eta: float, rebuild_after: int) -> int:
+    """The iterations a solve to the relative tolerance ``eta`` with a kept preconditioner is
+    given: REUSE_LIMIT times those the ``last`` solve's mean reduction per iteration takes to
+    eta (its iterations where it reduced nothing), at least REUSE_LIMIT rebuild_after. The
+    solve before may have been asked for far less (a time step's second Newton step, one
+    iteration to 0.1, before the next step's first asks for 1e-5): its rate, not its count,
+    says what the preconditioner does."""
+    its = last.iterations
+    if its > 0 and 0.0 < last.relres < 1.0 and eta < 1.0:
+        its = math.ceil(its * math.log(eta) / math.log(last.relres) - 1e-9)
+    return REUSE_LIMIT * max(its, rebuild_after, 1)
+
+
+def digits_per_iteration(info: SolveInfo) -> float:
+    """The mean reduction of a solve's relative residual per iteration, in digits (0 where
+    it reduced nothing; ``info`` with at least one iteration)."""
+    return -math.log10(min(max(info.relres, 1e-300), 1.0)) / info.iterations
 
 
 def out_of_reach_hint(reason: str, continuation: str, finer: str) -> str:
@@ -137,6 +160,14 @@ class NonlinearOptions:
         validate(self)
 
 
+KEPT = {  # Step.line's note of what a step kept, by (chord, rebuilt)
+    (False, True): "",
+    (False, False): ", kept preconditioner",
+    (True, False): ", kept Jacobian and preconditioner",
+    (True, True): ", kept Jacobian",
+}
+
+
 @dataclass
 class Step:
     """One nonlinear step: the residual at its start, the linear solve, the step length."""
@@ -151,6 +182,7 @@ class Step:
     seconds: float
     forcing: float  # relative tolerance the linear solve was given
     rebuilt: bool = True  # the linear solver built its preconditioner for this step (False: kept an earlier one)
+    chord: bool = False  # the step kept the last Newton step's Jacobian too (NonlinearSolver._chord_suffices)
 
     def line(self, solver: str, stopped: bool = False) -> str:
         """The progress line of this step (``solver``: the linear solver's name); ``stopped``: the
@@ -158,7 +190,7 @@ class Step:
         head = (
             f"{self.kind:6s} {self.step:3d}  residual {self.residual:.3e}  {solver} {self.linear_iterations:5d} it "
             f"({self.linear_reason}, relres {self.linear_relres:.1e} of {self.forcing:.0e}"
-            f"{'' if self.rebuilt else ', kept preconditioner'})"
+            f"{KEPT[(self.chord, self.rebuilt)]})"
         )
         if stopped:
             return head + ": stopped"
@@ -191,6 +223,7 @@ class NonlinearSolver:
         self.linear = linear
         self.options = options or NonlinearOptions()
         self.check_interrupt = check_interrupt or (lambda: None)
+        self.best = None  # the most digits per iteration a solve with the present preconditioner reached
 
     def solve(
         self, x0=None, log=None, carried: SolveInfo | None = None, remainder: float | None = None
@@ -233,6 +266,15 @@ class NonlinearSolver:
                     and steps[-1].kind == state.kind == "newton"
                     and previous_norm >= opt.keep_factor * state.norm
                 ) or (not steps and carried is not None and state.kind == "newton")
+                bound = remainder if measured is None else measured  # Newton's remainder C, where known
+                chord = (
+                    not state.linearised
+                    and fast
+                    and not steps[-1].chord  # the Jacobian kept is that of the step before
+                    and self._chord_suffices(bound, previous_norm, state.norm)
+                )
+                if not (state.linearised or chord):
+                    state = system.assemble(x, state.kind)
                 if previous_norm is not None:
                     eta = forcing_term(eta, state.norm, previous_norm, largest, opt.tol)
                 elif carried is not None:  # a close guess: the tolerance in one step where Newton's remainder allows
@@ -255,6 +297,7 @@ class NonlinearSolver:
                             time.perf_counter() - t0,
                             eta,
                             rebuilt,
+                            chord,
                         )
                     )
                     log(steps[-1].line(self.linear.name, stopped=True))
@@ -262,7 +305,11 @@ class NonlinearSolver:
                     break
                 next_kind = "newton" if newton or state.norm < opt.newton else "picard"
                 if state.kind == "newton":
-                    x_new, new_state, length = self._line_search(x, dx, state, next_kind)
+                    expected = math.inf if bound is None else info.relres * state.norm + bound * state.norm**2
+                    lazy = next_kind == "newton" and (
+                        expected <= opt.tol or self._chord_suffices(bound, state.norm, expected)
+                    )
+                    x_new, new_state, length = self._line_search(x, dx, state, next_kind, not lazy)
                 else:
                     x_new = mixer.step(x, x + dx)
                     system.impose_boundary_values(x_new)
@@ -279,12 +326,14 @@ class NonlinearSolver:
                     time.perf_counter() - t0,
                     eta,
                     rebuilt,
+                    chord,
                 )
                 steps.append(step)
                 log(step.line(self.linear.name))
-                if state.kind == "newton" and length == 1.0:  # |F_new| <= relres |F| + C |F|^2: C at least
-                    bound = max(new_state.norm - info.relres * state.norm, 0.0) / state.norm**2
-                    measured = bound if measured is None else max(measured, bound)
+                if state.kind == "newton" and length == 1.0 and not chord:
+                    # |F_new| <= relres |F| + C |F|^2: C at least
+                    observed = max(new_state.norm - info.relres * state.norm, 0.0) / state.norm**2
+                    measured = observed if measured is None else max(measured, observed)
                 if next_kind == "newton" and not newton:
                     newton, mixer = True, Anderson(0)
                 x, state = x_new, new_state
@@ -305,18 +354,24 @@ class NonlinearSolver:
         A linear solver that can keep its preconditioner (``rebuild_after`` not None) keeps
         that of an earlier linearisation after a ``fast`` Newton step (one that cut the
         residual by keep_factor or more), or while the ``last`` solve took at most its
-        ``rebuild_after`` iterations (0: no such rule); a solve with a kept preconditioner
-        is given at most REUSE_LIMIT times the iterations of the last (at least of
-        rebuild_after), and if it does not converge it goes on from where it stopped (from
-        zero after NaN) with a new preconditioner."""
+        ``rebuild_after`` iterations (0: no such rule), unless that solve found it aged
+        (:meth:`_aged`); a solve with a kept preconditioner is given at most
+        :func:`reuse_limit` iterations, and if it does not converge it goes on from where it
+        stopped (from zero after NaN) with a new preconditioner."""
         system, linear = self.system, self.linear
         lag = linear.rebuild_after
-        keep = lag is not None and last is not None and (fast or 0 < lag and last.iterations <= lag)
+        keep = (
+            lag is not None
+            and last is not None
+            and (fast or 0 < lag and last.iterations <= lag)
+            and not self._aged(last)
+        )
         dx = system.xp.zeros(system.n, dtype=np.float64)
         with system.timer("linear_setup"):
             linear.setup(system, state, rebuild=not keep)
         with system.timer("solve"):
-            info = linear.solve(-state.residual, dx, eta, REUSE_LIMIT * max(last.iterations, lag, 1) if keep else None)
+            info = linear.solve(-state.residual, dx, eta, reuse_limit(last, eta, lag) if keep else None)
+        self._rate(info, new=not keep)
         if not keep or info.reason == "converged":
             return dx, info, not keep
         with system.timer("linear_setup"):
@@ -325,11 +380,30 @@ class NonlinearSolver:
             dx.fill(0.0)
         with system.timer("solve"):
             retry = linear.solve(-state.residual, dx, eta)
+        self._rate(retry, new=True)
         return (
             dx,
             SolveInfo(info.iterations + retry.iterations, retry.reason, retry.relres, info.history + retry.history),
             True,
         )
+
+    def _rate(self, info: SolveInfo, new: bool) -> None:
+        """Keep the most digits per iteration that solves with the present preconditioner
+        reached (``new``: ``info`` is the first with a new one); a solve of one iteration (a
+        loose tolerance met at once) says little and is not counted."""
+        rate = digits_per_iteration(info) if info.iterations >= 2 else None
+        if new or self.best is None:
+            self.best = rate
+        elif rate is not None:
+            self.best = max(self.best, rate)
+
+    def _aged(self, last: SolveInfo) -> bool:
+        """Whether the ``last`` solve (of two iterations or more) reduced its residual by fewer
+        digits per iteration than 1 / AGED of the most that a solve with the same
+        preconditioner reached (self.best): the operator has drifted from the one it was built
+        for (a flow in time speeding up), and the iterations a new one saves over the next
+        solves cost more than building it."""
+        return self.best is not None and last.iterations >= 2 and AGED * digits_per_iteration(last) < self.best
 
     def _stop_reason(self, norm: float, first: float, since_best: int) -> str | None:
         opt = self.options
@@ -343,16 +417,29 @@ class NonlinearSolver:
             return "stagnated"
         return None
 
-    def _line_search(self, x, dx, state, next_kind):
+    def _chord_suffices(self, bound: float | None, previous: float, norm: float) -> bool:
+        """Whether a chord step (the last Jacobian and its preconditioner kept, a Newton step's
+        cost less its assembly) from a residual ``norm`` that a Newton step from ``previous``
+        reached is expected to reach half the tolerance: its remainder, about C |F_prev| |F|
+        (the Jacobian changed by about C |F_prev|, Newton's remainder bound ``bound`` C), at
+        most 0.5 tol. Only a linear solver that can keep its preconditioner keeps a Jacobian."""
+        return (
+            self.linear.rebuild_after is not None
+            and bound is not None
+            and bound * previous * norm <= 0.5 * self.options.tol
+        )
+
+    def _line_search(self, x, dx, state, next_kind, linearise: bool = True):
         """x + t dx for the first t in 1, 1/2, ... that reduces the residual norm by the
         Armijo factor, or the smallest, MIN_STEP (then the stagnation and divergence tests
-        judge the progress). Returns (x, state, t)."""
+        judge the progress). Returns (x, state, t); the full step's state without its
+        linearisation unless ``linearise`` (a shorter step's always with it)."""
         system, t = self.system, 1.0
         while True:
             trial = x + t * dx
             system.impose_boundary_values(trial)
             system.normalise_pressure(trial)
-            trial_state = system.assemble(trial, next_kind)
+            trial_state = system.assemble(trial, next_kind, linearise or t < 1.0)
             if trial_state.norm <= (1.0 - ARMIJO * t) * state.norm or t / 2 < MIN_STEP:
                 return trial, trial_state, t
             t /= 2
