@@ -306,8 +306,12 @@ class NonlinearSolver:
                 next_kind = "newton" if newton or state.norm < opt.newton else "picard"
                 if state.kind == "newton":
                     expected = math.inf if bound is None else info.relres * state.norm + bound * state.norm**2
-                    lazy = next_kind == "newton" and (
-                        expected <= opt.tol or self._chord_suffices(bound, state.norm, expected)
+                    lazy = next_kind == "newton" and (  # converged, or a fast step a chord step follows
+                        expected <= opt.tol
+                        or (
+                            opt.keep_factor * expected <= state.norm
+                            and self._chord_suffices(bound, state.norm, expected)
+                        )
                     )
                     x_new, new_state, length = self._line_search(x, dx, state, next_kind, not lazy)
                 else:
