@@ -77,8 +77,9 @@ def reuse_limit(last: SolveInfo, eta: float, rebuild_after: int) -> int:
     iteration to 0.1, before the next step's first asks for 1e-5): its rate, not its count,
     says what the preconditioner does."""
     its = last.iterations
-    if its > 0 and 0.0 < last.relres < 1.0 and eta < 1.0:
-        its = math.ceil(its * math.log(eta) / math.log(last.relres) - 1e-9)
+    rate = digits_per_iteration(last) if its else 0.0
+    if rate > 0.0 and eta < 1.0:
+        its = math.ceil(-math.log10(eta) / rate - 1e-9)
     return REUSE_LIMIT * max(its, rebuild_after, 1)
 
 
