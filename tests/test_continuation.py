@@ -5,7 +5,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from fem3d.solvers.nonlinear import BACKOFFS, SPLIT_STAGNATION, NonlinearOptions, NonlinearResult, solve_continuation
+from fem3d.solvers.nonlinear import (
+    BACKOFFS,
+    SPLIT_DAMPED,
+    SPLIT_STAGNATION,
+    NonlinearOptions,
+    NonlinearResult,
+    solve_continuation,
+)
 
 
 class Reach:
@@ -15,13 +22,14 @@ class Reach:
 
     def __init__(self, ratio: float, reason: str = "stagnated"):
         self.ratio, self.reason, self.calls = ratio, reason, []
-        self.options, self.stagnation = NonlinearOptions(), []
+        self.options, self.stagnation, self.damped = NonlinearOptions(), [], []
         self.system = SimpleNamespace(re=None)
 
     def solve(self, x0=None, log=None):
         re = self.system.re
         self.calls.append((re, x0, self.options.tol))
         self.stagnation.append(self.options.stagnation)
+        self.damped.append(self.options.damped)
         ok = x0 is None or re / x0 <= self.ratio
         return NonlinearResult(re, ok, "converged" if ok else self.reason, 1e-6 if ok else 1e-2)
 
@@ -44,6 +52,7 @@ def test_a_stage_out_of_reach_is_split_and_solved_from_the_last_converged_one():
         SPLIT_STAGNATION,
         SPLIT_STAGNATION,
     ]  # split possible: give up sooner
+    assert solver.damped == [0, SPLIT_DAMPED, SPLIT_DAMPED, SPLIT_DAMPED]
     assert solver.options == NonlinearOptions()
 
 
@@ -52,6 +61,7 @@ def test_splits_are_bounded_and_other_stops_end_the_run():
     stages = solve_continuation(solver, [400.0], 1000.0)
     assert [s.re for s in stages] == [400.0, 1000.0, 632.0, 503.0] and not stages[-1].result.converged
     assert len(stages) == 2 + BACKOFFS and solver.stagnation == [15, SPLIT_STAGNATION, SPLIT_STAGNATION, 15]
+    assert solver.damped == [0, SPLIT_DAMPED, SPLIT_DAMPED, 0]  # no split left: Newton may take damped steps
     for reason in ("max_steps", "nan"):  # not out of Newton's reach: no split
         assert [s.re for s in solve_continuation(Reach(1.01, reason), [400.0], 1000.0)] == [400.0, 1000.0]
     assert [s.re for s in solve_continuation(Reach(1.01), [], 1000.0, x0=10.0)] == [1000.0]  # nothing converged yet

@@ -12,6 +12,7 @@ from fem3d.discretisation.mesh import box_mesh
 from fem3d.solvers.krylov import SolveInfo
 from fem3d.problems.navier_stokes import FlowProblem, NavierStokesSystem
 from fem3d.solvers.nonlinear import (
+    DAMPED,
     LINEAR_FAILURES,
     REUSE_LIMIT,
     NonlinearOptions,
@@ -388,6 +389,37 @@ def test_stopping_reasons():
     assert (
         len(lines) == 1 and lines[0].startswith("picard   1  residual") and "fgmres     1 it" in lines[0]
     )  # the direct solve
+
+
+class Overshooting:
+    """The direct linear solver with its step multiplied by 5: the line search takes 1/4 of
+    it (1.25 Newton steps), so each Newton step is damped and cuts the residual by about 4."""
+
+    def __init__(self, mesh):
+        self.inner = make_linear_solver(LinearOptions().for_mesh(mesh))
+        self.name, self.forcing, self.rebuild_after = "overshooting", self.inner.forcing, None
+
+    def setup(self, system, state, rebuild=True):
+        self.inner.setup(system, state, rebuild)
+
+    def solve(self, rhs, x, rtol, max_iterations=None):
+        info = self.inner.solve(rhs, x, 1e-12)
+        x *= 5.0
+        return info
+
+
+def test_damped_steps_in_a_row_stop_the_iteration_only_where_asked():
+    """NonlinearOptions.damped: a run of Newton steps shortened to DAMPED or less ends the
+    iteration as stagnated although the residual falls (a continuation stage that can be
+    split gives up so); by default such steps go on to convergence."""
+    case = PaperFlow(100.0)
+    problem = FlowProblem.with_boundary_velocity(box_mesh(2), case.re, lambda x: case.velocity(np, x))
+    cpu = get_backend("cpu")
+    r = nonlinear_solve(problem, cpu, NonlinearOptions(damped=3), Overshooting(problem.mesh))
+    assert r.reason == "stagnated" and len(r.steps) == 3
+    assert all(s.step_length <= DAMPED for s in r.steps) and r.residual < 0.3 * r.steps[0].residual
+    r = nonlinear_solve(problem, cpu, NonlinearOptions(), Overshooting(problem.mesh))
+    assert r.converged and len(r.steps) > 3 and all(s.step_length <= DAMPED for s in r.steps)
 
 
 @pytest.mark.parametrize(

@@ -50,6 +50,8 @@ EW_SAFEGUARD = 0.1  # ... and at least EW_GAMMA eta_k-1^2 when that exceeds this
 OUT_OF_REACH = ("linear_solver", "stagnated", "diverged")  # stop reasons that say the flow is out of Newton's reach
 BACKOFFS = 2  # continuation stages split after one stopped out of reach, at most, in a run (docs/solvers.md)
 SPLIT_STAGNATION = 6  # stagnation steps of a stage that can still be split: longer than a converging stage's plateau
+SPLIT_DAMPED = 3  # Newton steps in a row shortened to DAMPED or less that stop a stage that can still be split
+DAMPED = 0.25  # line-search step length at or below which a Newton step counts as damped
 LINEAR_FAILURES = 2  # steps in a row whose linear solve ended unconverged that stop the iteration
 REUSE_LIMIT = 4  # a solve with a kept preconditioner stops after this many times the iterations that the solve
 # before it would take to its tolerance (reuse_limit; at least this many times the solver's rebuild_after)
@@ -111,7 +113,9 @@ class NonlinearOptions:
     suits its Krylov method); keep_factor: a linear solver that can keep its preconditioner
     keeps it after a Newton step that cut the residual by this factor or more (inf: never);
     diverge: stop when the residual exceeds this factor times its first value;
-    stagnation: stop after this many steps without a 10 % improvement of the best residual."""
+    stagnation: stop after this many steps without a 10 % improvement of the best residual;
+    damped: stop (stagnated) after this many Newton steps in a row whose line search shortened
+    them to DAMPED or less: the iterate is outside Newton's basin (0: never)."""
 
     tol: float = setting(
         1e-8,
@@ -155,6 +159,12 @@ class NonlinearOptions:
     )
     stagnation: int = setting(
         15, "stop after this many steps without a 10 %% improvement of the best residual", low=1, integer=True
+    )
+    damped: int = setting(
+        0,
+        f"stop after this many Newton steps in a row whose line search shortened them to {DAMPED} or less; 0 never",
+        low=0,
+        integer=True,
     )
 
     def __post_init__(self):
@@ -249,7 +259,7 @@ class NonlinearSolver:
         system.impose_boundary_values(x)
         newton = opt.newton == math.inf
         state = system.assemble(x, "newton" if newton else "picard")
-        first, best, since_best = state.norm, state.norm, 0
+        first, best, since_best, damped = state.norm, state.norm, 0, 0
         mixer = Anderson(opt.anderson, opt.relax, dist.dot)
         steps, reason = [], "max_steps"
         largest = self.linear.forcing if opt.forcing is None else opt.forcing
@@ -257,7 +267,7 @@ class NonlinearSolver:
         eta, previous_norm, last, failures, measured = largest, None, carried, 0, None
         try:
             for k in range(1, opt.max_steps + 1):
-                reason = self._stop_reason(state.norm, first, since_best)
+                reason = self._stop_reason(state.norm, first, since_best, damped)
                 if reason:
                     break
                 self.check_interrupt()
@@ -339,6 +349,7 @@ class NonlinearSolver:
                     # |F_new| <= relres |F| + C |F|^2: C at least
                     observed = max(new_state.norm - info.relres * state.norm, 0.0) / state.norm**2
                     measured = observed if measured is None else max(measured, observed)
+                damped = damped + 1 if state.kind == "newton" and length <= DAMPED else 0
                 if next_kind == "newton" and not newton:
                     newton, mixer = True, Anderson(0)
                 x, state = x_new, new_state
@@ -347,7 +358,7 @@ class NonlinearSolver:
                 else:
                     since_best += 1
             else:
-                reason = self._stop_reason(state.norm, first, since_best) or "max_steps"
+                reason = self._stop_reason(state.norm, first, since_best, damped) or "max_steps"
         except Interrupted as exc:
             reason = f"interrupted ({exc.signal_name})"
         return NonlinearResult(
@@ -410,7 +421,7 @@ class NonlinearSolver:
         solves cost more than building it."""
         return self.best is not None and last.iterations >= 2 and AGED * digits_per_iteration(last) < self.best
 
-    def _stop_reason(self, norm: float, first: float, since_best: int) -> str | None:
+    def _stop_reason(self, norm: float, first: float, since_best: int, damped: int) -> str | None:
         opt = self.options
         if not math.isfinite(norm):
             return "nan"
@@ -418,7 +429,7 @@ class NonlinearSolver:
             return "converged"
         if norm > opt.diverge * first:
             return "diverged"
-        if since_best >= opt.stagnation:
+        if since_best >= opt.stagnation or 0 < opt.damped <= damped:
             return "stagnated"
         return None
 
@@ -504,7 +515,9 @@ def solve_continuation(
     stage (a restartable checkpoint). A stage that stops out of reach (OUT_OF_REACH) after
     a converged one is split: the geometric mean of the two Reynolds numbers is solved
     first, from the converged stage's iterate, at most BACKOFFS times in a run; such a
-    stage stagnates after SPLIT_STAGNATION steps (or the options' fewer). Otherwise
+    stage stagnates after SPLIT_STAGNATION steps (or the options' fewer) or SPLIT_DAMPED
+    damped Newton steps in a row (a split costs less than Newton's way from outside its
+    basin). Otherwise
     the first stage that does not converge ends the run. Returns the list of Stage, the
     stages that did not converge included."""
     log = log or (lambda line: None)
@@ -516,7 +529,11 @@ def solve_continuation(
             solver.system.re = stage_re
             stage_options = options if stage_re == re else replace(options, tol=max(options.tol, CONTINUATION_TOL))
             if reached is not None and backoffs < BACKOFFS:  # a split can follow: give up on this stage sooner
-                stage_options = replace(stage_options, stagnation=min(options.stagnation, SPLIT_STAGNATION))
+                stage_options = replace(
+                    stage_options,
+                    stagnation=min(options.stagnation, SPLIT_STAGNATION),
+                    damped=min(options.damped or SPLIT_DAMPED, SPLIT_DAMPED),
+                )
             solver.options = stage_options
             if len(plan) > 1 or out:  # a header per stage where there are several
                 log(f"Re {stage_re:g}" + (" (continuation)" if stage_re != re else ""))
