@@ -20,8 +20,9 @@ Converged means solved: the relative residual of the equations ||D F(x)|| / ||D 
 (rows weighted by their norms, fem3d.problems.navier_stokes.Linearisation) is at most ``tol``.
 The iteration stops at once on NaN or infinity, when the residual grows past
 ``diverge`` times its first value, when it has not fallen below 0.9 times its best for
-``stagnation`` steps, when a linear solve failed (NaN, or its residual not reduced), or
-when the linear solves of LINEAR_FAILURES steps in a row ended short of their tolerance
+``stagnation`` steps or the line search shortened ``damped`` Newton steps in a row to
+DAMPED or less (where asked), when a linear solve failed (NaN, or its residual not
+reduced), or when the linear solves of LINEAR_FAILURES steps in a row ended short of their tolerance
 (reason "linear_solver" for both: the linearisations are out of the linear solver's
 reach, as at a Reynolds number far above what this start and mesh allow).
 """
@@ -517,9 +518,8 @@ def solve_continuation(
     first, from the converged stage's iterate, at most BACKOFFS times in a run; such a
     stage stagnates after SPLIT_STAGNATION steps (or the options' fewer) or SPLIT_DAMPED
     damped Newton steps in a row (a split costs less than Newton's way from outside its
-    basin). Otherwise
-    the first stage that does not converge ends the run. Returns the list of Stage, the
-    stages that did not converge included."""
+    basin). Otherwise the first stage that does not converge ends the run. Returns the list
+    of Stage, the stages that did not converge included."""
     log = log or (lambda line: None)
     options, out, x = solver.options, [], x0
     plan, reached, backoffs = stages + [re], None, 0
