@@ -393,7 +393,8 @@ def test_stopping_reasons():
 
 class Overshooting:
     """The direct linear solver with its step multiplied by 5: the line search takes 1/4 of
-    it (1.25 Newton steps), so each Newton step is damped and cuts the residual by about 4."""
+    it (1.25 Newton steps) or less, so every Newton step is damped, and it cuts the residual
+    by about 4."""
 
     def __init__(self, mesh):
         self.inner = make_linear_solver(LinearOptions().for_mesh(mesh))
