@@ -22,9 +22,9 @@ The iteration stops at once on NaN or infinity, when the residual grows past
 ``diverge`` times its first value, when it has not fallen below 0.9 times its best for
 ``stagnation`` steps or the line search shortened ``damped`` Newton steps in a row to
 DAMPED or less (where asked), when a linear solve failed (NaN, or its residual not
-reduced), or when the linear solves of LINEAR_FAILURES steps in a row ended short of their tolerance
-(reason "linear_solver" for both: the linearisations are out of the linear solver's
-reach, as at a Reynolds number far above what this start and mesh allow).
+reduced), or when the linear solves of LINEAR_FAILURES steps in a row ended short of
+their tolerance (reason "linear_solver" for both: the linearisations are out of the
+linear solver's reach, as at a Reynolds number far above what this start and mesh allow).
 """
 
 from __future__ import annotations
