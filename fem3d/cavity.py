@@ -265,7 +265,7 @@ def main(argv=None) -> int:
             if timed:
                 timed.close()
         if timed:
-            timed.finish(result)
+            timed.finish(result, STROUHAL)
         result.mesh_info = mesh_info
         run = CavityReport(result, out, " ".join(["python -m fem3d.cavity", *argv]), vtu=not args.no_vtu)
         files = write_results(run)
@@ -306,6 +306,9 @@ def main(argv=None) -> int:
             result.reason,
         )
     return 0
+
+
+STROUHAL = {"of": "points.centre.velocity.x", "length": 1.0, "velocity": 1.0}  # St = f L / U_lid of the centre's u
 
 
 def probes(state, centre: list) -> dict:

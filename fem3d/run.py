@@ -34,7 +34,7 @@ from gpucfd.errors import ArgumentParser, ConvergenceError, check_range, run_cli
 from .discretisation.fields import mid_plane
 from .problems.flow import Flow
 from .commands.time_output import FILES as IN_TIME
-from .commands.time_output import PICTURE, StepBar, TimeOutput, resume_from, time_exit
+from .commands.time_output import PICTURE, StepBar, TimeOutput, resume_from, strouhal_line, time_exit
 from .problems.result import FlowResult
 from gpucfd.output import claim_output
 from .solvers.nonlinear import out_of_reach_hint
@@ -257,14 +257,7 @@ def report_lines(result) -> list[str]:
             f"iterations ({t['linear_iterations_per_newton_step']:.1f} per Newton step), {t['seconds_per_step']:.3g} s "
             f"per step, {result.timing()['wall_s']:.1f} s wall"
         )
-        if "strouhal" in t:
-            st = t["strouhal"]
-            lines.append(
-                f"{st['of']} is not periodic at the end: no Strouhal number"
-                if st["value"] is None
-                else f"Strouhal number {st['value']:.6g} (period {st['period']:.6g} of {st['of']})"
-            )
-        return lines + ([partition_line(balance)] if balance else [])
+        return lines + strouhal_line(t) + ([partition_line(balance)] if balance else [])
     steps = result.steps
     its = sum(s["linear_iterations"] for s in steps)
     timing, stages = result.timing(), result.history

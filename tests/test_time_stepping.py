@@ -421,7 +421,9 @@ def test_the_period_of_a_signal_that_became_periodic():
     """fem3d.problems.periodic on sampled signals: a sine of period 0.3 after a decaying start
     gives its period, mean and amplitude; a growing oscillation and a steady signal are not
     periodic; a signal whose cycles alternate (the drag of a cylinder off the channel's centre
-    line: twice the lift's frequency, and every second peak higher) has the period of two."""
+    line: twice the lift's frequency, and every second peak higher) has the period of two; one
+    modulated at a quarter of its frequency that of four; one modulated at an incommensurate
+    frequency none."""
     from fem3d.problems.periodic import periodic
 
     t = np.arange(0, 6, 0.003)
@@ -434,6 +436,9 @@ def test_the_period_of_a_signal_that_became_periodic():
     drag = 3.2 + 0.03 * np.sin(4 * np.pi * t / 0.3) + 0.002 * np.sin(2 * np.pi * t / 0.3)
     found = periodic(t, drag)
     assert abs(found["period"] - 0.3) < 1e-5 and found["max"] == drag[t > 4].max()
+    modulated = np.sin(2 * np.pi * t / 0.3) + 0.1 * np.sin(2 * np.pi * t / 1.2)  # repeats after 4 cycles
+    assert abs(periodic(t, modulated)["period"] - 1.2) < 1e-4
+    assert periodic(t, np.sin(2 * np.pi * t / 0.3) + 0.1 * np.sin(2 * np.pi * t / 1.37)) is None  # never repeats
 
 
 def test_strouhal_names_a_reported_quantity(tmp_path):
@@ -481,7 +486,8 @@ def test_history_picture_shows_the_quantities_that_move(tmp_path):
 
 def test_the_cavity_in_time(tmp_path):
     """fem3d.cavity --t-end --dt: the steps from rest (no continuation nor sequencing), the centre's
-    velocity and pressure per step in history.csv, the time record in summary.json."""
+    velocity and pressure per step in history.csv, the time record in summary.json (with the
+    Strouhal number of the centre's u: none, three steps are not periodic)."""
     from fem3d import cavity
 
     out = tmp_path / "cav"
@@ -494,3 +500,4 @@ def test_the_cavity_in_time(tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["time"]["steps"] == 3 and summary["continuation"] == [] and summary["sequence"] == []
     assert summary["quantities"]["points"]["centre"]["velocity"][0] == float(rows[-1]["points.centre.velocity.x"])
+    assert summary["time"]["strouhal"] == {"of": "points.centre.velocity.x", "value": None, "period": None}

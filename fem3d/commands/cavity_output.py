@@ -22,6 +22,7 @@ from ..discretisation.fields import mid_plane
 from ..discretisation.output import write_profiles_csv
 from ..problems.result import FlowResult
 from .picture_process import PictureError, draw_in_child
+from .time_output import strouhal_line
 from . import resolution
 from ..problems.references import cavity_references, centre_line_profiles, compare_with_references
 
@@ -167,6 +168,7 @@ def final_lines(run: CavityReport, summary: dict) -> list[str]:
             f"{t['steps']} steps of {t['scheme']}, {t['seconds_per_step']:.3g} s per step: the profiles above are the "
             "state at that time (the published ones are steady flows')"
         )
+        lines += strouhal_line(t)
     lines.append(
         f"T_unit {summary['t_unit_us']:.1f} us ({summary['nonlinear_steps']} nonlinear steps, "
         f"{summary['linear_iterations']} linear iterations, T_run {summary['t_run_s']:.1f} s of "

@@ -173,3 +173,14 @@ def time_exit(prog: str, result, signum: int, out: str, root: bool, smaller: str
             result.reason,
         )
     return 0
+
+
+def strouhal_line(time: dict) -> list[str]:
+    """The line of summary.json's ``time`` record that gives its Strouhal number (or says
+    that its column is not periodic), none where the run asked for none."""
+    st = time.get("strouhal")
+    if not st:
+        return []
+    if st["value"] is None:
+        return [f"{st['of']} is not periodic at the end: no Strouhal number"]
+    return [f"Strouhal number {st['value']:.6g} (period {st['period']:.6g} of {st['of']})"]

@@ -2,13 +2,14 @@
 Hopf bifurcation), and its mean and amplitude over the last periods.
 
 The signal's upward crossings of its mean over the last part of the run are found (linear
-interpolation between steps); the period is the mean spacing of the last PERIODS of them. It
-counts as periodic where those spacings agree to SPREAD and the peaks of the last two
-periods to SPREAD of the amplitude (not still growing or decaying). A signal whose cycles
-between crossings alternate (the drag on a cylinder shedding vortices off the channel's
-centre line: the upper and the lower vortex pull a little differently, so its peaks differ
-from one crossing to the next by more than SPREAD) has a period of two crossings: where one
-crossing's cycles do not pass, every second crossing bounds a period.
+interpolation between steps); a period spans FOLD of them, the fewest after which the
+cycles between crossings repeat, and its length is the mean over the last PERIODS periods.
+It counts as periodic where those lengths agree to SPREAD and the peak of each cycle equals
+that of the cycle FOLD crossings earlier to SPREAD of the amplitude (not still growing,
+decaying, or modulated more slowly). Cycles that alternate (the drag on a cylinder shedding
+vortices off the channel's centre line: the upper and the lower vortex pull a little
+differently) repeat after two crossings; the cube cavity past its Hopf bifurcation can
+repeat after four.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import numpy as np
 
 PERIODS = 4  # periods measured at the end of the run
 SPREAD = 0.02  # largest relative spread of the periods, and change of the amplitude, of a periodic signal
+FOLDS = (1, 2, 3, 4)  # crossings per period tried, the fewest first
 
 
 def periodic(t, y, periods: int = PERIODS) -> dict | None:
@@ -31,20 +33,22 @@ def periodic(t, y, periods: int = PERIODS) -> dict | None:
     s = y - level
     up = np.flatnonzero((s[:-1] < 0) & (s[1:] >= 0))
     crossings = t[up] + (t[up + 1] - t[up]) * (-s[up] / (s[up + 1] - s[up]))
-    for fold in (1, 2):  # crossings per period
-        found = _periods(t, y, crossings[::-1][::fold][::-1], periods)
+    for fold in FOLDS:
+        found = _periods(t, y, crossings, fold, periods)
         if found is not None:
             return found
     return None
 
 
-def _periods(t, y, bounds, periods: int) -> dict | None:
-    """periodic()'s result for the periods between the last ``periods`` + 1 of ``bounds``
-    (increasing times), or None where they are too few, their lengths or peaks disagree."""
-    if len(bounds) < periods + 1:
+def _periods(t, y, crossings, fold: int, periods: int) -> dict | None:
+    """periodic()'s result for periods of ``fold`` crossings over the last ``periods`` of them
+    (``crossings``: increasing times), or None where they are too few, or their lengths or
+    their cycles' peaks disagree."""
+    cycles = fold * periods
+    if len(crossings) < cycles + 1:
         return None
-    last = bounds[-(periods + 1) :]
-    spans = np.diff(last)
+    last = crossings[-(cycles + 1) :]
+    spans = np.diff(last[::fold])
     period = float(spans.mean())
     if period <= 0 or np.ptp(spans) > SPREAD * period:
         return None
@@ -53,8 +57,8 @@ def _periods(t, y, bounds, periods: int) -> dict | None:
     amplitude = 0.5 * (hi - lo)
     if amplitude <= 0:
         return None
-    peaks = [y[(t >= a) & (t <= b)].max() for a, b in zip(last[-3:-1], last[-2:])]
-    if abs(peaks[1] - peaks[0]) > SPREAD * amplitude:
+    peaks = np.array([y[(t >= a) & (t <= b)].max() for a, b in zip(last[:-1], last[1:])])
+    if np.abs(peaks[fold:] - peaks[:-fold]).max() > SPREAD * amplitude:
         return None
     return {
         "period": period,
