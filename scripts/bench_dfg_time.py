@@ -8,10 +8,11 @@
 Each run MESH:REFINE:SCHEME:DT[:TOLERANCE] poses the case's committed case file
 (meshes/dfg2d/dfg_2d_3_slab.toml, dfg_2d_2_slab.toml, meshes/dfg3d/dfg_3d_3z.toml) on MESH,
 refined REFINE times, with that scheme and step (and, with a TOLERANCE, adaptive steps from
-DT). The 2D cases' meshes: ``slab`` (the committed meshes/dfg2d/slab.msh, one element thick)
-or ``fine`` (the same layout finer in the plane: 128 cells round the cylinder, 24 rings,
-160 cells downstream; one element of 0.0125 thick: meshes/dfg2d/make_slab.py with FINE,
-made in the runs folder); 3D-3Z's: ``channel`` (the
+DT). The 2D cases' meshes: ``slab`` (the committed meshes/dfg2d/slab.msh, one element thick),
+``medium`` (the same layout finer in the plane: 64 cells round the cylinder, 10 rings, 3
+cells upstream and 40 downstream; 0.05 thick) or ``fine`` (128 round, 24 rings, 6 upstream,
+160 downstream; 0.0125 thick), both made by meshes/dfg2d/make_slab.py with MADE's layouts in
+the runs folder; 3D-3Z's: ``channel`` (the
 committed meshes/dfg3d/channel_coarse.msh) or ``layer`` (channel_boundary_layer.msh, cells
 at the cylinder up to 180 times longer than thick). The case file is written into the runs folder
 (the 2D force coefficients' area D t and the points' z follow the slab's thickness t) and run
@@ -45,11 +46,14 @@ from script_options import check_tag
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DIAMETER, SLAB = 0.1, 0.05  # the cylinder's, and the committed slab's thickness
-FINE = dict(around=128, rings=24, upstream=6, downstream=160, thickness=0.0125)  # make_slab.py's fine slab
+MADE = {  # make_slab.py's slabs made in the runs folder: the fine one, and a medium one for the CPU
+    "fine": dict(around=128, rings=24, upstream=6, downstream=160, thickness=0.0125),
+    "medium": dict(around=64, rings=10, upstream=3, downstream=40, thickness=SLAB),
+}
 SCHEMES = ("bdf2", "midpoint")
 CASES = {  # --case: (name in the references, case file, meshes, t_end of the case, title)
-    "2d3": ("2D-3", "meshes/dfg2d/dfg_2d_3_slab.toml", ("slab", "fine"), 8.0, "DFG 2D-3 in time"),
-    "2d2": ("2D-2", "meshes/dfg2d/dfg_2d_2_slab.toml", ("slab", "fine"), 8.0, "DFG 2D-2 (periodic) in time"),
+    "2d3": ("2D-3", "meshes/dfg2d/dfg_2d_3_slab.toml", ("slab", "medium", "fine"), 8.0, "DFG 2D-3 in time"),
+    "2d2": ("2D-2", "meshes/dfg2d/dfg_2d_2_slab.toml", ("slab", "medium", "fine"), 8.0, "DFG 2D-2 (periodic) in time"),
     "3d3z": ("3D-3Z", "meshes/dfg3d/dfg_3d_3z.toml", ("channel", "layer"), 8.0, "DFG 3D-3Z in time"),
 }
 COLUMNS = {  # quantity key: history column of the run
@@ -99,15 +103,16 @@ def parse_run(spec: str, meshes: tuple) -> dict:
 
 
 def mesh_file(kind: str, folder: str) -> tuple[str, float | None]:
-    """(mesh file, slab thickness or None) of ``kind``: a committed mesh, or the fine slab made in ``folder``."""
+    """(mesh file, slab thickness or None) of ``kind``: a committed mesh, or a slab of MADE made in ``folder``."""
     if kind in ("channel", "layer"):
         name = "channel_coarse.msh" if kind == "channel" else "channel_boundary_layer.msh"
         return os.path.join(ROOT, "meshes", "dfg3d", name), None
     if kind == "slab":
         return os.path.join(ROOT, "meshes", "dfg2d", "slab.msh"), SLAB
-    path = os.path.join(folder, "fine_slab.msh")
+    layout = MADE[kind]
+    path = os.path.join(folder, f"{kind}_slab.msh")
     if not os.path.isfile(path):
-        options = [f"--{k}={v}" for k, v in FINE.items()]
+        options = [f"--{k}={v}" for k, v in layout.items()]
         paths = os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))
         made = subprocess.run(
             [sys.executable, os.path.join(ROOT, "meshes", "dfg2d", "make_slab.py"), *options, "--out", path],
@@ -117,7 +122,7 @@ def mesh_file(kind: str, folder: str) -> tuple[str, float | None]:
         )
         if made.returncode:
             raise InputError(f"meshes/dfg2d/make_slab.py failed: {(made.stderr.strip().splitlines() or ['?'])[-1]}")
-    return path, FINE["thickness"]
+    return path, layout["thickness"]
 
 
 def case_text(case_file: str, mesh: str, thickness: float | None, spec: dict, t_end: float | None) -> str:

@@ -83,7 +83,25 @@ def test_the_3d3z_case_and_the_2d2_quantities():
 def test_bad_runs_are_refused(tmp_path):
     cmd = [sys.executable, SCRIPT, "--case", "2d3", "--runs", "slab:1:euler:0.01", "--tag", "t"]
     p = subprocess.run([*cmd, "--results", str(tmp_path)], capture_output=True, text=True, timeout=60)
-    assert p.returncode == 2 and "--runs: 'slab:1:euler:0.01': MESH slab or fine" in p.stderr
+    assert p.returncode == 2 and "--runs: 'slab:1:euler:0.01': MESH slab or medium or fine" in p.stderr
     cmd = [sys.executable, SCRIPT, "--case", "3d3z", "--runs", "slab:1:bdf2:0.01", "--tag", "t"]
     p = subprocess.run([*cmd, "--results", str(tmp_path)], capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and "MESH channel or layer" in p.stderr
+
+
+def test_the_made_slabs(tmp_path):
+    """The medium slab (the CPU's 2D-3 runs) as make_slab.py makes it in the runs folder: 64
+    cells round the cylinder and 10 rings, 3 + 40 cells up- and downstream, 0.05 thick; made once."""
+    import meshio
+
+    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    import bench_dfg_time as bench
+
+    path, thickness = bench.mesh_file("medium", str(tmp_path))
+    assert path == str(tmp_path / "medium_slab.msh") and thickness == 0.05
+    mesh = meshio.read(path)
+    assert len(mesh.cells_dict["hexahedron27"]) == 64 * 10 + 64 // 4 * (3 + 40)  # the ring, then 16 across
+    assert mesh.points[:, 2].max() == pytest.approx(0.05)
+    stamp = os.path.getmtime(path)
+    assert bench.mesh_file("medium", str(tmp_path))[0] == path and os.path.getmtime(path) == stamp
+
