@@ -104,4 +104,3 @@ def test_the_made_slabs(tmp_path):
     assert mesh.points[:, 2].max() == pytest.approx(0.05)
     stamp = os.path.getmtime(path)
     assert bench.mesh_file("medium", str(tmp_path))[0] == path and os.path.getmtime(path) == stamp
-
