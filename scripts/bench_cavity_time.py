@@ -34,6 +34,7 @@ import numpy as np
 from gpucfd.errors import ArgumentParser, InputError, run_cli
 from gpucfd.output import write_record
 from script_options import check_tag
+from timed_runs import time_row
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCHEMES = ("bdf2", "midpoint")
@@ -98,18 +99,7 @@ def row_of(spec: dict, command: str, wall: float, folder: str) -> dict:
     t = s["time"]
     found = t["periodic"].get(COLUMN)
     return {
-        **spec,
-        "command": command,
-        "device": s["device"],
-        "converged": s["converged"],
-        "elements": s["mesh"]["elements"],
-        "unknowns": s["dofs"],
-        "time_step": spec["dt"],
-        "steps": t["steps"],
-        "newton_steps": t["newton_steps"],
-        "linear_iterations_per_newton_step": t["linear_iterations_per_newton_step"],
-        "seconds_per_step": t["seconds_per_step"],
-        "wall_s": wall,
+        **time_row(spec, command, wall, s),
         "strouhal": t["strouhal"]["value"],
         "period": found and found["period"],
         "u_mean": found and found["mean"],

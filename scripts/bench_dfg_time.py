@@ -43,6 +43,7 @@ import time
 from gpucfd.errors import ArgumentParser, InputError, run_cli
 from gpucfd.output import write_record
 from script_options import check_tag
+from timed_runs import time_row
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DIAMETER, SLAB = 0.1, 0.05  # the cylinder's, and the committed slab's thickness
@@ -172,24 +173,10 @@ def quantities(case: str, s: dict) -> dict:
 
 def row_of(case: str, spec: dict, command: str, wall: float, s: dict, refs: dict) -> dict:
     """What a run measured, from its summary.json ``s``."""
-    t = s["time"]
     values = quantities(case, s)
     found = {k: v for k, v in values.items() if k in refs and v is not None}
     return {
-        **spec,
-        "command": command,
-        "device": s["device"],
-        "converged": s["converged"],
-        "elements": s["mesh"]["elements"],
-        "unknowns": s["dofs"],
-        "time_step": spec["dt"],
-        "steps": t["steps"],
-        "rejected_steps": t["rejected_steps"],
-        "dt_range": t["dt_range"],
-        "newton_steps": t["newton_steps"],
-        "linear_iterations_per_newton_step": t["linear_iterations_per_newton_step"],
-        "seconds_per_step": t["seconds_per_step"],
-        "wall_s": wall,
+        **time_row(spec, command, wall, s),
         **values,
         "relative_errors": {k: v / refs[k]["reference"] - 1 for k, v in found.items() if refs[k]["reference"]},
         "in_1996_bounds": {k: refs[k]["low"] <= v <= refs[k]["high"] for k, v in found.items() if refs[k]["low"]},

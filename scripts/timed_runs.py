@@ -57,3 +57,25 @@ def timed_child(script: str, args: list, out: str, env: dict | None = None) -> t
     with open(os.path.join(out, "memory.json")) as fh:
         memory = json.load(fh)
     return wall, summary, memory
+
+
+def time_row(spec: dict, command: str, wall: float, s: dict) -> dict:
+    """The fields every benchmark of a run in time records (``spec`` with "dt", its command,
+    its process wall ``wall`` in s), from the run's summary.json ``s``."""
+    t = s["time"]
+    return {
+        **spec,
+        "command": command,
+        "device": s["device"],
+        "converged": s["converged"],
+        "elements": s["mesh"]["elements"],
+        "unknowns": s["dofs"],
+        "time_step": spec["dt"],
+        "steps": t["steps"],
+        "rejected_steps": t["rejected_steps"],
+        "dt_range": t["dt_range"],
+        "newton_steps": t["newton_steps"],
+        "linear_iterations_per_newton_step": t["linear_iterations_per_newton_step"],
+        "seconds_per_step": t["seconds_per_step"],
+        "wall_s": wall,
+    }
