@@ -54,6 +54,8 @@ from .discretisation.refine import REFINE_MAX, refine
 from .solvers.sequencing import REDUNDANT_MAX, SEQUENCE_MAX, SEQUENCE_MIN
 from .solvers.sequencing import limits as sequence_limits
 
+STROUHAL = {"of": "points.centre.velocity.x", "length": 1.0, "velocity": 1.0}  # in time: f L / U_lid of the centre's u
+
 
 def build_mesh(args, fits, kind: str, ranks: int, warn):
     """The mesh and a description of it for the summary. ``fits(elements, largest)`` checks
@@ -306,9 +308,6 @@ def main(argv=None) -> int:
             result.reason,
         )
     return 0
-
-
-STROUHAL = {"of": "points.centre.velocity.x", "length": 1.0, "velocity": 1.0}  # St = f L / U_lid of the centre's u
 
 
 def probes(state, centre: list) -> dict:
