@@ -159,6 +159,14 @@ def write_record(stem: str, data, text: str) -> None:
         fh.write(text)
 
 
+def saved_record(stem: str) -> tuple[list, list]:
+    """(rows, commands) of the benchmark record ``stem``.json that write_record saved (an older
+    record's single "command" as a list of one), for rows added to it."""
+    with open(stem + ".json") as fh:
+        saved = json.load(fh)
+    return saved["rows"], saved.get("commands", [saved.get("command")])
+
+
 def check_writable_file(path: str, option: str = "--out") -> str:
     """Check that ``path`` can be written atomically (its folder exists and takes new
     files, and it is no folder) without creating it; InputError if not."""

@@ -40,6 +40,7 @@ import subprocess
 import sys
 import time
 
+from fem3d.solvers.time_stepping import SCHEMES
 from gpucfd.errors import ArgumentParser, InputError, run_cli
 from gpucfd.output import write_record
 from script_options import check_tag
@@ -51,7 +52,6 @@ MADE = {  # make_slab.py's slabs made in the runs folder: the fine one, and a me
     "fine": dict(around=128, rings=24, upstream=6, downstream=160, thickness=0.0125),
     "medium": dict(around=64, rings=10, upstream=3, downstream=40, thickness=SLAB),
 }
-SCHEMES = ("bdf2", "midpoint")
 CASES = {  # --case: (name in the references, case file, meshes, t_end of the case, title)
     "2d3": ("2D-3", "meshes/dfg2d/dfg_2d_3_slab.toml", ("slab", "medium", "fine"), 8.0, "DFG 2D-3 in time"),
     "2d2": ("2D-2", "meshes/dfg2d/dfg_2d_2_slab.toml", ("slab", "medium", "fine"), 8.0, "DFG 2D-2 (periodic) in time"),

@@ -32,7 +32,7 @@ import tempfile
 
 from gpucfd.errors import ArgumentParser, InputError, run_cli
 from bench_solvers import WARMUP_ENV, WARMUP_N, run, run_folder
-from gpucfd.output import atomic_path, write_record
+from gpucfd.output import atomic_path, saved_record, write_record
 from script_options import check_each, check_tag
 from timed_runs import record_memory
 
@@ -95,13 +95,6 @@ def plot(rows: list, path: str, title: str) -> None:
     plt.close(fig)
 
 
-def saved_record(path: str) -> tuple[list, list]:
-    """(rows, commands) of the record at ``path``."""
-    with open(path) as fh:
-        saved = json.load(fh)
-    return saved["rows"], saved.get("commands", [saved.get("command")])
-
-
 def save(base: str, rows: list, commands: list, re: float, grading: float) -> None:
     """Write ``rows`` (ratios added) as base.json, base.md and base.png, each atomically."""
     rows = rows_with_ratios(sorted(rows, key=lambda r: r["n"]))
@@ -151,7 +144,7 @@ def main(argv=None) -> int:
     base = os.path.join(args.results, f"bench_sizes_{tag}")
     if args.add and not os.path.exists(base + ".json"):
         raise InputError(f"--add: no saved record {base}.json to add to")
-    saved, commands = saved_record(base + ".json") if args.add else ([], [])
+    saved, commands = saved_record(base) if args.add else ([], [])
     saved = [r for r in saved if r["n"] not in args.n]  # a saved row of the same N is replaced
     commands.append("python scripts/bench_sizes.py " + " ".join(argv))
     os.makedirs(args.results, exist_ok=True)
