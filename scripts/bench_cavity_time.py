@@ -31,14 +31,15 @@ import time
 
 import numpy as np
 
+from fem3d.cavity import STROUHAL
+from fem3d.solvers.time_stepping import SCHEMES
 from gpucfd.errors import ArgumentParser, InputError, run_cli
-from gpucfd.output import write_record
+from gpucfd.output import saved_record, write_record
 from script_options import check_tag
 from timed_runs import time_row
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SCHEMES = ("bdf2", "midpoint")
-COLUMN = "points.centre.velocity.x"  # the cavity's Strouhal column (fem3d.cavity.STROUHAL)
+COLUMN = STROUHAL["of"]  # the centre's u
 TAIL = 0.1  # the part of the run whose swing is measured, and the part before it
 
 
@@ -111,39 +112,41 @@ def row_of(spec: dict, command: str, wall: float, folder: str) -> dict:
 
 def start(args, spec: dict, t_end: float | None = None, gpu: int | None = None) -> tuple:
     """The process of one run of ``spec`` (to ``t_end`` where given; on GPU ``gpu`` alone where
-    given), its command and folder."""
+    given), its command and output folder; its error output goes to the folder's name + .stderr."""
     spec = {**spec, "t_end": t_end or spec["t_end"]}
     name = f"re{spec['re']:g}_n{spec['n']}_{spec['scheme']}_dt{spec['dt']:g}"
     folder = os.path.join(os.path.abspath(args.runs_folder), name)
+    os.makedirs(args.runs_folder, exist_ok=True)
     argv = argv_of(spec, args.device, folder)
     command = "python -m fem3d.cavity " + " ".join(argv)
     print(command, flush=True)
     env = os.environ if gpu is None else {**os.environ, "CUDA_VISIBLE_DEVICES": str(gpu)}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "fem3d.cavity", *argv],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
+    with open(folder + ".stderr", "w") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "fem3d.cavity", *argv], stdout=subprocess.DEVNULL, stderr=err, env=env
+        )
     return proc, command, folder
 
 
-def finish(spec: dict, proc, command: str, folder: str, t0: float, concurrent: int) -> dict:
-    """The row of a started run once its process ends (or a row with the error)."""
-    _, err = proc.communicate()
-    wall = time.perf_counter() - t0
+def ended(started: list, t0: float):
+    """Yield (index, process wall in s) of each process of ``started`` [(process, ...)] as it
+    ends, timed from ``t0``."""
+    pending = set(range(len(started)))
+    while pending:
+        for i in sorted(pending):
+            if started[i][0].poll() is not None:
+                pending.discard(i)
+                yield i, time.perf_counter() - t0
+        time.sleep(0.05)
+
+
+def finish(spec: dict, proc, command: str, folder: str, wall: float, concurrent: int) -> dict:
+    """The row of a run whose process ended after ``wall`` s (or a row with the error)."""
     if proc.returncode != 0:
-        lines = err.strip().splitlines() or ["no error output"]
+        with open(folder + ".stderr") as fh:
+            lines = fh.read().strip().splitlines() or ["no error output"]
         return {**spec, "command": command, "error": f"exit {proc.returncode}: {lines[-1]}"}
     return {**row_of(spec, command, wall, folder), "concurrent_runs": concurrent}
-
-
-def saved_record(path: str) -> tuple[list, list]:
-    """(rows, commands) of the record at ``path``."""
-    with open(path) as fh:
-        saved = json.load(fh)
-    return saved["rows"], saved["commands"]
 
 
 def shown(v, digits: int) -> str:
@@ -164,9 +167,9 @@ def table(rows: list) -> str:
         lines.append(
             head + f"| {r['elements']:,} | {r['unknowns']:,} | {r['scheme']} | {r['dt']:g} | {r['t_end']:g} "
             f"| {r['steps']} | {r['linear_iterations_per_newton_step']:.2f} | {r['seconds_per_step']:.3f} "
-            f"| {r['wall_s']:.1f} | {shown(r['strouhal'], 4)} | {shown(r['period'], 3)} | {shown(r['u_mean'], 5)} "
-            f"| {shown(r['u_amplitude'], 5)} | {r['u_swing_last']:.2e} | {shown(r['u_rate'], 4)} "
-            f"| {shown(r['u_frequency'], 4)} |"
+            f"| {shown(r['wall_s'], 1)} | {shown(r['strouhal'], 4)} | {shown(r['period'], 3)} "
+            f"| {shown(r['u_mean'], 5)} | {shown(r['u_amplitude'], 5)} | {r['u_swing_last']:.2e} "
+            f"| {shown(r['u_rate'], 4)} | {shown(r['u_frequency'], 4)} |"
         )
     return "\n".join(lines)
 
@@ -179,7 +182,8 @@ def page(rows: list, commands: list) -> str:
         + "".join(f"`{c}`\n\n" for c in commands)
         + "Each command after one untimed short run unless it says --no-warmup; runs started together share "
         "their GPUs (JSON: concurrent_runs, their walls shared); from rest, graded meshes (--grading 1); wall s: "
-        "the process's. St = f L / U_lid of the centre's u over its last periods (n/a: not periodic at the end); "
+        "the process's (n/a: not measured). St = f L / U_lid of the centre's u over its last periods (n/a: not "
+        "periodic at the end); "
         f"u swing: max - min of u over the last {TAIL:.0%} of the run; its rate: ln(swing / the swing over the "
         f"{TAIL:.0%} before) / ({TAIL:g} t_end), > 0 growing, < 0 decaying; u's peak frequency: of its spectrum "
         "over the last half of the run. Onset of the oscillation: Re_c 1914 (Feldman & Gelfgat 2010) to 1919.5 "
@@ -206,11 +210,10 @@ def main(argv=None) -> int:
     base = os.path.join(args.results, f"cavity_unsteady_{check_tag(args.tag)}")
     if args.add and not os.path.exists(base + ".json"):
         raise InputError(f"--add: no saved record {base}.json")
-    saved, commands = saved_record(base + ".json") if args.add else ([], [])
+    saved, commands = saved_record(base) if args.add else ([], [])
     commands.append("python scripts/bench_cavity_time.py " + " ".join(argv))
     if not args.no_warmup:
-        proc, _, _ = start(args, specs[0], t_end=2 * specs[0]["dt"])
-        proc.communicate()
+        start(args, specs[0], t_end=2 * specs[0]["dt"])[0].wait()
     width = len(specs) if args.concurrent else 1
     rows = []
     for first in range(0, len(specs), width):
@@ -218,8 +221,8 @@ def main(argv=None) -> int:
         t0 = time.perf_counter()
         gpus = [None] * len(group) if args.gpus == 1 else [i % args.gpus for i in range(len(group))]
         started = [start(args, spec, gpu=gpu) for spec, gpu in zip(group, gpus)]
-        for spec, (proc, run_command, folder) in zip(group, started):
-            rows.append(finish(spec, proc, run_command, folder, t0, width))
+        for i, wall in ended(started, t0):
+            rows.append(finish(group[i], *started[i], wall, width))
             write_record(
                 base, {"commands": commands, "column": COLUMN, "rows": saved + rows}, page(saved + rows, commands)
             )

@@ -39,6 +39,16 @@ def test_rows_of_short_runs_and_rows_added(tmp_path):
     assert "| 100 | 3 | 27 | 1,093 | midpoint | 0.1 | 0.3 | 3 |" in md and "| 100 | 2 | 8 |" in md
 
 
+def test_concurrent_runs_have_their_own_walls(tmp_path):
+    """Runs started together: each row's wall ends when its own process ends (the short run's
+    row first, its wall below the long one's), each marked as sharing the device."""
+    p = bench_run(tmp_path, "--concurrent", "--runs", "100:3:midpoint:0.1:2", "100:2:bdf2:0.1:0.2")
+    assert p.returncode == 0, p.stderr
+    short, long = json.loads((tmp_path / "cavity_unsteady_t.json").read_text())["rows"]
+    assert (short["n"], short["steps"], long["n"], long["steps"]) == (2, 2, 3, 20)
+    assert short["wall_s"] < long["wall_s"] and short["concurrent_runs"] == long["concurrent_runs"] == 2
+
+
 def test_a_bad_run_is_an_input_error(tmp_path):
     p = bench_run(tmp_path, "--runs", "2000:24:rk4:0.2:600")
     assert p.returncode == 2 and p.stderr.strip().count("\n") == 0
