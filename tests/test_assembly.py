@@ -199,3 +199,31 @@ def test_frozen_velocity_layout(backend):
     x = np.arange(mesh.n_dofs, dtype=float)
     vel = backend.to_numpy(nodal_velocity(backend.xp, backend.asarray(x), mesh.n_nodes))
     assert vel.shape == (27, 3) and vel[5].tolist() == [5.0, 32.0, 59.0]
+
+
+def test_frozen_test_functions_drop_exactly_the_terms_of_the_strong_residual(backend):
+    """The Jacobian with the test functions frozen (``frozen``) is the Jacobian less the
+    derivative of the streamline test functions times the strong residual r: where r
+    vanishes at every point (the exact polynomial flow on a graded box), the two are equal
+    to round-off; the frozen matrices do not depend on the pressure, and the difference is
+    linear in a perturbation of the pressure (twice the perturbation, twice the difference)
+    and not small."""
+    xp = backend.xp
+    mesh = box_mesh(3, 2, 3, lengths=(1.0, 1.5, 0.8), grading=1.2)
+    tables = ReferenceTables.build(xp, 8)
+    X = backend.asarray(mesh.geometry)
+    u = backend.asarray(poly_velocity(mesh.points)[mesh.cells])
+    p = poly_pressure(mesh.points[mesh.pressure_nodes])[mesh.pressure_cells]
+    dp = np.random.default_rng(3).standard_normal(p.shape)
+
+    def matrices(pressure, frozen):
+        args = (xp, X, u, NU_RE, tables, poly_force, backend.asarray(pressure))
+        return backend.to_numpy(element_matrices_chunk(*args, jacobian=True, frozen=frozen)[0])
+
+    frozen, exact = matrices(p, True), matrices(p, False)
+    size = np.abs(exact).max()
+    assert np.abs(exact - frozen).max() < 1e-12 * size
+    once, twice = (matrices(p + k * dp, False) - frozen for k in (1.0, 2.0))
+    assert np.array_equal(matrices(p + dp, True), frozen)
+    assert np.abs(once).max() > 1e-3 * size
+    assert np.abs(twice - 2.0 * once).max() < 1e-12 * size

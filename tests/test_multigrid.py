@@ -515,8 +515,9 @@ def test_a_boundary_layer_of_thin_cells_takes_no_more_iterations_than_the_cube()
     elements, solved to 1e-8 from a consistent right-hand side: with its layers graded toward
     the walls z = 0 and 1 so that the wall cells are 20 times wider than thick (their sheets
     paired along z alone first: semi-coarsening) and line Vanka (--smoother line) on the
-    levels with such cells, FGMRES takes no more iterations than on the uniform cube: 6 and
-    7 when written; element Vanka on both took 11 and 7."""
+    levels with such cells (its hierarchy built from the Jacobian with frozen test functions;
+    from the Picard matrix instead: 17), FGMRES takes no more iterations than on the uniform
+    cube: 6 and 7 when written; element Vanka on both took 11 and 7."""
     cpu = get_backend("cpu")
     its = {}
     for grading in (0.0, 3.25):
@@ -528,6 +529,7 @@ def test_a_boundary_layer_of_thin_cells_takes_no_more_iterations_than_the_cube()
         assert info.converged
         its[grading] = (info.iterations, [level.op.dofs.shape[0] for level in mg.levels], mesh.stretches.max())
         assert mg.levels[0].smoother.name == ("line Vanka" if grading else "element Vanka")
+        assert mg.kind == ("frozen" if grading else "newton")  # lines: the hierarchy of frozen test functions
     assert its[0.0][1] == [512, 64] and its[3.25][1][1] == 384 and its[3.25][2] > 20, (
         its
     )  # the wall layers paired first

@@ -91,14 +91,16 @@ def force(xp, x):
     return xp.stack([xp.sin(3 * x[..., 1]), x[..., 0] * x[..., 2], 1.0 + x[..., 0] ** 2], axis=-1)
 
 
-@pytest.mark.parametrize("jacobian", [False, True])
+@pytest.mark.parametrize("kind", ["picard", "newton", "frozen"])
 @pytest.mark.parametrize("name", ["distorted", "annulus"])
 @pytest.mark.parametrize("case", ["full", "sums", "unforced", "prescribed", "time"])
-def test_element_matrices_on_the_gpu_equal_numpy(cp, name, jacobian, case):
-    """The kernel of fem3d.kernels.element_assembly against the array code: matrices and sums
+def test_element_matrices_on_the_gpu_equal_numpy(cp, name, kind, case):
+    """The kernel of fem3d.kernels.element_assembly against the array code, for the Picard
+    matrices, the Jacobian and the Jacobian with frozen test functions: matrices and sums
     with a pressure and a force; the sums alone; no pressure nor force (no residual); with
     the rows of prescribed unknowns set (every 7th unknown of 100 elements' 500); and in a
     time step (sigma, a history term and tau's time limit)."""
+    jacobian = kind != "picard"
     X = geometry(name)[:100]
     rng = np.random.default_rng(5)
     u, p = rng.standard_normal((len(X), 27, 3)), rng.standard_normal((len(X), 8))
@@ -109,6 +111,7 @@ def test_element_matrices_on_the_gpu_equal_numpy(cp, name, jacobian, case):
         p_nodes=None if case == "unforced" else p,
         jacobian=jacobian,
         matrices=case != "sums",
+        frozen=kind == "frozen",
     )
     if jacobian and case == "unforced":
         options["p_nodes"] = p

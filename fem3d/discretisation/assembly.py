@@ -118,6 +118,7 @@ def element_matrices_chunk(
     sigma: float = 0.0,
     history=None,
     tau_sigma: float = 0.0,
+    frozen: bool = False,
 ):
     """Element matrices (E, NL, LD), loads (E, NL), residuals (E, NL) and the squared row
     norms of the Picard matrices (E, NL) of one chunk of elements; the matrices are
@@ -136,6 +137,8 @@ def element_matrices_chunk(
     (c, d) gain the reaction term int W_i N_j da_c/dx_d and the derivative of the test
     functions, int (dS_i/da_d) N_j r_c, with r = (a . grad) a - nu lap a + grad p - f the
     strong momentum residual and dS_i/da_d = (dtau_i/da_d) a . grad N_i + tau_i dN_i/dx_d.
+    With ``frozen`` as well, the Jacobian with the test functions frozen at a: the reaction
+    term alone (the multigrid hierarchy's matrices where lines smooth: fem3d.solvers.multigrid).
     Residuals: A(a) x_e - b_e with x_e = (a, p) when p_nodes is given, else None. The row
     norms of A(a) weigh the residual alike whichever matrix is returned.
 
@@ -155,7 +158,7 @@ def element_matrices_chunk(
     wq, dN, dM, lap = geo["wq"], geo["dN"], geo["dM"], geo["lap"]
     nu = 1.0 / re
     a = einsum(xp, "qn,eni->eqi", tables.N, u_nodes)
-    if jacobian and matrices:  # d tau / d a enters the Jacobian's matrices alone, not the sums
+    if jacobian and matrices and not frozen:  # d tau / d a enters the Jacobian's matrices alone, not the sums
         tau, dtau = upwind_tau_and_derivative(xp, a, geo["J"], re, tables.mid)
     else:
         tau, dtau = upwind_tau(xp, a, geo["J"], re, tables.mid), None
@@ -171,7 +174,7 @@ def element_matrices_chunk(
         return (
             mats,
             *element_matrices_cuda(
-                geo, a, tau, dtau, u_nodes, p_nodes, f, tables.N, tables.M, nu, sigma, mats, prescribed
+                geo, a, tau, dtau, u_nodes, p_nodes, f, tables.N, tables.M, nu, sigma, mats, prescribed, jacobian
             ),
         )
     adv = einsum(xp, "eqi,eqni->eqn", a, dN)  # a . grad N_j
@@ -236,13 +239,18 @@ def point_force(xp, tables: ReferenceTables, x, force, history):
 
 def newton_terms(xp, N, u_nodes, a, adv, tau, dtau, wW, wq, dN, dM, lap, p_nodes, f, nu, sigma=0.0):
     """The Jacobian's additions to the velocity blocks, (E, c, i, d, j): the reaction term
-    int W_i N_j da_c/dx_d plus int (dS_i/da_d) N_j r_c (see :func:`element_matrices_chunk`),
-    as one product of a (E, c, i, d, q) table with N (Q, 27). The factors are first laid out
-    with the quadrature point last, so that the table is built from contiguous rows."""
+    int W_i N_j da_c/dx_d plus int (dS_i/da_d) N_j r_c (see :func:`element_matrices_chunk`;
+    ``dtau`` None: the reaction term alone, the test functions frozen), as one product of a
+    (E, c, i, d, q) table with N (Q, 27). The factors are first laid out with the quadrature
+    point last, so that the table is built from contiguous rows."""
     E, Q = wq.shape
     dN_q = _points_last(xp, dN)  # (E, i, d, Q)
     u_t = u_nodes.transpose(0, 2, 1)
     grad_a = (u_t @ dN_q.reshape(E, 27, 3 * Q)).reshape(E, 3, 3, Q)  # d a_c / d x_d, (E, c, d, Q)
+    table = xp.empty((E, 3, 27, 3, Q), dtype=np.float64)
+    xp.multiply(xp.ascontiguousarray(wW)[:, None, :, None], grad_a[:, :, None], out=table)
+    if dtau is None:
+        return (table.reshape(-1, Q) @ N).reshape(E, 3, 27, 3, 27)
     strong = (grad_a * _points_last(xp, a)[:, None]).sum(axis=2) - nu * (u_t @ _points_last(xp, lap))
     strong += einsum(xp, "eqld,el->edq", dM, p_nodes) - (0.0 if f is None else _points_last(xp, f))  # r_c, (E, c, Q)
     if sigma:
@@ -250,8 +258,6 @@ def newton_terms(xp, N, u_nodes, a, adv, tau, dtau, wW, wq, dN, dM, lap, p_nodes
     dS = (
         _points_last(xp, dtau) * _points_last(xp, adv)[:, :, None] + _points_last(xp, tau)[:, :, None] * dN_q
     )  # dS_i/da_d
-    table = xp.empty((E, 3, 27, 3, Q), dtype=np.float64)
-    xp.multiply(xp.ascontiguousarray(wW)[:, None, :, None], grad_a[:, :, None], out=table)
     table += dS[:, None] * (wq[:, None] * strong)[:, :, None, None]
     return (table.reshape(-1, Q) @ N).reshape(E, 3, 27, 3, 27)
 

@@ -6,7 +6,9 @@
 // Q points, nodes i, j of the Q2 basis (27), l of the Q1 basis (8), components c, d (3):
 // wq (E, Q) det J * weight; dN (E, Q, 27, 3) and dM (E, Q, 8, 3) physical gradients; lap (E, Q, 27)
 // the Q2 basis' Laplacian; a (E, Q, 3) the velocity at the points; tau (E, Q, 27) and, for the
-// Jacobian, dtau (E, Q, 27, 3) (else null); u (E, 27, 3) nodal velocity; p (E, 8) nodal
+// Jacobian with the test functions' derivative, dtau (E, Q, 27, 3) (else null); terms: 0 the
+// Picard matrices, 1 the Jacobian's with the test functions frozen (the reaction term alone),
+// 2 the Jacobian's; u (E, 27, 3) nodal velocity; p (E, 8) nodal
 // pressure or null; f (E, Q, 3) body force (and a time step's history term h) at the points or null;
 // N (Q, 27), M (Q, 8) basis values; sigma the time step's coefficient of the new velocity (0: steady).
 // dofs (E, 89) int32, fixed (n,) bool, valence (n,) float64, or null: the rows of prescribed
@@ -22,8 +24,9 @@
 
 // Shared doubles of a block: fem3d.kernels.element_assembly.shared_doubles.
 extern "C" __global__ void __launch_bounds__(256)
-element_matrices(int Q, double nu, double sigma, const double* __restrict__ wq_g, const double* __restrict__ dN_g,
-                 const double* __restrict__ dM_g, const double* __restrict__ lap_g, const double* __restrict__ a_g,
+element_matrices(int Q, int terms, double nu, double sigma, const double* __restrict__ wq_g,
+                 const double* __restrict__ dN_g, const double* __restrict__ dM_g, const double* __restrict__ lap_g,
+                 const double* __restrict__ a_g,
                  const double* __restrict__ tau_g, const double* __restrict__ dtau_g, const double* __restrict__ u_g,
                  const double* __restrict__ p_g, const double* __restrict__ f_g, const double* __restrict__ Nt,
                  const double* __restrict__ Mt, const int* __restrict__ dofs, const bool* __restrict__ fixed,
@@ -33,7 +36,7 @@ element_matrices(int Q, double nu, double sigma, const double* __restrict__ wq_g
     extern __shared__ double sh[];
     const long long e = blockIdx.x;
     const int tid = threadIdx.x, nt = blockDim.x;
-    const bool newton = dtau_g != nullptr;
+    const bool newton = terms > 0, derivative = terms == 2;
     double* wq = sh;                  // Q
     double* dN = wq + Q;              // Q x 27 x 3
     double* lap = dN + Q * NV;        // Q x 27
@@ -80,7 +83,7 @@ element_matrices(int Q, double nu, double sigma, const double* __restrict__ wq_g
         adv[t] = v;
         Wt[t] = (Nt[t] + S) * wq[q];
         St[t] = S * wq[q];
-        if (newton) {
+        if (derivative) {
 #pragma unroll
             for (int d = 0; d < 3; ++d) R[t * 3 + d] = dtau_g[(e * Q * NN + t) * 3 + d] * v + ta * g[d];
         }
@@ -94,7 +97,7 @@ element_matrices(int Q, double nu, double sigma, const double* __restrict__ wq_g
         }
     }
     __syncthreads();
-    if (newton) {  // r_c = (a . grad) a_c - nu lap a_c + dp/dx_c - f_c + sigma a_c
+    if (derivative) {  // r_c = (a . grad) a_c - nu lap a_c + dp/dx_c - f_c + sigma a_c
         for (int t = tid; t < Q * 3; t += nt) {
             const int q = t / 3, c = t % 3;
             double conv = 0.0, visc = 0.0, pres = 0.0;
@@ -136,7 +139,8 @@ element_matrices(int Q, double nu, double sigma, const double* __restrict__ wq_g
 
     if (mats) {
         double* out = mats + e * NL * (long long)ld;
-        // Velocity blocks (c, d): delta_cd K_ij, plus for Newton int (W_i da_c/dx_d + dS_i/da_d r_c) N_j.
+        // Velocity blocks (c, d): delta_cd K_ij, plus for Newton int (W_i da_c/dx_d + dS_i/da_d r_c) N_j (the
+        // second term not where the test functions are frozen).
         for (int t = tid; t < NN * NN; t += nt) {
             const int i = t / NN, j = t % NN;
             double v[3][3] = {};
@@ -149,7 +153,8 @@ element_matrices(int Q, double nu, double sigma, const double* __restrict__ wq_g
 #pragma unroll
                     for (int c = 0; c < 3; ++c)
 #pragma unroll
-                        for (int d = 0; d < 3; ++d) v[c][d] += (w * g[c * 3 + d] + Rq[d] * s[c]) * n;
+                        for (int d = 0; d < 3; ++d)
+                            v[c][d] += (w * g[c * 3 + d] + (derivative ? Rq[d] * s[c] : 0.0)) * n;
                 }
             }
 #pragma unroll

@@ -28,12 +28,14 @@ def _kernel(shared_bytes: int):
 
 
 def element_matrices_cuda(
-    geo: dict, a, tau, dtau, u_nodes, p_nodes, f, N, M, nu: float, sigma: float, mats, prescribed=None
+    geo: dict, a, tau, dtau, u_nodes, p_nodes, f, N, M, nu: float, sigma: float, mats, prescribed=None, jacobian=False
 ):
     """Loads, residuals and squared Picard row norms (E, NL) of E elements, and their matrices
     written into ``mats`` (E, NL, LD) float64 (None: not formed), from the point quantities:
     ``geo`` of fem3d.kernels.quadrature.geometry_cuda (wq, dN, dM, lap), a (E, Q, 3) the
-    velocity, tau (E, Q, 27) and dtau (E, Q, 27, 3) (None: the Picard matrices) at the points,
+    velocity, tau (E, Q, 27) and dtau (E, Q, 27, 3) at the points (``jacobian``: the Newton
+    Jacobian's matrices, with the test functions' derivative where dtau is given, else the
+    Picard matrices),
     u_nodes (E, 27, 3), p_nodes (E, 8) or None (then no residual: None), f (E, Q, 3) or None,
     the tables N (Q, 27) and M (Q, 8), nu = 1 / Re, sigma the time step's coefficient of
     the new velocity (0: steady). ``prescribed`` (dofs (E, NL) int32,
@@ -52,9 +54,11 @@ def element_matrices_cuda(
         raise ValueError("element_matrices_cuda writes float64 C-contiguous matrices")
     dofs, fixed, valence = (None, None, None) if prescribed is None else prescribed
     if E:
-        shared = 8 * shared_doubles(Q, dtau is not None)
+        terms = 0 if not jacobian or mats is None else 2 if dtau is not None else 1
+        shared = 8 * shared_doubles(Q, terms > 0)
         args = (
             np.int32(Q),
+            np.int32(terms),
             np.float64(nu),
             np.float64(sigma),
             *(c64(v) for v in (geo["wq"], geo["dN"], geo["dM"], geo["lap"], a, tau, dtau, u_nodes, p_nodes, f, N, M)),

@@ -45,6 +45,8 @@ from ..parallel.partition import Distribution
 RE_MAX = 1e5  # largest Reynolds number accepted
 FLUX_TOL = 1e-10  # a closed domain's net boundary flux beyond this times the integral of |u| is an input error
 RUN_PHASES = ("data_preparation", "element_matrices", "linear_setup", "solve")  # T_run: the paper's phases
+LINEARISATIONS = ("picard", "newton", "frozen")  # A(x); J(x); J(x) with the test functions frozen at x (no derivative
+# of SUPG's test functions: fem3d.discretisation.assembly.element_matrices_chunk)
 
 
 @dataclass
@@ -272,7 +274,7 @@ class NavierStokesSystem:
         self.p_weights = pressure_weights(backend, mesh)
         self.dirichlet = dirichlet_rows(xp, self.dofs, self.fixed, self.valence)  # the prescribed rows, found once
         self._plans = {}  # the element sums' ScatterPlan of each chunk (by its first element), made at its first sum
-        self._linearised = None  # (x, nodal velocity, kind) of the last assembly without stored matrices
+        self._linearised = None  # (x, nodal velocity, kind) of the last assembly that linearised
         self._version = 0  # of the equations: set_time changes them
         self._evaluated = None  # ((version, re), x, F(x) in every row) of the last residual computed
         self.bodies = {}  # force rows of boundary tag sets (fem3d.problems.quantities.boundary_force)
@@ -333,9 +335,10 @@ class NavierStokesSystem:
         with self.timer("element_matrices"):
             stored = self.elements is not None and linearise
             residual, load, row_sq = self._element_sums(x, kind == "newton" and stored, store=stored)
-            if linearise and not stored:  # what element_matrices() computes the matrices of
-                self._linearise(self.op, x, kind)
+            if linearise:  # what element_matrices() computes the matrices of
                 self._linearised = (x.copy(), nodal_velocity(xp, x, self.mesh.n_nodes), kind)
+                if not stored:
+                    self._linearise(self.op, x, kind)
             self._evaluated = ((self._version, self.re), x.copy(), residual.copy())
             fixed = self.fixed  # copyto with a mask: no read-back of the mask's count, unlike boolean indexing
             xp.copyto(residual, x - self.bc_values, where=fixed)
@@ -352,6 +355,11 @@ class NavierStokesSystem:
         ``chunk`` elements per NumPy batch); with ``scale`` (n,) the row-weighted D A, as
         the stored one after scale_rows(op.mats, op.dofs, None, scale)."""
         return self._linearise(self._sum_factorised(chunk), x, kind, scale)
+
+    @property
+    def linearisation_kind(self) -> str | None:
+        """The kind ("picard" or "newton") of the last assembly that linearised; None before one."""
+        return None if self._linearised is None else self._linearised[2]
 
     def _sum_factorised(self, chunk: int | None = None) -> PartialAssemblyOperator:
         return PartialAssemblyOperator(
@@ -375,12 +383,13 @@ class NavierStokesSystem:
         )
         return op
 
-    def element_matrices(self, ids):
+    def element_matrices(self, ids, kind: str | None = None):
         """(m, NL, LD) float64 element matrices of the local elements ``ids`` (m,) (device
-        integers) of the last assemble()'s linearisation, prescribed rows applied, for a
-        system that stores none (partial assembly): what assemble() stores with element
-        assembly, computed on demand (the element matrices' cost again)."""
-        x, velocity, kind = self._linearised
+        integers) at the last assemble()'s iterate, prescribed rows applied: of that
+        assembly's kind (what it stores with element assembly), or of ``kind`` (LINEARISATIONS);
+        computed on demand (the element matrices' cost again)."""
+        x, velocity, last = self._linearised
+        kind = kind or last
         dofs = self.dofs[ids]
         return element_matrices_chunk(
             self.xp,
@@ -390,11 +399,12 @@ class NavierStokesSystem:
             self.tables,
             self.force,
             x[dofs[:, 81:]],
-            jacobian=kind == "newton",
+            jacobian=kind != "picard",
             prescribed=(dofs, self.fixed, self.valence),
             sigma=self.sigma,
             history=None if self.history is None else self.history[self.cells[ids]],
             tau_sigma=self.tau_sigma,
+            frozen=kind == "frozen",
         )[0]
 
     def equation_residual(self, x):

@@ -34,7 +34,8 @@ smoother's blocks (Level.galerkin), keeping none.
 
 One application is a V(1,1) cycle: ``smoothing_steps`` GMRES steps preconditioned by the
 element Vanka smoother (fem3d.solvers.vanka; line Vanka on request:
-fem3d.solvers.line_vanka) before and after the coarse correction; the coarsest level is
+fem3d.solvers.line_vanka, and then the hierarchy of a Newton step from its Jacobian with
+frozen test functions: Multigrid) before and after the coarse correction; the coarsest level is
 solved exactly: its assembled matrix, the same on every rank, on a GPU by its dense inverse
 up to DENSE_MAX unknowns and by its dense LU factors above (where the device has room), else
 by SciPy's SuperLU on the host (CoarseSolve), where its factors fit (direct_fits: a memory
@@ -79,7 +80,7 @@ from gpucfd.graphs import Replayed
 from .operators import ElementOperator
 from ..parallel.comm import SerialComm
 from ..parallel.partition import distribute, distribute_owned, partition_elements
-from .line_vanka import smoother_for
+from .line_vanka import LineVanka, smoother_for
 
 # The measurements behind these values are in docs/solvers.md ("The multigrid constants").
 STORAGE = np.float32  # the levels' matrices and smoothers: as many iterations as float64, each reading half the bytes
@@ -345,7 +346,8 @@ class Level:
     ``element_matrices(ids) -> (m, NL, LD)`` (the matrices of the local elements ``ids``,
     computed on demand), any operator with matvec, ``dofs`` and the colours (the finest level
     of a sum-factorised system: fem3d.solvers.partial_assembly): the Galerkin product and the
-    smoother's blocks then take the matrices ``chunk`` elements at a time, and none is kept.
+    smoother's blocks then take the matrices ``chunk`` elements at a time, and none is kept
+    (so also where they are other matrices than the operator's: Multigrid.kind).
     ``smoother``: the kind of fem3d.solvers.line_vanka.smoother_for."""
 
     def __init__(self, op, mesh, fixed, valence, element_matrices=None, chunk: int = 8192, smoother: str = "element"):
@@ -623,7 +625,14 @@ class Multigrid:
     ``setup()`` after an assembly (the finest matrices, Galerkin coarse matrices, smoothers,
     coarse factorisation; False when a Vanka block or the coarsest level is singular on some
     rank), or ``refresh()`` to keep all but the finest matrices; ``apply(r, out)``: out =
-    one cycle applied to r."""
+    one cycle applied to r.
+
+    Where some level smooths by lines (``smoother`` "line": ``frozen``), the hierarchy of a
+    Newton Jacobian J(x) is built from J(x) with the test functions frozen at x
+    (fem3d.problems.navier_stokes.LINEARISATIONS): the finest level's smoother blocks and
+    Galerkin product take those matrices, computed chunk by chunk, while its operator stays
+    J(x). Line Vanka's blocks and the levels of J(x) itself lose the lines' advantage on the
+    iterates before convergence (docs/solvers.md, line Vanka)."""
 
     def __init__(self, system, levels: int, smoothing_steps: int = SMOOTHING_STEPS, smoother: str = "element"):
         mesh, dist, backend = system.mesh, system.dist, system.backend
@@ -631,6 +640,7 @@ class Multigrid:
         comm = dist.comm
         self.system = system
         elements, streamed = system.elements, system.elements is None and levels > 0
+        self.streamed = streamed
         if streamed:  # the system's sum-factorised operator; matrices computed chunk by chunk at each set-up
             fine = system.op
         elif elements is not None and elements.mats.dtype == STORAGE:
@@ -675,6 +685,8 @@ class Multigrid:
                 gathered=comm.size > 1 and k == partitioned + 1,
             )
             self.levels.append(Level(op, part.mesh, fixed, valence, chunk=system.chunk, smoother=smoother))
+        lines = any(isinstance(level.smoother, LineVanka) for level in self.levels[:-1])
+        self.frozen = dist.allreduce_scalar(float(lines)) > 0  # every rank alike
         self.direct = CoarseSolve(self.levels[-1], system.problem.enclosed)
         self.cycles = 0
         self.graphed = None  # the first level whose cycles replay a CUDA graph
@@ -742,10 +754,22 @@ class Multigrid:
         for s in range(0, len(every), fine.chunk):
             fine.op.mats[s : s + fine.chunk] = system.element_matrices(every[s : s + fine.chunk])
 
+    @property
+    def kind(self) -> str | None:
+        """The linearisation (LINEARISATIONS) the hierarchy is built from: the system's last, or
+        "frozen" in place of "newton" where lines smooth."""
+        kind = self.system.linearisation_kind
+        return "frozen" if self.frozen and kind == "newton" else kind
+
     def setup(self) -> bool:
-        """Build the hierarchy for the system's current matrices; False when a Vanka block or
-        the coarsest level is singular (on some rank)."""
+        """Build the hierarchy for the system's current matrices (of :attr:`kind`); False when
+        a Vanka block or the coarsest level is singular (on some rank)."""
         self.refresh()
+        system, kind, finest = self.system, self.kind, self.levels[0]
+        if kind != system.linearisation_kind:
+            finest.element_matrices = lambda ids: system.element_matrices(ids, kind)
+        else:
+            finest.element_matrices = system.element_matrices if self.streamed else None
         ok = True
         for fine, coarse in zip(self.levels, self.levels[1:]):
             fine.galerkin(coarse)
@@ -782,13 +806,15 @@ class Multigrid:
 
     def traffic(self) -> dict:
         """What the hierarchy is and sent on this rank: V-cycles applied, the coarse solve
-        (CoarseSolve.method and unknowns), and per level (finest first) its elements and
-        unknowns here, its smoother, whether it is partitioned, its interface sums and the
-        entries they sent. The finest level's count is every interface sum of the system's
-        unknowns (the Krylov method's products and the residuals too)."""
+        (CoarseSolve.method and unknowns), the linearisation it was built from (:attr:`kind`),
+        and per level (finest first) its elements and unknowns here, its smoother, whether it
+        is partitioned, its interface sums and the entries they sent. The finest level's count
+        is every interface sum of the system's unknowns (the Krylov method's products and the
+        residuals too)."""
         return {
             "v_cycles": self.cycles,
             "coarse_solve": {"method": self.direct.method, "unknowns": self.direct.n_global},
+            "matrices": self.kind,
             "levels": [
                 {
                     "elements": int(level.op.dofs.shape[0]),
