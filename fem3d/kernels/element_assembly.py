@@ -33,9 +33,9 @@ def element_matrices_cuda(
     """Loads, residuals and squared Picard row norms (E, NL) of E elements, and their matrices
     written into ``mats`` (E, NL, LD) float64 (None: not formed), from the point quantities:
     ``geo`` of fem3d.kernels.quadrature.geometry_cuda (wq, dN, dM, lap), a (E, Q, 3) the
-    velocity, tau (E, Q, 27) and dtau (E, Q, 27, 3) at the points (``jacobian``: the Newton
-    Jacobian's matrices, with the test functions' derivative where dtau is given, else the
-    Picard matrices),
+    velocity, tau (E, Q, 27) and dtau (E, Q, 27, 3) or None at the points (matrices: with
+    ``jacobian`` the Newton Jacobian's, its test functions frozen where dtau is None;
+    without it the Picard matrices),
     u_nodes (E, 27, 3), p_nodes (E, 8) or None (then no residual: None), f (E, Q, 3) or None,
     the tables N (Q, 27) and M (Q, 8), nu = 1 / Re, sigma the time step's coefficient of
     the new velocity (0: steady). ``prescribed`` (dofs (E, NL) int32,
