@@ -335,11 +335,12 @@ class NavierStokesSystem:
         with self.timer("element_matrices"):
             stored = self.elements is not None and linearise
             residual, load, row_sq = self._element_sums(x, kind == "newton" and stored, store=stored)
+            at = x.copy()  # the iterate of this assembly, for both records below (neither is written to)
             if linearise:  # what element_matrices() computes the matrices of
-                self._linearised = (x.copy(), nodal_velocity(xp, x, self.mesh.n_nodes), kind)
+                self._linearised = (at, nodal_velocity(xp, x, self.mesh.n_nodes), kind)
                 if not stored:
                     self._linearise(self.op, x, kind)
-            self._evaluated = ((self._version, self.re), x.copy(), residual.copy())
+            self._evaluated = ((self._version, self.re), at, residual.copy())
             fixed = self.fixed  # copyto with a mask: no read-back of the mask's count, unlike boolean indexing
             xp.copyto(residual, x - self.bc_values, where=fixed)
             xp.copyto(load, self.bc_values, where=fixed)
