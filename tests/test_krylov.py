@@ -336,6 +336,36 @@ def test_dense_product_kernels_match_the_numpy_references(n):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_batched_gemv_kernel_matches_the_numpy_reference(dtype):
+    """fem3d.kernels.vectors.batched_gemv on views as line Vanka takes them (a block of the
+    first columns of each matrix, vectors at a stride between items, added into or written):
+    the CUDA kernel equals the NumPy reference to the type's round-off; other types refused."""
+    from gpucfd.backend import cupy_module
+
+    if cupy_module() is None:
+        pytest.skip("no CUDA GPU")
+    cp = cupy_module()
+    cu, ref = vectors.CudaVectors, vectors.NumpyVectors
+    rng = np.random.default_rng(11)
+    M = rng.standard_normal((1001, 58, 58)).astype(dtype)
+    x = rng.standard_normal((1001, 89)).astype(dtype)
+    y = rng.standard_normal((1001, 89)).astype(dtype)
+    eps = np.finfo(dtype).eps
+    for rows, cols, sign, accumulate in ((58, 58, 1.0, False), (58, 31, -1.0, True), (31, 58, 1.0, False)):
+        want = ref.batched_gemv(M[:, :rows, :cols], x[:, 3 : 3 + cols], y.copy()[:, 1 : 1 + rows], sign, accumulate)
+        out = cp.asarray(y)
+        cu.batched_gemv(
+            cp.asarray(M)[:, :rows, :cols], cp.asarray(x)[:, 3 : 3 + cols], out[:, 1 : 1 + rows], sign, accumulate
+        )
+        got = out.get()
+        assert np.abs(got[:, 1 : 1 + rows] - want).max() <= 50 * eps * np.abs(want).max()
+        assert np.array_equal(np.delete(got, np.s_[1 : 1 + rows], axis=1), np.delete(y, np.s_[1 : 1 + rows], axis=1))
+    with pytest.raises(ValueError, match="float32 or float64"):
+        cu.batched_gemv(cp.asarray(M).astype(np.float16), cp.asarray(x)[:, :58], cp.asarray(y)[:, :58])
+
+
+@pytest.mark.gpu
 def test_all_finite_kernel_matches_the_numpy_reference():
     """fem3d.kernels.vectors.all_finite: the CUDA kernel and NumPy agree on float16, float32 and
     float64 arrays (and a strided view) with a NaN, an infinity or nothing bad at the first, a middle

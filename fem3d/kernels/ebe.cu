@@ -3,12 +3,10 @@
 // the read-add-write of y needs no atomics and the summation order is fixed.
 //
 // A      (E, NL, LD) row-major element matrices of type MAT_T (double, or float or __half
-//        summed in double): NL x NL (entries beyond column NL of a row never read), or with
-//        ``cols`` NL x LD
+//        summed in double); entries beyond column NL of a row are never read
 // scale  (E, NL) float32 row scales of __half matrices (ROW_SCALE: the operator is
 //        diag(scale_e) A_e), never read otherwise (null then)
-// dofs   (E, NL) int32 global unknown of each local unknown (each row's)
-// cols   (E, LD) int32 global unknown of each column, or null: the columns are ``dofs``
+// dofs   (E, NL) int32 global unknown of each local unknown
 // x, y   global float64 vectors; elements e0 <= e < e1 form the colour
 // products  (E, NL) float64 or null: where given, ebe_apply writes each element's product
 //        there (row e) instead of adding it to y, for any range of elements (colours or not),
@@ -23,22 +21,19 @@
 // reads columns l, l + 32, ... of a row, so a warp reads the row coalesced. The row sums,
 // times the row scales, go to shared memory and are added to y together at the end, so
 // no warp waits on a read of y inside the loop (or go to the element's row of products).
-#define SPANS ((LD + 31) / 32)  // 32-column spans of a row
+#define SPANS ((NL + 31) / 32)  // 32-column spans of a row
 extern "C" __global__ void __launch_bounds__(32 * WARPS)
 ebe_apply(const MAT_T* __restrict__ A, const float* __restrict__ scale, const int* __restrict__ dofs,
-          const double* __restrict__ x, double* __restrict__ y, int e0, int e1, double* __restrict__ products,
-          const int* __restrict__ cols)
+          const double* __restrict__ x, double* __restrict__ y, int e0, int e1, double* __restrict__ products)
 {
     __shared__ double xs[32 * SPANS];
     __shared__ double ys[NL];
     __shared__ int ds[NL];
     const long e = e0 + blockIdx.x;
     if (e >= e1) return;
-    const int* columns = cols ? cols + e * (long)LD : dofs + e * (long)NL;
-    const int n = cols ? LD : NL;  // columns read
     for (int t = threadIdx.x; t < 32 * SPANS; t += blockDim.x) {
         if (t < NL) ds[t] = dofs[e * NL + t];
-        xs[t] = t < n ? x[columns[t]] : 0.0;
+        xs[t] = t < NL ? x[dofs[e * NL + t]] : 0.0;
     }
     __syncthreads();
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -47,7 +42,7 @@ ebe_apply(const MAT_T* __restrict__ A, const float* __restrict__ scale, const in
 #pragma unroll
     for (int c = 0; c < SPANS; ++c) {
         xl[c] = xs[lane + 32 * c];
-        cl[c] = lane + 32 * c < n ? lane + 32 * c : n - 1;  // lanes past the last column reread it, times 0
+        cl[c] = lane + 32 * c < NL ? lane + 32 * c : NL - 1;  // lanes past the last column reread it, times 0
     }
     const MAT_T* Ae = A + e * (long)(NL * LD);
 #pragma unroll 2

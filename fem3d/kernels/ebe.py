@@ -4,9 +4,6 @@ mats  (E, NL, LD) element matrices, row-major, float64 or float32 (the CUDA kern
       in float64 either way, the NumPy reference in the storage precision per element),
       or float16 scaled per row (below); columns beyond NL, if LD > NL, are ignored
 dofs  (E, NL) int32 global unknown of each local unknown
-cols  (E, K) int32 or None: with it each element's matrix is NL x K (mats (E, NL, K)), its
-      columns the unknowns ``cols`` (a patch of unknowns around the element, its rows the
-      element's own: fem3d.solvers.line_vanka); products only, not transposed
 x, y  (n,) float64 global vectors; y is overwritten, or added to with ``accumulate``
 colours  host sequence of (e0, e1) element ranges, each within one colour
          (:func:`colour_ranges` of a mesh's colour_offsets: every element)
@@ -54,20 +51,19 @@ _CUDA_TYPES = {np.dtype(np.float64): "double", np.dtype(np.float32): "float", np
 _NULL = np.uint64(0)  # the kernels' scale argument for float64 or float32 matrices (never read): a null pointer
 
 
-def quantise(mats, half, scale, at=slice(None), columns: int = NL):
+def quantise(mats, half, scale, at=slice(None)):
     """Rows of ``mats`` (m, NL, LD') float64 or float32 (NumPy or CuPy) into float16
     storage for the elements ``at`` (a slice or an index array of m elements):
-    ``half[at, :, :columns]`` (E, NL, LD) float16 = row / s and ``scale[at]`` (E, NL)
-    float32 = s, s the largest |entry| of the row's first ``columns`` (NL; K for matrices
-    with their own columns) rounded to float32 (1 for a row of zeros). Stored entries lie in
-    [-1, 1]; half * scale differs from the row by at most about 2^-12 s (half float's
-    rounding). Columns beyond ``columns`` are neither read nor written. Rows that are not
+    ``half[at, :, :NL]`` (E, NL, LD) float16 = row / s and ``scale[at]`` (E, NL) float32 = s,
+    s the row's largest |entry| rounded to float32 (1 for a row of zeros). Stored entries
+    lie in [-1, 1]; half * scale differs from the row by at most about 2^-12 s (half
+    float's rounding). Columns beyond NL are neither read nor written. Rows that are not
     finite keep a non-finite scale: NaN for a row holding a NaN, inf for one holding an inf
     (or whose largest entry overflows float32)."""
-    rows = mats[:, :, :columns]
+    rows = mats[:, :, :NL]
     s = abs(rows).max(axis=2).astype(np.float32)
     s += s == 0
-    half[at, :, :columns] = rows / s[:, :, None]
+    half[at, :, :NL] = rows / s[:, :, None]
     scale[at] = s
 
 
@@ -98,23 +94,12 @@ def _check_scale(mats, row_scale):
         raise ValueError(f"row_scale must be {mats.shape[:2]} float32 (got {row_scale.shape} {row_scale.dtype})")
 
 
-def _check_columns(mats, transpose: bool, cols) -> None:
-    """ValueError unless ``cols`` is None, or (E, K) with matrices of K columns and a
-    product (not transposed)."""
-    if cols is None:
-        return
-    if transpose:
-        raise ValueError("products with element matrices of their own columns (cols) are not transposed")
-    if cols.shape != (mats.shape[0], mats.shape[2]):
-        raise ValueError(f"cols must be {(mats.shape[0], mats.shape[2])} (got {cols.shape})")
-
-
 def colour_ranges(colour_offsets) -> list:
     """[(e0, e1)] of each colour: colour c is elements colour_offsets[c]:colour_offsets[c+1]."""
     return [(int(a), int(b)) for a, b in zip(colour_offsets[:-1], colour_offsets[1:])]
 
 
-def apply_numpy(mats, dofs, x, y, colours, transpose=False, row_scale=None, accumulate=False, cols=None):
+def apply_numpy(mats, dofs, x, y, colours, transpose=False, row_scale=None, accumulate=False):
     """NumPy reference (colours need no ordering here: bincount sums race-free). Each
     element's product is taken in the storage precision (float32 matrices: x rounded to
     float32, relative differences ~1e-7 from the CUDA kernel's float64 sums; converting
@@ -122,15 +107,13 @@ def apply_numpy(mats, dofs, x, y, colours, transpose=False, row_scale=None, accu
     float64 (the products spread over the host's cores: gpucfd.threads.batched_matvec).
     Float16 matrices are converted to float32 and multiplied by ``row_scale`` first, the
     products then taken in float32."""
-    _check_columns(mats, transpose, cols)
     _check_scale(mats, row_scale)
     rows, prods = [], []
-    columns = dofs if cols is None else cols
     for e0, e1 in _merged(colours):
-        m = mats[e0:e1, :, : columns.shape[1]]
+        m = mats[e0:e1, :, :NL]
         if row_scale is not None:
             m = m.astype(np.float32) * row_scale[e0:e1, :, None]
-        prods.append(batched_matvec(m, x[columns[e0:e1]].astype(m.dtype, copy=False), transpose).ravel())
+        prods.append(batched_matvec(m, x[dofs[e0:e1]].astype(m.dtype, copy=False), transpose).ravel())
         rows.append(dofs[e0:e1].ravel())
     join = (lambda a: a[0]) if len(rows) == 1 else np.concatenate  # noqa: E731
     sums = np.bincount(join(rows), weights=join(prods), minlength=y.size) if rows else 0.0
@@ -153,16 +136,15 @@ def _merged(colours) -> list:
     return out
 
 
-def apply_cuda(mats, dofs, x, y, colours, transpose=False, row_scale=None, accumulate=False, cols=None):
+def apply_cuda(mats, dofs, x, y, colours, transpose=False, row_scale=None, accumulate=False):
     """CuPy: one launch per range of ebe_apply / ebe_apply_t (ebe.cu), compiled for the
     storage type and row length of ``mats``; ``row_scale`` (float16 ``mats`` only) is
     applied in the kernel."""
-    _check_columns(mats, transpose, cols)
     _check_scale(mats, row_scale)
     scale = _NULL if row_scale is None else row_scale
     kernel = _kernel(mats, transpose)
     threads = 96 if transpose else 32 * _WARPS
-    last = () if transpose else (_NULL, _NULL if cols is None else cols)  # ebe_apply's products (none: add into y)
+    last = () if transpose else (_NULL,)  # ebe_apply's products: none, add into y
     if not accumulate:
         y.fill(0)
     for e0, e1 in colours:
@@ -184,8 +166,7 @@ class RowSums:
         self.plan = ScatterPlan(backend, dofs, n)
         self.products = backend.xp.empty(dofs.shape, dtype=np.float64)
 
-    def apply(self, mats, dofs, x, y, row_scale=None, accumulate=False, cols=None):
-        _check_columns(mats, False, cols)
+    def apply(self, mats, dofs, x, y, row_scale=None, accumulate=False):
         _check_scale(mats, row_scale)
         scale = _NULL if row_scale is None else row_scale
         n_elements = dofs.shape[0]
@@ -193,17 +174,7 @@ class RowSums:
             _kernel(mats, False)(
                 (n_elements,),
                 (32 * _WARPS,),
-                (
-                    mats,
-                    scale,
-                    dofs,
-                    x,
-                    y,
-                    np.int32(0),
-                    np.int32(n_elements),
-                    self.products,
-                    _NULL if cols is None else cols,
-                ),
+                (mats, scale, dofs, x, y, np.int32(0), np.int32(n_elements), self.products),
             )
         return self.plan.fold(y, self.products.ravel(), accumulate)
 

@@ -107,6 +107,42 @@ gemv(const double* __restrict__ A, const double* __restrict__ x, double* __restr
     if (lane == 0) y[row] = s;
 }
 
+// y[b][r] = (accumulate ? y[b][r] : 0) + sign sum_c M[b][r][c] x[b][c] for b < batch, r < rows, c < cols;
+// items and rows at the given strides (entries); one warp per row of one item
+template <typename T>
+__device__ void batched_gemv(const T* __restrict__ M, long item, int row, const T* __restrict__ x, long x_item,
+                             T* __restrict__ y, long y_item, long batch, int rows, int cols, T sign, int accumulate)
+{
+    const long w = (blockIdx.x * (long)THREADS + threadIdx.x) / 32;
+    const int lane = threadIdx.x % 32;
+    if (w >= batch * rows) return;
+    const long b = w / rows;
+    const int r = w % rows;
+    const T* Mr = M + b * item + (long)r * row;
+    const T* xb = x + b * x_item;
+    T s = 0;
+    for (int c = lane; c < cols; c += 32) s += Mr[c] * xb[c];
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(0xffffffff, s, o);
+    if (lane == 0) {
+        T* out = y + b * y_item + r;
+        *out = (accumulate ? *out : T(0)) + sign * s;
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS)
+batched_gemv_f32(const float* M, long item, int row, const float* x, long x_item, float* y, long y_item, long batch,
+                 int rows, int cols, float sign, int accumulate)
+{
+    batched_gemv(M, item, row, x, x_item, y, y_item, batch, rows, cols, sign, accumulate);
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS)
+batched_gemv_f64(const double* M, long item, int row, const double* x, long x_item, double* y, long y_item,
+                 long batch, int rows, int cols, double sign, int accumulate)
+{
+    batched_gemv(M, item, row, x, x_item, y, y_item, batch, rows, cols, sign, accumulate);
+}
+
 // *flag = 1 where any of the n entries of a is not finite (NaN or infinite); flag untouched otherwise
 __device__ __forceinline__ double as_double(double v) { return v; }
 __device__ __forceinline__ double as_double(float v) { return v; }

@@ -10,6 +10,9 @@ normalise(src, dst, sq, h, h2, col)
                           step's column: col (m + 1,), of any stride, = [h + h2, sqrt(sq[0])] (h, h2 (m,) or None)
 rows_times(a, P, out, transpose)  out (r, k) = a (r, k) P (k, k), or a P^T
 gemv(A, x)                (n,) = A (n, n) x
+batched_gemv(M, x, y, sign, accumulate)
+                          y (b, r) = (y if accumulate else 0) + sign M (b, r, c) x (b, c), float32 or
+                          float64; any of them views with strides between items and rows (fem3d.solvers.line_vanka)
 all_finite(a)             True when no entry of the float16, float32 or float64 array a is NaN or infinite
                           (one read-back)
 
@@ -58,6 +61,17 @@ class NumpyVectors:
     @staticmethod
     def gemv(A, x):
         return A @ x
+
+    @staticmethod
+    def batched_gemv(M, x, y, sign: float = 1.0, accumulate: bool = False):
+        products = np.matmul(M, x[:, :, None])[:, :, 0]
+        if sign != 1.0:
+            products *= M.dtype.type(sign)
+        if accumulate:
+            y += products
+        else:
+            y[...] = products
+        return y
 
     @staticmethod
     def all_finite(a) -> bool:
@@ -153,6 +167,37 @@ class CudaVectors:
         n = A.shape[0]
         y = cupy.empty(n, dtype=np.float64)
         cls._kernel("gemv")((-(-n * 32 // _THREADS),), (_THREADS,), (A, x, y, np.int64(n)))
+        return y
+
+    @classmethod
+    def batched_gemv(cls, M, x, y, sign: float = 1.0, accumulate: bool = False):
+        batch, rows, cols = M.shape
+        size = M.dtype.itemsize
+        if not (M.dtype == x.dtype == y.dtype and M.dtype in (np.float32, np.float64)) or not (
+            M.strides[2] == x.strides[1] == y.strides[1] == size
+        ):
+            raise ValueError(
+                "batched_gemv takes float32 or float64 arrays of one type, contiguous along their last axis"
+            )
+        if batch and rows:
+            cls._kernel("batched_gemv_f32" if size == 4 else "batched_gemv_f64")(
+                (-(-batch * rows * 32 // _THREADS),),
+                (_THREADS,),
+                (
+                    M,
+                    np.int64(M.strides[0] // size),
+                    np.int32(M.strides[1] // size),
+                    x,
+                    np.int64(x.strides[0] // size),
+                    y,
+                    np.int64(y.strides[0] // size),
+                    np.int64(batch),
+                    np.int32(rows),
+                    np.int32(cols),
+                    M.dtype.type(sign),
+                    np.int32(accumulate),
+                ),
+            )
         return y
 
     @classmethod

@@ -1,39 +1,40 @@
-"""Line Vanka: element Vanka widened across long, thin cells.
+"""Line Vanka: element Vanka widened to whole lines of long, thin cells.
 
 Element Vanka (fem3d.solvers.vanka) inverts each element's block of the assembled matrix.
 Where cells are much longer than thick (boundary layers, thin gaps), the unknowns of one
 element couple as strongly to those of its neighbours across its two large faces as to
 each other, and the pressure there is left to the coarse levels, which keep the long
-directions' resolution and cannot mend it: the smoothing stalls. Line Vanka takes for each
-such element its patch, the element and its neighbours across the faces normal to its
-shortest axis (up to 3 elements in a row, 89 + 2 x 58 = 205 unknowns), and keeps the rows
-of the element's own unknowns of the inverse of the patch's block of the assembled matrix
-(restricted additive Schwarz):
+directions' resolution and cannot mend it: the smoothing stalls. Line Vanka solves instead,
+for each line of such cells (a chain of elements, each joined to the next across a face
+normal to its shortest axis: a boundary layer's cells from the wall outward, a gap's from
+one side to the other), the block of the assembled matrix on all the line's unknowns, and
+adds the solution with element Vanka's weights:
 
-    z = sum_e R_e^T W_e [B_patch(e)^-1]_(rows of e) R_patch(e) r,    W_e = diag(1 / valence)
+    z = sum_lines R_l^T W_l M_l^-1 R_l r + sum_(e on no line) R_e^T W_e B_e^-1 R_e r,
 
-an element-by-element product with NL x K matrices (fem3d.kernels.ebe with ``cols``: the
-element's unknowns, then each neighbour's 58 not shared with it), so its output and
-weights are element Vanka's.
+W_l giving each unknown of line l 1 / valence for each of its elements there, so the
+weights are element Vanka's partition of unity (a line of one element is element Vanka).
 
-The rows come from blocks of at most 89 unknowns, which element Vanka's summation and
-inverse kernel already give. On a conforming hexahedral mesh two unknowns couple only
-inside an element, so the patch's block is [[B_e, C], [C', D]] with B_e the element's
-Vanka block, and for each neighbour s its unknowns not shared with e coupled only to the 31
-shared ones (the face), by entries of s's Vanka block B_s, and to each other by B_s's
-58 x 58 block D_s (the two neighbours, on opposite faces, share no unknown: where they
-would, the line keeps one). With S = B_e - sum_s P_s' B_s[f, o] D_s^-1 B_s[o, f] P_s (the
-Schur complement; f the face's unknowns, o the others, P_s placing the face in e), the
-element's rows are [S^-1, -S^-1 P_s' B_s[f, o] D_s^-1 for each s]: two inverses of 58 and
-one of 89 per element, and batched matrix products.
+On a conforming hexahedral mesh two unknowns couple only inside an element, so M_l is made
+of the line's element Vanka blocks B_k (the summation and inverse of element Vanka), and
+it is block tridiagonal: with the unknowns of element k other than those of the face it
+shares with element k - 1 (its back face) as X_k (58; the first element all its 89, each
+X_k listing first the face shared with element k + 1), M_l has the diagonal blocks
+B_k[X_k, X_k], below them B_k[X_k, back] and above them B_k[back, X_k] (the back face of
+element k being the first 31 unknowns of X_(k-1)). Block Gaussian elimination along the
+line, without pivoting between blocks (with partial pivoting inside each inverse), keeps
+
+    D_0 = B_0,  D_k = B_k[X_k, X_k] - B_k[X_k, back] (D_(k-1)^-1)[face, face] B_k[back, X_k],
+
+the inverses of the D_k, and B_k's two coupling blocks: about 7,000 numbers per element
+(element Vanka's inverse: 7,921). A smoothing step is a sweep forward and one back along
+every line at once, a batch of small products per position (the lines stored longest
+first, so the lines still running at a position are a prefix).
 
 With ``--smoother line`` (SMOOTHERS) a level's smoother is line Vanka where some element
 of its mesh is more than LINE_STRETCH times longer than thick
 (fem3d.discretisation.mesh.HexMesh.stretches), element Vanka otherwise
-(:func:`smoother_for`); elements below it, at a wall or next to another rank's elements
-have fewer neighbours in their patch (none: element Vanka's rows). It is not the default:
-on one H100 the boundary-layer channel refined twice (4.2 M unknowns) stalls with it in
-its last Newton steps, where element Vanka converges (docs/solvers.md).
+(:func:`smoother_for`). Lines are this rank's: a line stops at another rank's elements.
 """
 
 from __future__ import annotations
@@ -43,10 +44,14 @@ import numpy as np
 from gpucfd.backend import to_numpy
 from ..discretisation.coarsen import face_neighbours
 from ..kernels.ebe import NL
+from ..kernels.scatter import ScatterPlan
+from ..kernels import vectors
 from .vanka import Vanka, element_neighbours
 
 SMOOTHERS = ("element", "line")  # --smoother: element Vanka on every level, or line Vanka where cells are long
 LINE_STRETCH = 8.0  # a level with an element longer than this many times its thickness smooths by lines
+FACE = 31  # unknowns two face neighbours share: 9 nodes (u, v, w) and 4 pressure vertices
+REST = NL - FACE  # an element's unknowns off one of its faces
 
 
 def long_cells(mesh) -> np.ndarray:
@@ -55,131 +60,243 @@ def long_cells(mesh) -> np.ndarray:
 
 
 def element_lines(mesh) -> np.ndarray | None:
-    """(E, 3) int64 each element of ``mesh`` (this rank's part) and its neighbours across its
-    two faces normal to its shortest reference axis, -1 where there is none or where the
-    element is at most LINE_STRETCH times longer than thick; None where no element is."""
+    """(N, L) int64 the lines of ``mesh`` (this rank's part), longest first, each its
+    elements in order and -1 after them; None where no element is more than LINE_STRETCH
+    times longer than thick.
+
+    A stretched element is joined to the elements across its two faces normal to its
+    shortest reference axis, where that element is not stretched or is joined back (its own
+    shortest axis crosses the same face); an element that is not stretched keeps one such
+    join (the first). The chains this makes are cut where one would close on itself (a ring)
+    and where an element would share a vertex with the element two before it (the block
+    tridiagonal structure needs it); chains of one element are left to element Vanka."""
     stretched = long_cells(mesh)
     if not stretched.any():
         return None
+    n_elem = mesh.n_elements
     thin = np.argmin(mesh.axis_lengths, axis=1)
-    neighbour, _ = face_neighbours(mesh.pressure_cells)  # (E, 6): faces (axis, side) in FACES order
-    rows = np.arange(mesh.n_elements)
-    across = np.stack([neighbour[rows, 2 * thin], neighbour[rows, 2 * thin + 1]], axis=1)
-    across[~stretched] = -1
-    return np.concatenate([rows[:, None], across], axis=1)
+    neighbour, neighbour_face = face_neighbours(mesh.pressure_cells)  # (E, 6): faces (axis, side)
+    a = np.repeat(np.flatnonzero(stretched), 2)
+    faces = (2 * thin[a] + np.tile([0, 1], len(a) // 2)).astype(np.int64)
+    b, b_face = neighbour[a, faces], neighbour_face[a, faces]
+    keep = b >= 0
+    a, b, b_face = a[keep], b[keep], b_face[keep]
+    mutual = ~stretched[b] | (b_face // 2 == thin[b])
+    pairs = np.unique(np.sort(np.stack([a[mutual], b[mutual]], axis=1), axis=1), axis=0)
+    joins = np.full((n_elem, 2), -1, dtype=np.int64)
+    for e, f in pairs:  # a stretched element has at most two joins; one that is not keeps its first
+        if (joins[e] >= 0).sum() == 2 or (joins[f] >= 0).sum() == 2:
+            continue
+        if (not stretched[e] and joins[e, 0] >= 0) or (not stretched[f] and joins[f, 0] >= 0):
+            continue
+        joins[e, int(joins[e, 0] >= 0)] = f
+        joins[f, int(joins[f, 0] >= 0)] = e
+    vertices = mesh.pressure_cells
+    seen = np.zeros(n_elem, dtype=bool)
+    lines = []
+    degree = (joins >= 0).sum(axis=1)
+    starts = list(np.flatnonzero(degree == 1)) + list(np.flatnonzero(degree == 2))  # chain ends, then rings
+    for start in starts:
+        if seen[start]:
+            continue
+        line = [start]
+        seen[start] = True
+        while True:
+            ahead = [f for f in joins[line[-1]] if f >= 0 and not seen[f]]
+            if not ahead:
+                break
+            f = ahead[0]
+            seen[f] = True
+            if len(line) >= 2 and np.intersect1d(vertices[line[-2]], vertices[f]).size:
+                lines.append(line)
+                line = [f]
+            else:
+                line.append(f)
+        lines.append(line)
+    lines = sorted((line for line in lines if len(line) > 1), key=len, reverse=True)
+    if not lines:
+        return None
+    out = np.full((len(lines), len(lines[0])), -1, dtype=np.int64)
+    for i, line in enumerate(lines):
+        out[i, : len(line)] = line
+    return out
 
 
-FACE = 31  # unknowns two face neighbours share: 9 nodes (u, v, w) and 4 pressure vertices
-OTHER = NL - FACE  # a neighbour's unknowns not on the shared face
-
-
-def line_sides(members: np.ndarray, nbr: np.ndarray, pattern: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(sides, patterns) (E, 2) int64: each element's line neighbours of ``members`` (E, 3)
-    (:func:`element_lines`), the present ones first, -1 after them; the second dropped where
-    it shares a node with the first; and the neighbour pattern of each (the Vanka table
-    ``nbr``, ``pattern`` (E, K): fem3d.solvers.vanka.element_neighbours), -1 where none."""
-    across = members[:, 1:].copy()
-    first_missing = across[:, 0] < 0
-    across[first_missing] = across[first_missing][:, ::-1]
-    rows = np.arange(len(members))
-    a, b = across[:, 0], across[:, 1]
-    touching = (b >= 0) & (nbr[np.maximum(a, 0)] == b[:, None]).any(axis=1)
-    across[touching, 1] = -1
-    patterns = np.full(across.shape, -1, dtype=np.int64)
-    for j in range(2):
-        present = across[:, j] >= 0
-        slot = np.argmax(nbr[rows[present]] == across[present, j][:, None], axis=1)
-        patterns[present, j] = pattern[rows[present], slot]
-    return across, patterns
-
-
-def face_tables(ia: np.ndarray, ja: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(mine, theirs, others) (P, FACE), (P, FACE), (P, OTHER) int64 of each neighbour
-    pattern (fem3d.solvers.vanka.element_neighbours): the face's unknowns as the element's
-    local unknowns and as the neighbour's, and the neighbour's unknowns off the face; rows of
-    -1 for patterns that are not a shared face."""
+def face_tables(ia: np.ndarray, ja: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(mine, theirs) (P, FACE) int64 of each neighbour pattern
+    (fem3d.solvers.vanka.element_neighbours): a shared face's unknowns as the element's
+    local unknowns and as the neighbour's, in one order; rows of -1 for patterns that are
+    not a shared face."""
     count = len(starts) - 1
     mine, theirs = np.full((count, FACE), -1), np.full((count, FACE), -1)
-    others = np.full((count, OTHER), -1)
     for p in range(count):
         a, b = ia[starts[p] : starts[p + 1]], ja[starts[p] : starts[p + 1]]
         if len(a) == FACE:
             mine[p], theirs[p] = a, b
-            others[p] = np.setdiff1d(np.arange(NL), b)
-    return mine, theirs, others
+    return mine, theirs
+
+
+def line_orders(lines: np.ndarray, nbr: np.ndarray, pattern: np.ndarray, mine, theirs) -> np.ndarray:
+    """(N, L, NL) int64 each line element's local unknowns in the line's order: the first
+    element's face shared with the second, then its others; every later element's back face
+    (shared with the element before it, in that element's order), then its face shared with
+    the next element (where there is one), then its others (increasing). -1 rows after a
+    line's end. ``nbr``, ``pattern``: the Vanka table (element_neighbours); ``mine``,
+    ``theirs``: :func:`face_tables`."""
+    n_lines, length = lines.shape
+    orders = np.full((n_lines, length, NL), -1, dtype=np.int64)
+
+    def face(e, f):  # (e's local unknowns, f's) of the face the elements e and f (arrays) share
+        slot = np.argmax(nbr[e] == f[:, None], axis=1)
+        p = pattern[e, slot]
+        return mine[p], theirs[p]
+
+    for k in range(length):
+        on = np.flatnonzero(lines[:, k] >= 0)
+        ahead = lines[on, k + 1] >= 0 if k + 1 < length else np.zeros(len(on), dtype=bool)
+        for going in (True, False):  # elements with a next one in the line, then the line's last ones
+            rows = on[ahead == going]
+            if not len(rows):
+                continue
+            e = lines[rows, k]
+            head = [face(e, lines[rows, k - 1])[0]] if k else []
+            if going:
+                head.append(face(lines[rows, k + 1], e)[1])
+            head = np.concatenate(head, axis=1) if head else np.zeros((len(rows), 0), dtype=np.int64)
+            inside = np.zeros((len(rows), NL), dtype=bool)
+            np.put_along_axis(inside, head, True, axis=1)
+            rest = np.argsort(inside, axis=1, kind="stable")[:, : NL - head.shape[1]]
+            orders[rows, k] = np.concatenate([head, rest], axis=1)
+    return orders
 
 
 class LineVanka(Vanka):
     """Line Vanka of one level (module docstring): element Vanka's summation of the blocks,
-    each group's targets widened by its lines' neighbours outside it; ``store`` forms each
-    element's rows from its own and its neighbours' blocks. ``members`` (E, 3) as
-    :func:`element_lines`."""
+    in target groups that hold whole lines; the elements on no line keep element Vanka's
+    stored inverses, each line its block elimination (``store``). ``lines`` (N, L) as
+    :func:`element_lines`. The elimination is kept in float32 (float64 where the storage is)."""
 
     name = "line Vanka"
 
-    def __init__(self, op, mesh, valence, storage, members: np.ndarray):
+    def __init__(self, op, mesh, valence, storage, lines: np.ndarray):
         xp = op.xp
         table = element_neighbours(mesh, xp)
         nbr, pattern, ia, ja, starts = (to_numpy(a).astype(np.int64) for a in table)
-        sides, patterns = line_sides(members, nbr, pattern)
-        mine, theirs, others = face_tables(ia, ja, starts)
+        on_line = np.zeros(mesh.n_elements, dtype=bool)
+        on_line[lines[lines >= 0]] = True
+        super().__init__(op, mesh, valence, storage, own=~on_line, table=table)
+        group_of = np.empty(mesh.n_elements, dtype=np.int64)  # element Vanka's slabs, each line in its first element's
+        for g, group in enumerate(self.groups):
+            group_of[to_numpy(group)] = g
+        for k in range(1, lines.shape[1]):
+            on = lines[:, k] >= 0
+            group_of[lines[on, k]] = group_of[lines[on, 0]]
+        self.groups = [xp.asarray(np.flatnonzero(group_of == g).astype(np.int32)) for g in range(len(self.groups))]
+        self._lines_of = [np.flatnonzero(group_of[lines[:, 0]] == g) for g in range(len(self.groups))]
+        self.lines = lines
+        self.counts = (lines >= 0).sum(axis=0)  # (L,) lines still running at each position: a prefix of them
+        self.offsets = np.concatenate([[0], np.cumsum(self.counts)])  # each position's first row in the tables below
+        orders = line_orders(lines, nbr, pattern, *face_tables(ia, ja, starts))
+        self.elements = xp.asarray(np.concatenate([lines[:c, k] for k, c in enumerate(self.counts)]))
+        order = np.concatenate([orders[:c, k] for k, c in enumerate(self.counts)])  # (M, NL)
+        self.order = xp.asarray(order)
         dofs = to_numpy(op.dofs).astype(np.int64)
-        used = int((sides >= 0).any(axis=0).sum())
-        cols = [dofs]
-        for j in range(used):
-            present = sides[:, j] >= 0
-            block = np.repeat(dofs[:, :1], OTHER, axis=1)  # absent: zero columns at the element's first unknown
-            block[present] = np.take_along_axis(dofs[sides[present, j]], others[patterns[present, j]], axis=1)
-            cols.append(block)
-        super().__init__(op, mesh, valence, storage, np.concatenate(cols, axis=1), table)
-        self.sides, self.patterns = xp.asarray(sides[:, :used]), xp.asarray(patterns[:, :used])
-        self.mine, self.theirs, self.others = xp.asarray(mine), xp.asarray(theirs), xp.asarray(others)
-        self._targets = []
-        for group in self.groups:
-            outside = xp.zeros(self._every.shape, dtype=bool)
-            extra = self.sides[group].ravel()
-            outside[extra[extra >= 0]] = True
-            outside[group] = False
-            self._targets.append(xp.concatenate([group, xp.flatnonzero(outside).astype(np.int32)]))
+        unknowns = np.take_along_axis(dofs[to_numpy(self.elements)], order, axis=1)  # (M, NL) in the line's order
+        self.unknowns = xp.asarray(unknowns)
+        self.line_weights = xp.asarray(1.0 / to_numpy(valence))[self.unknowns]
+        self.plan = ScatterPlan(op.backend, unknowns)
+        place = np.arange(len(order) * NL).reshape(len(order), NL)  # the entries of apply's w (M, NL)
+        value_index = place.copy()  # each value's entry of w
+        for k in range(1, len(self.counts)):
+            start, stop, previous = self.offsets[k], self.offsets[k + 1], self.offsets[k - 1]
+            value_index[start:stop, :FACE] = place[previous : previous + stop - start, :FACE]
+            value_index[start:stop, FACE:] = place[start:stop, :REST]
+        self.value_index = xp.asarray(value_index)
+        self._gemv = vectors.for_backend(op.backend).batched_gemv
+        dtype = np.float64 if storage == np.float64 else np.float32
+        m, first = len(order), int(self.counts[0])
+        self.first_inverse = xp.zeros((first, NL, NL), dtype=dtype)  # D_0^-1 of each line
+        self.inverse = xp.zeros((m - first, REST, REST), dtype=dtype)  # D_k^-1 of the later positions
+        self.below = xp.zeros((m - first, REST, FACE), dtype=dtype)  # B_k[X_k, back]
+        self.above = xp.zeros((m - first, FACE, REST), dtype=dtype)  # B_k[back, X_k]
         self._row = xp.full(op.dofs.shape[0], -1, dtype=np.int64)  # each target's row of the open group's blocks
 
-    def targets(self, g: int):
-        """Group g's elements, then their lines' neighbours outside it."""
-        return self._targets[g]
-
     def store(self, g: int, blocks) -> None:
-        """Vanka.store with each element's rows formed from its own and its neighbours'
-        blocks (module docstring)."""
-        targets = self.targets(g)
-        self._row[targets] = self.xp.arange(len(targets))
+        """Vanka.store for the group's elements on no line, then the block elimination along
+        each of its lines (module docstring)."""
         super().store(g, blocks)
+        xp, lines, targets = self.xp, self._lines_of[g], self.targets(g)
+        if not len(lines):
+            return
+        self._row[targets] = xp.arange(len(targets))
+        dtype = self.inverse.dtype
+        corner = None  # (D_(k-1)^-1)[face, face] of the group's lines still running
+        for k, count in enumerate(self.counts):
+            ids = lines[lines < count]  # the group's lines running at position k: a prefix of ``lines``
+            if not len(ids):
+                break
+            rows = self.offsets[k] + xp.asarray(ids)
+            order = self.order[rows]
+            q = xp.arange(len(ids))[:, None, None]
+            b = blocks[self._row[self.elements[rows]]][q, order[:, :, None], order[:, None, :]].astype(dtype)
+            try:
+                if k == 0:
+                    inverse = self._invert(b)
+                    self.first_inverse[rows] = inverse
+                else:
+                    below, above = b[:, FACE:, :FACE], b[:, :FACE, FACE:]
+                    d = b[:, FACE:, FACE:] - below @ corner[: len(ids)] @ above
+                    inverse = self._invert(xp.ascontiguousarray(d))
+                    at = rows - self.counts[0]
+                    self.inverse[at], self.below[at], self.above[at] = inverse, below, above
+            except np.linalg.LinAlgError:
+                self._ok = False
+                break
+            corner = inverse[:, :FACE, :FACE]
         self._row[targets] = -1
 
-    def _rows(self, at, own, blocks):
-        """(m, NL, K) the rows of the elements ``at`` of the open group (module docstring),
-        from their blocks ``own`` and the targets' ``blocks`` (their neighbours')."""
-        xp = self.xp
-        schur = own.copy()
-        couplings = []
-        for j in range(self.sides.shape[1]):
-            side = self.sides[at, j]
-            present = xp.flatnonzero(side >= 0)
-            p = self.patterns[at[present], j]
-            b = blocks[self._row[side[present]]]
-            face, off, mine = self.theirs[p], self.others[p], self.mine[p]
-            q = xp.arange(len(present))[:, None, None]
-            d_inv = self._invert(xp.ascontiguousarray(b[q, off[:, :, None], off[:, None, :]]))
-            t = b[q, face[:, :, None], off[:, None, :]] @ d_inv  # (q, FACE, OTHER): B_s[f, o] D_s^-1
-            correction = t @ b[q, off[:, :, None], face[:, None, :]]  # (q, FACE, FACE)
-            schur[present[:, None, None], mine[:, :, None], mine[:, None, :]] -= correction
-            couplings.append((present, mine, t))
-        s_inv = self._invert(schur)
-        rows = xp.zeros((len(at), NL, self.inverses.mats.shape[2]), dtype=s_inv.dtype)
-        rows[:, :, :NL] = s_inv
-        for j, (present, mine, t) in enumerate(couplings):
-            columns = xp.take_along_axis(s_inv[present], mine[:, None, :], axis=2)  # S^-1 P_s'
-            rows[present, :, NL + j * OTHER : NL + (j + 1) * OTHER] = -(columns @ t)
-        return rows
+    def end(self) -> bool:
+        """Vanka.end, and the lines' inverses finite."""
+        finite = vectors.for_backend(self.op.backend).all_finite
+        return super().end() and finite(self.first_inverse) and finite(self.inverse)
+
+    def apply(self, r, out):
+        """out = the smoothing of ``r`` (module docstring), complete on every rank: element
+        Vanka's product, then for the lines a sweep forward (w_k = D_k^-1 (r_k - B_k[X_k,
+        back] w_(k-1)[face])) and one back (x_(k-1) = w_(k-1) - D_(k-1)^-1[:, face] B_k[back,
+        X_k] x_k), each position's products over its lines at once (fem3d.kernels.vectors
+        .batched_gemv: no cuBLAS, so the cycle can be captured into a CUDA graph)."""
+        xp, gemv = self.xp, self._gemv
+        self.inverses.matvec(r, out)
+        first, counts = int(self.counts[0]), self.counts
+        local = r[self.unknowns].astype(self.inverse.dtype)  # (M, NL) each line element's unknowns, the line's order
+        w = xp.empty_like(local)  # w_k, then x_k: (NL) at position 0, (REST) after it
+        gemv(self.first_inverse, local[:first], w[:first])
+        for k in range(1, len(counts)):
+            here, before, at = self._rows(k)
+            gemv(self.below[at], w[before, :FACE], local[here, FACE:], -1.0, True)
+            gemv(self.inverse[at], local[here, FACE:], w[here, :REST])
+        t = xp.empty((first, FACE), dtype=local.dtype)
+        for k in range(len(counts) - 1, 0, -1):
+            here, before, at = self._rows(k)
+            n = int(counts[k])
+            gemv(self.above[at], w[here, :REST], t[:n])
+            if k == 1:
+                gemv(self.first_inverse[:n, :, :FACE], t[:n], w[before], -1.0, True)
+            else:
+                previous = self._rows(k - 1)[2]
+                gemv(self.inverse[previous.start : previous.start + n, :, :FACE], t[:n], w[before, :REST], -1.0, True)
+        values = w.ravel()[self.value_index] * self.line_weights  # (M, NL) each line element's, weighted
+        lines = self.plan.add(xp.zeros(out.shape, dtype=np.float64), values.ravel())
+        out += self.op.dist.sum_interface(lines)
+        return out
+
+    def _rows(self, k: int) -> tuple[slice, slice, slice]:
+        """(here, before, at): position k's rows of the (M, ...) arrays, the rows of the same
+        lines at position k - 1, and position k's rows of the later positions' tables."""
+        first, start, stop = int(self.counts[0]), int(self.offsets[k]), int(self.offsets[k + 1])
+        previous = int(self.offsets[k - 1])
+        return slice(start, stop), slice(previous, previous + stop - start), slice(start - first, stop - first)
 
 
 def line_levels(meshes) -> int:
@@ -189,9 +306,9 @@ def line_levels(meshes) -> int:
 
 def smoother_for(op, mesh, valence, storage, kind: str = "element"):
     """The smoother ``kind`` (SMOOTHERS) of a level (operator ``op`` on ``mesh``, this
-    rank's part): for "line", line Vanka where an element is more than LINE_STRETCH times
+    rank's part): for "line", line Vanka where some element is more than LINE_STRETCH times
     longer than thick; element Vanka otherwise."""
-    members = element_lines(mesh) if kind == "line" else None
-    if members is None:
+    lines = element_lines(mesh) if kind == "line" else None
+    if lines is None:
         return Vanka(op, mesh, valence, storage)
-    return LineVanka(op, mesh, valence, storage, members)
+    return LineVanka(op, mesh, valence, storage, lines)

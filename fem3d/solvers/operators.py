@@ -48,8 +48,6 @@ class ElementOperator:
           (its plan and a row of products per element; give another operator's
           ``row_sums`` of the same ``dofs`` to share them: products are taken one at a
           time), else None
-    cols  (E, K) int32 or None: each element's matrix NL x K, its columns these unknowns
-          (fem3d.kernels.ebe; mats (E, NL, K)): A x only, no transposed products
     """
 
     def __init__(
@@ -61,7 +59,6 @@ class ElementOperator:
         dist=None,
         matrix_dtype=np.float64,
         row_sums=None,
-        cols=None,
     ):
         if n >= 2**31:
             raise ValueError(f"{n} unknowns exceed the int32 index range of the kernels")
@@ -72,9 +69,7 @@ class ElementOperator:
         self.dofs = backend.asarray(dofs, dtype=np.int32)
         self.colour_offsets = [int(v) for v in colour_offsets]
         self.colours = ebe.colour_ranges(self.colour_offsets)
-        self.cols = None if cols is None else backend.asarray(cols, dtype=np.int32)
-        width = LD if cols is None else cols.shape[1]
-        self.mats = self.xp.zeros((dofs.shape[0], NL, width), dtype=matrix_dtype)
+        self.mats = self.xp.zeros((dofs.shape[0], NL, LD), dtype=matrix_dtype)
         self.row_scale = self.xp.ones((dofs.shape[0], NL), dtype=np.float32) if self.mats.dtype == np.float16 else None
         self._apply = ebe.for_backend(backend)
         if row_sums is None and backend.is_gpu and self.dofs.shape[0] <= ROW_SUMS_ELEMENTS:
@@ -113,17 +108,17 @@ class ElementOperator:
     def _product(self, x, out, transpose: bool):
         """out = A x or A^T x, complete on every rank: the interface elements, the interface
         sum started, the interior elements, the sum completed (blocking without ``passes``)."""
-        operands, cols = (self.mats, self.dofs, x, out), self.cols
+        operands = (self.mats, self.dofs, x, out)
         if self.passes is None:
             if self.row_sums is not None and not transpose:
-                self.row_sums.apply(*operands, self.row_scale, cols=cols)
+                self.row_sums.apply(*operands, self.row_scale)
             else:
-                self._apply(*operands, self.colours, transpose, self.row_scale, cols=cols)
+                self._apply(*operands, self.colours, transpose, self.row_scale)
             return self.dist.sum_interface(out)
         interface, interior = self.passes
-        self._apply(*operands, interface, transpose, self.row_scale, cols=cols)
+        self._apply(*operands, interface, transpose, self.row_scale)
         started = self.dist.begin_sum(out)
-        self._apply(*operands, interior, transpose, self.row_scale, accumulate=True, cols=cols)
+        self._apply(*operands, interior, transpose, self.row_scale, accumulate=True)
         return self.dist.end_sum(out, started)
 
     def normal_matvec(self, x, out, work):
@@ -186,63 +181,17 @@ class ElementOperator:
             )
 
     def peer_pair_sums(self, sources=None):
-        """Per peer: this rank's and the peer's partial sums of the entries (pairs) both hold,
-        this rank's from the element matrices of ``sources``, pairs (mats (m, NL, LD), row
-        (E,) int32: each element's row of mats, -1 for elements not in it) that give every
-        element holding such entries once (default: the stored matrices). Collective."""
-        xp, plan, size = self.xp, self.cross_plan, NL * LD
-        sums = {q: xp.zeros(m, dtype=np.float64) for q, (_, _, _, m) in plan.items()}
-        for mats, row in sources or [(self.mats, xp.arange(self.dofs.shape[0], dtype=np.int32))]:
-            flat = mats.reshape(-1)
-            for q, (pos, seg, _, m) in plan.items():
-                at = row[pos // size]
-                keep = at >= 0
-                values = flat[(at.astype(np.int64) * size + pos % size)[keep]]
-                sums[q] += xp.bincount(seg[keep], weights=values.astype(np.float64), minlength=m)
-        theirs = {q: xp.empty_like(a) for q, a in sums.items()}
-        self.dist.exchange(sums, theirs)
-        return sums, theirs
+        """:func:`peer_pair_sums` of this operator's :attr:`cross_plan` (default ``sources``:
+        the stored matrices). Collective."""
+        every = self.xp.arange(self.dofs.shape[0], dtype=np.int32)
+        return peer_pair_sums(self.cross_plan, self.dist, sources or [(self.mats, every)])
 
     @property
     def cross_plan(self) -> dict:
-        """{peer: (positions, segments, columns, pairs)}: positions in flattened square
-        element matrices (E, NL, LD) on ``dofs`` (whatever this operator's columns) of the
-        entries whose row and column are shared with the peer,
-        the pair (segment) of each, the local column of each pair and the number of pairs;
-        pairs both ranks hold, in one order (made at the first call; empty on one process)."""
+        """:func:`cross_plan` of this operator's unknowns (made at the first call)."""
         if self._cross is None:
-            self._cross = self._cross_plan()
+            self._cross = cross_plan(self.backend, self.dofs, self.n, self.dist)
         return self._cross
-
-    def _cross_plan(self) -> dict:
-        """The plan of :attr:`cross_plan`, found with the backend's array module (on the GPU
-        there), only the keys of the pairs going through the host to the peers."""
-        xp, dist, backend = self.xp, self.dist, self.backend
-        dofs = self.dofs.astype(np.int64)
-        gdofs = backend.asarray(dist.gdofs)
-        keys_of, entries = {}, {}
-        for q, idx in dist.shared.items():
-            on_q = xp.zeros(self.n, dtype=bool)
-            on_q[backend.asarray(idx)] = True
-            mask = on_q[dofs]
-            elems = xp.flatnonzero(mask.any(axis=1))
-            m = mask[elems]
-            e, r, c = xp.nonzero(m[:, :, None] & m[:, None, :])
-            e = elems[e]
-            key = gdofs[dofs[e, r]] * dist.n_global + gdofs[dofs[e, c]]
-            keys_of[q] = distinct(key, xp)
-            entries[q] = (e, r, c, key)
-        theirs = dist.exchange_objects({q: backend.to_numpy(k) for q, k in keys_of.items()})
-        plan = {}
-        for q, (e, r, c, key) in entries.items():
-            mine = keys_of[q]
-            common = mine[_found(xp, backend.asarray(theirs[q]), mine)]
-            keep = _found(xp, common, key)
-            e, r, c, seg = e[keep], r[keep], c[keep], xp.searchsorted(common, key[keep])
-            cols = xp.empty(len(common), dtype=np.int64)
-            cols[seg] = dofs[e, c]
-            plan[q] = ((e * NL + r) * LD + c, seg, cols, len(common))
-        return plan
 
     def to_scipy(self):
         """The assembled matrix as scipy.sparse CSR on the host (for tests and small problems)."""
@@ -252,10 +201,63 @@ class ElementOperator:
         if self.row_scale is not None:
             mats *= self.backend.to_numpy(self.row_scale)[:, :, None]
         dofs = self.backend.to_numpy(self.dofs).astype(np.int64)
-        columns = dofs if self.cols is None else self.backend.to_numpy(self.cols).astype(np.int64)
-        rows = np.repeat(dofs[:, :, None], mats.shape[2], axis=2).ravel()
-        cols = np.repeat(columns[:, None, :], NL, axis=1).ravel()
+        rows = np.repeat(dofs[:, :, None], NL, axis=2).ravel()
+        cols = np.repeat(dofs[:, None, :], NL, axis=1).ravel()
         return sp.csr_matrix((mats.ravel(), (rows, cols)), shape=(self.n, self.n))
+
+
+def peer_pair_sums(plan: dict, dist, sources):
+    """Per peer: this rank's and the peer's partial sums of the entries (pairs) both hold,
+    this rank's from the element matrices of ``sources``, pairs (mats (m, NL, LD), row
+    (E,) int32: each element's row of mats, -1 for elements not in it) that give every
+    element holding such entries once; ``plan``: :func:`cross_plan`. Collective."""
+    xp, size = dist.backend.xp, NL * LD
+    sums = {q: xp.zeros(m, dtype=np.float64) for q, (_, _, _, m) in plan.items()}
+    for mats, row in sources:
+        flat = mats.reshape(-1)
+        for q, (pos, seg, _, m) in plan.items():
+            at = row[pos // size]
+            keep = at >= 0
+            values = flat[(at.astype(np.int64) * size + pos % size)[keep]]
+            sums[q] += xp.bincount(seg[keep], weights=values.astype(np.float64), minlength=m)
+    theirs = {q: xp.empty_like(a) for q, a in sums.items()}
+    dist.exchange(sums, theirs)
+    return sums, theirs
+
+
+def cross_plan(backend, dofs, n: int, dist) -> dict:
+    """{peer: (positions, segments, columns, pairs)} of the elements' unknowns ``dofs`` (E, NL)
+    among ``n`` distributed by ``dist``: positions in flattened square element matrices
+    (E, NL, LD) of the entries whose row and column are shared with the peer, the pair
+    (segment) of each, the local column of each pair and the number of pairs; pairs both
+    ranks hold, in one order (empty on one process). Found with the backend's array module
+    (on the GPU there), only the keys of the pairs going through the host to the peers."""
+    xp = backend.xp
+    dofs = dofs.astype(np.int64)
+    gdofs = backend.asarray(dist.gdofs)
+    keys_of, entries = {}, {}
+    for q, idx in dist.shared.items():
+        on_q = xp.zeros(n, dtype=bool)
+        on_q[backend.asarray(idx)] = True
+        mask = on_q[dofs]
+        elems = xp.flatnonzero(mask.any(axis=1))
+        m = mask[elems]
+        e, r, c = xp.nonzero(m[:, :, None] & m[:, None, :])
+        e = elems[e]
+        key = gdofs[dofs[e, r]] * dist.n_global + gdofs[dofs[e, c]]
+        keys_of[q] = distinct(key, xp)
+        entries[q] = (e, r, c, key)
+    theirs = dist.exchange_objects({q: backend.to_numpy(k) for q, k in keys_of.items()})
+    plan = {}
+    for q, (e, r, c, key) in entries.items():
+        mine = keys_of[q]
+        common = mine[_found(xp, backend.asarray(theirs[q]), mine)]
+        keep = _found(xp, common, key)
+        e, r, c, seg = e[keep], r[keep], c[keep], xp.searchsorted(common, key[keep])
+        cols = xp.empty(len(common), dtype=np.int64)
+        cols[seg] = dofs[e, c]
+        plan[q] = ((e * NL + r) * LD + c, seg, cols, len(common))
+    return plan
 
 
 def _found(xp, keys, values):

@@ -22,7 +22,7 @@ fem3d.kernels.vanka (NumPy reference and CUDA kernel) adds each element matrix t
 block and its neighbours'. The matrices may come in chunks and need not be stored: a level
 whose operator is sum-factorised (fem3d.solvers.partial_assembly) computes them a chunk at a
 time. Entries whose row and column are shared with another rank get that rank's partial
-sums (fem3d.solvers.operators.ElementOperator.cross_plan).
+sums (fem3d.solvers.operators.cross_plan).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from gpucfd.backend import to_numpy
 
 from ..kernels import ebe, vanka as vanka_kernels, vectors
 from ..kernels.ebe import LD, NL
-from .operators import ElementOperator
+from .operators import ElementOperator, cross_plan, peer_pair_sums
 
 GROUP = 65536  # target elements whose blocks are summed at a time (a float32 scratch of 2.1 GB)
 CHUNK = {"gpu": 8192, "cpu": 128}  # elements per batch of inverses (bounds the temporaries; on the CPU, temporaries
@@ -121,27 +121,35 @@ class Vanka:
     and stored. A level whose matrices are not stored gives them in chunks instead:
     ``begin(matrices)``, then for each group g ``open(g)``, ``add(mats, ids)`` of the
     group's elements and of its halo (``halo(g)``: the neighbours outside it), ``close(g)``,
-    and ``end()``. ``cols`` and ``table``: a subclass's columns of the stored rows
-    (fem3d.solvers.line_vanka) and the neighbour table where it made it already
-    (:func:`element_neighbours`)."""
+    and ``end()``. ``own`` (E,) bool (host): the elements that keep an inverse where not all
+    do (fem3d.solvers.line_vanka: the others' blocks serve the subclass); ``table``: the
+    neighbour table where the subclass made it already (:func:`element_neighbours`)."""
 
     name = "element Vanka"
 
-    def __init__(self, op, mesh, valence, storage, cols=None, table=None):
+    def __init__(self, op, mesh, valence, storage, own=None, table=None):
         self.op = op
         xp, backend = op.xp, op.backend
         self.table = element_neighbours(mesh, xp) if table is None else table  # nbr, pattern, ia, ja, starts
         self._accumulate, self._invert = vanka_kernels.for_backend(backend), vanka_kernels.inverse_for_backend(backend)
         self.weights = 1.0 / valence
-        self.inverses = ElementOperator(
-            backend, op.dofs, op.colour_offsets, op.n, op.dist, storage, getattr(op, "row_sums", None), cols
-        )
+        n_elem = op.dofs.shape[0]
+        self._place = None  # each element's row of the stored inverses (-1: none), where not every element has one
+        if own is None:
+            self.inverses = ElementOperator(
+                backend, op.dofs, op.colour_offsets, op.n, op.dist, storage, getattr(op, "row_sums", None)
+            )
+        else:
+            kept = np.cumsum(np.concatenate([[0], own]))[np.asarray(op.colour_offsets)]  # the colours of the kept
+            place = np.full(n_elem, -1, dtype=np.int32)
+            place[own] = np.arange(int(own.sum()), dtype=np.int32)
+            self._place = xp.asarray(place)
+            self.inverses = ElementOperator(backend, op.dofs[xp.asarray(own)], kept, op.n, op.dist, storage)
         self.scratch_dtype = np.dtype(np.float32 if storage == np.float16 else storage)
         self.groups = target_groups(mesh, GROUP, xp)
-        n_elem = op.dofs.shape[0]
         self._slot = xp.full(n_elem, -1, dtype=np.int32)  # a chunk's row of each of its elements, for add()
         self._every = xp.arange(n_elem, dtype=np.int32)
-        self._halos, self._peers, self._scratch, self._open, self._ok = {}, [], None, None, None
+        self._halos, self._peers, self._scratch, self._open, self._ok, self._cross = {}, [], None, None, None, None
         self.xp = xp
 
     def setup(self) -> bool:
@@ -169,11 +177,21 @@ class Vanka:
             self._halos[g] = xp.unique(near[~inside[near]]).astype(np.int32)
         return self._halos[g]
 
+    @property
+    def cross_plan(self) -> dict:
+        """fem3d.solvers.operators.cross_plan of every element's unknowns (the stored inverses'
+        where every element has one); made at the first call."""
+        if self._place is None:
+            return self.inverses.cross_plan
+        if self._cross is None:
+            self._cross = cross_plan(self.op.backend, self.op.dofs, self.op.n, self.op.dist)
+        return self._cross
+
     def begin(self, matrices=None) -> None:
         """Start a set-up: the peers' partial sums of the entries whose row and column this
         rank shares with them, from the element matrices of the elements holding such
         entries (``matrices(ids)`` (m, NL, LD), or the stored ones); collective."""
-        self._ok, self._peers, plan = None, [], self.inverses.cross_plan
+        self._ok, self._peers, plan = None, [], self.cross_plan
         if not plan:
             return
         if matrices is None:
@@ -184,12 +202,12 @@ class Vanka:
             )
             step = CHUNK[self.op.backend.kind]
             sources = self._rows_of(matrices, (holders[s : s + step] for s in range(0, len(holders), step)))
-        _, theirs = self.inverses.peer_pair_sums(sources)
+        _, theirs = peer_pair_sums(plan, self.op.dist, sources)
         self._peers = [(pos, theirs[q][seg]) for q, (pos, seg, _, _) in plan.items()]
 
     def _rows_of(self, matrices, chunks):
         """(matrices(ids), each element's row of them) for each ``ids`` of ``chunks``, the rows
-        valid until the next is taken (fem3d.solvers.operators.ElementOperator.peer_pair_sums)."""
+        valid until the next is taken (fem3d.solvers.operators.peer_pair_sums)."""
         for ids in chunks:
             self._slot[ids] = self._every[: len(ids)]
             yield matrices(ids), self._slot
@@ -231,28 +249,28 @@ class Vanka:
         self._scratch = self._open = None
 
     def store(self, g: int, blocks) -> None:
-        """Invert group g's blocks, weight them and store them CHUNK at a time (rounded per
-        row to float16 where that is the storage)."""
-        group, store = self.groups[g], self.inverses
+        """Invert the blocks of group g's elements that keep an inverse, weight them and
+        store them CHUNK at a time (rounded per row to float16 where that is the storage)."""
+        targets, store = self.targets(g), self.inverses
         chunk = CHUNK[self.op.backend.kind]
-        for first in range(0, len(group), chunk):
-            at = group[first : first + chunk]
+        for first in range(0, len(targets), chunk):
+            at, block = targets[first : first + chunk], blocks[first : first + chunk]
+            place = at
+            if self._place is not None:
+                kept = self._place[at] >= 0
+                at, block, place = at[kept], block[kept], self._place[at[kept]]
+                if not len(at):
+                    continue
             try:
-                rows = self._rows(at, blocks[first : first + len(at)], blocks)
+                rows = self._invert(block)
             except np.linalg.LinAlgError:
                 self._ok = False
                 continue
             rows *= self.weights[self.op.dofs[at]][:, :, None]
             if store.row_scale is None:
-                store.mats[at] = rows
+                store.mats[place] = rows
             else:
-                ebe.quantise(rows, store.mats, store.row_scale, at, store.mats.shape[2])
-
-    def _rows(self, at, own, blocks):
-        """(m, NL, K) the stored rows of the elements ``at`` of the open group, from their
-        blocks ``own`` (m, NL, NL) (all the group's targets': ``blocks``): the inverses
-        (LinAlgError where one is singular on the host; non-finite on a GPU)."""
-        return self._invert(own)
+                ebe.quantise(rows, store.mats, store.row_scale, place, NL)
 
     def end(self) -> bool:
         """True when every block was invertible: the inverses (and row scales) finite; one
