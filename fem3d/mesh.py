@@ -68,7 +68,7 @@ def hierarchy_text(mesh: HexMesh) -> str:
     levels = [mesh] + [c.coarse for c in below]
     sizes = " -> ".join(f"{m.n_elements:,}" for m in levels)
     lines = line_levels(levels[:-1])
-    long = f"; {lines} with cells over {LINE_STRETCH:g} times longer than thick, for --smoother line" if lines else ""
+    long = f"; {lines} with cells over {LINE_STRETCH:g} times longer than thick, smoothed by lines" if lines else ""
     return (
         f"multigrid: elements per level {sizes} (its sheets paired{long}); the coarsest, {unknowns:,} unknowns, "
         "solved directly"

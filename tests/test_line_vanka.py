@@ -5,6 +5,7 @@ from fem3d.solvers import line_vanka
 from fem3d.solvers.line_vanka import LineVanka, element_lines, line_levels, smoother_for
 from fem3d.solvers.linear import LinearOptions
 from gpucfd.errors import InputError
+from fem3d.discretisation.mesh import VTK_HEX8_TO_TENSOR, mesh_from_hex8
 from support import assembled, sample_mesh, twisted_mesh
 from gpucfd.backend import get_backend
 from test_multigrid import hierarchy
@@ -14,6 +15,23 @@ def layered(grading: float, n: int = 8):
     """An n^3 file mesh of turned elements whose layers are graded toward z = 0 and 1 (3.25:
     the two layers at each wall 20.5 and 4.2 times wider than thick at n = 8)."""
     return twisted_mesh(grid=(n, n, n), jitter=0.0, grading=(0.0, 0.0, grading), seed=2)
+
+
+def ring(around: int = 64, rings: int = 2):
+    """``rings`` rings of ``around`` hex8 elements each (radii 1 to 1.6, height
+    0.6), every element thinnest along the ring (4.2 to 5.3 times wider than thick)."""
+    theta = 2 * np.pi * np.arange(around) / around
+    radii = np.linspace(1.0, 1.6, rings + 1)
+    verts = np.array([[r * np.cos(t), r * np.sin(t), z] for z in (0.0, 0.6) for t in theta for r in radii])
+    ids = lambda a, j, c: (c * around + j % around) * (rings + 1) + a  # noqa: E731
+    tensor = np.array(
+        [
+            [ids(i + a, j + b, c) for c in (0, 1) for b in (0, 1) for a in (0, 1)]
+            for i in range(rings)
+            for j in range(around)
+        ]
+    )
+    return mesh_from_hex8(verts, tensor[:, np.argsort(VTK_HEX8_TO_TENSOR)])
 
 
 @pytest.fixture
@@ -42,6 +60,20 @@ def test_lines_run_across_the_thin_layers(two_layers):
         assert min(centres[line[0], 2], 1.0 - centres[line[0], 2]) < 0.01  # from a wall
         assert stretched[line].tolist() == [True, True, False]
     assert element_lines(sample_mesh("box")) is None
+
+
+def test_a_ring_of_thin_cells_is_cut_open_into_one_line(two_layers):
+    """Cells thin along a ring join into a chain that closes on itself: it is cut open, a line
+    of all but one element of each ring, each joined to the next across a face, its two ends
+    apart."""
+    mesh = ring()
+    assert (mesh.stretches > line_vanka.LINE_STRETCH).all()
+    lines = element_lines(mesh)
+    assert lines.shape == (2, 63) and len(np.unique(lines)) == 126
+    for line in lines:
+        vertices = [set(mesh.pressure_cells[e]) for e in line]
+        assert all(len(a & b) == 4 for a, b in zip(vertices[:-1], vertices[1:]))
+        assert not vertices[0] & vertices[-1]
 
 
 def test_a_line_lists_each_face_it_crosses_in_one_order_from_both_sides(two_layers):
@@ -83,18 +115,19 @@ def line_reference(A, mesh, lines, weights, r):
     return out
 
 
-@pytest.mark.parametrize("name", ["layers", "gap"])
-def test_line_vanka_solves_each_line_on_the_assembled_matrix(backend, two_layers, name):
+GAP = dict(grid=(4, 4, 8), jitter=0.0, lengths=(1.0, 1.0, 0.1), seed=2)
+
+
+@pytest.mark.parametrize("name, length", [("layers", 3), ("gap", 8)])
+def test_line_vanka_solves_each_line_on_the_assembled_matrix(backend, two_layers, name, length):
     """z = sum_lines W_l M_l^-1 r_l + element Vanka on the other elements, each M_l the block
     of the assembled level matrix (SciPy) on all the line's unknowns: the layers at the walls
-    (lines of 3; element Vanka between them) and a gap whose every cell is 20 times wider than
+    (lines of 3; element Vanka between them), a gap whose every cell is 20 times wider than
     thick (lines of 8 across it, no element left over), in float64."""
-    mesh = (
-        layered(3.25) if name == "layers" else twisted_mesh(grid=(4, 4, 8), jitter=0.0, lengths=(1.0, 1.0, 0.1), seed=2)
-    )
+    mesh = layered(3.25) if name == "layers" else twisted_mesh(**GAP)
     system, _, _ = assembled(mesh, backend, kind="newton")
     lines = element_lines(mesh)
-    assert lines.shape[1] == (3 if name == "layers" else 8)
+    assert lines.shape[1] == length
     smoother = LineVanka(system.op, mesh, system.valence, np.float64, lines)
     assert smoother.setup()
     r = np.random.default_rng(2).standard_normal(system.n)
@@ -139,14 +172,17 @@ def test_line_vanka_summed_in_slabs_and_streamed_matches_the_stored_one(backend,
     assert np.abs(out - out_ref).max() <= (2e-2 if half else 1e-3) * np.abs(out_ref).max()
 
 
-def test_the_smoother_is_element_vanka_unless_lines_are_asked_for():
-    """--smoother line takes lines on a level with cells over LINE_STRETCH times longer than
-    thick (python -m fem3d.mesh counts such levels); element, the default, never; a bad name
-    is an input error naming the setting."""
+def test_the_smoother_takes_lines_where_cells_are_long_unless_element_vanka_is_asked_for():
+    """--smoother line, the default, takes lines on a level with cells over LINE_STRETCH times
+    longer than thick (python -m fem3d.mesh counts such levels) and element Vanka on the
+    others; element never takes lines; a bad name is an input error naming the setting."""
     mesh, cube = layered(3.25, 6), layered(0.0, 4)
     assert line_levels([mesh, cube]) == 1
-    system, _, _ = assembled(mesh, get_backend("cpu"))
+    cpu = get_backend("cpu")
+    system, _, _ = assembled(mesh, cpu)
     kinds = {kind: smoother_for(system.op, mesh, system.valence, np.float32, kind).name for kind in ("element", "line")}
-    assert kinds == {"element": "element Vanka", "line": "line Vanka"} and LinearOptions().smoother == "element"
+    assert kinds == {"element": "element Vanka", "line": "line Vanka"} and LinearOptions().smoother == "line"
+    system, _, _ = assembled(cube, cpu)
+    assert smoother_for(system.op, cube, system.valence, np.float32, "line").name == "element Vanka"
     with pytest.raises(InputError, match="smoother"):
         LinearOptions(smoother="lines")

@@ -48,7 +48,7 @@ from ..kernels.scatter import ScatterPlan
 from ..kernels import vectors
 from .vanka import Vanka, element_neighbours
 
-SMOOTHERS = ("element", "line")  # --smoother: element Vanka on every level, or line Vanka where cells are long
+SMOOTHERS = ("line", "element")  # --smoother: line Vanka where cells are long (default), or element Vanka everywhere
 LINE_STRETCH = 8.0  # a level with an element longer than this many times its thickness smooths by lines
 FACE = 31  # unknowns two face neighbours share: 9 nodes (u, v, w) and 4 pressure vertices
 REST = NL - FACE  # an element's unknowns off one of its faces
@@ -67,59 +67,101 @@ def element_lines(mesh) -> np.ndarray | None:
     A stretched element is joined to the elements across its two faces normal to its
     shortest reference axis, where that element is not stretched or is joined back (its own
     shortest axis crosses the same face); an element that is not stretched keeps one such
-    join (the first). The chains this makes are cut where one would close on itself (a ring)
-    and where an element would share a vertex with the element two before it (the block
-    tridiagonal structure needs it); chains of one element are left to element Vanka."""
+    join (the first). A chain that closes on itself (a ring) is cut open and loses one
+    element; chains are cut where an element would share a vertex with the element two
+    before it (the block tridiagonal structure needs it); chains of one element are left to
+    element Vanka."""
     stretched = long_cells(mesh)
     if not stretched.any():
         return None
-    n_elem = mesh.n_elements
+    joins = element_joins(mesh, stretched)
+    walks = chain_walks(joins, np.flatnonzero((joins >= 0).sum(axis=1) == 1))
+    last = walks[np.arange(len(walks)), (walks >= 0).sum(axis=1) - 1]
+    walks = [walks[walks[:, 0] <= last]]  # each chain once, from its end of smaller index
+    seen = np.zeros(len(joins), dtype=bool)
+    seen[walks[0][walks[0] >= 0]] = True
+    ring = np.flatnonzero(~seen & (joins[:, 1] >= 0))
+    while len(ring):  # a ring: cut between its first element e and e's first join f, walk from e to f, and leave
+        e = ring[0]  # f out of it (it shares a face with e)
+        f = joins[e, 0]
+        joins[e] = [joins[e, 1], -1]
+        joins[f] = [joins[f, 0] if joins[f, 0] != e else joins[f, 1], -1]
+        walk = chain_walks(joins, np.array([e]))
+        seen[walk[walk >= 0]] = True
+        walk[walk == f] = -1
+        walks.append(walk)
+        ring = ring[~seen[ring]]
+    return cut_folds(walks, mesh.pressure_cells)
+
+
+def element_joins(mesh, stretched: np.ndarray) -> np.ndarray:
+    """(E, 2) int64 the elements each element of ``mesh`` is joined to in a line, -1 where
+    none (the first column filled first): :func:`element_lines`' rule."""
     thin = np.argmin(mesh.axis_lengths, axis=1)
     neighbour, neighbour_face = face_neighbours(mesh.pressure_cells)  # (E, 6): faces (axis, side)
     a = np.repeat(np.flatnonzero(stretched), 2)
-    faces = (2 * thin[a] + np.tile([0, 1], len(a) // 2)).astype(np.int64)
+    faces = 2 * thin[a] + np.tile([0, 1], len(a) // 2)
     b, b_face = neighbour[a, faces], neighbour_face[a, faces]
     keep = b >= 0
     a, b, b_face = a[keep], b[keep], b_face[keep]
     mutual = ~stretched[b] | (b_face // 2 == thin[b])
     pairs = np.unique(np.sort(np.stack([a[mutual], b[mutual]], axis=1), axis=1), axis=0)
-    joins = np.full((n_elem, 2), -1, dtype=np.int64)
-    for e, f in pairs:  # a stretched element has at most two joins; one that is not keeps its first
-        if (joins[e] >= 0).sum() == 2 or (joins[f] >= 0).sum() == 2:
-            continue
-        if (not stretched[e] and joins[e, 0] >= 0) or (not stretched[f] and joins[f, 0] >= 0):
-            continue
-        joins[e, int(joins[e, 0] >= 0)] = f
-        joins[f, int(joins[f, 0] >= 0)] = e
-    vertices = mesh.pressure_cells
-    seen = np.zeros(n_elem, dtype=bool)
-    lines = []
-    degree = (joins >= 0).sum(axis=1)
-    starts = list(np.flatnonzero(degree == 1)) + list(np.flatnonzero(degree == 2))  # chain ends, then rings
-    for start in starts:
-        if seen[start]:
-            continue
-        line = [start]
-        seen[start] = True
-        while True:
-            ahead = [f for f in joins[line[-1]] if f >= 0 and not seen[f]]
-            if not ahead:
-                break
-            f = ahead[0]
-            seen[f] = True
-            if len(line) >= 2 and np.intersect1d(vertices[line[-2]], vertices[f]).size:
-                lines.append(line)
-                line = [f]
-            else:
-                line.append(f)
-        lines.append(line)
-    lines = sorted((line for line in lines if len(line) > 1), key=len, reverse=True)
-    if not lines:
+    loose = np.where(stretched[pairs[:, 0]], pairs[:, 1], pairs[:, 0])  # the end that is not stretched, if any
+    first = np.ones(len(pairs), dtype=bool)
+    free = ~stretched[loose]
+    _, at = np.unique(loose[free], return_index=True)
+    first[np.flatnonzero(free)] = False
+    first[np.flatnonzero(free)[at]] = True  # an element that is not stretched keeps its first join
+    pairs = pairs[first]
+    ends = pairs.ravel()
+    order = np.argsort(ends, kind="stable")
+    slot = np.zeros(len(ends), dtype=np.int64)
+    repeated = np.flatnonzero(np.diff(ends[order]) == 0) + 1
+    slot[order[repeated]] = 1  # a stretched element's second join
+    joins = np.full((len(stretched), 2), -1, dtype=np.int64)
+    joins[ends, slot] = pairs[:, ::-1].ravel()
+    return joins
+
+
+def chain_walks(joins: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """(S, L) int64 the chains of ``joins`` (:func:`element_joins`, no rings) walked from
+    ``starts`` (ends of chains), all at once, -1 after each chain's end."""
+    column, previous = starts.copy(), np.full(len(starts), -1)
+    columns = []
+    while (column >= 0).any():
+        columns.append(column)
+        on = column >= 0
+        ahead = joins[np.maximum(column, 0)]
+        step = np.where(ahead[:, 0] != previous, ahead[:, 0], ahead[:, 1])
+        previous, column = column, np.where(on, step, -1)
+    return np.stack(columns, axis=1) if columns else np.zeros((0, 1), dtype=np.int64)
+
+
+def cut_folds(walks: list, vertices: np.ndarray) -> np.ndarray | None:
+    """(N, L) int64 the lines (:func:`element_lines`) of the chains ``walks`` ((S, L) arrays
+    of :func:`chain_walks`), each cut before an element sharing a vertex with the element two
+    before it; lines of one element dropped; None where none is left."""
+    pieces = []
+    for walk in walks:
+        fold = np.zeros(walk.shape, dtype=bool)
+        if walk.shape[1] > 2:
+            now, before = vertices[np.maximum(walk[:, 2:], 0)], vertices[np.maximum(walk[:, :-2], 0)]
+            shared = (now[:, :, :, None] == before[:, :, None, :]).any(axis=(2, 3))
+            fold[:, 2:] = shared & (walk[:, 2:] >= 0)
+        segment = np.cumsum(fold, axis=1)
+        row, k = np.nonzero(walk >= 0)
+        key = row * (walk.shape[1] + 1) + segment[row, k]
+        _, line, length = np.unique(key, return_inverse=True, return_counts=True)
+        position = k - np.minimum.reduceat(k, np.flatnonzero(np.diff(key, prepend=-1)))[line]
+        piece = np.full((len(length), walk.shape[1]), -1, dtype=np.int64)
+        piece[line, position] = walk[row, k]
+        pieces.append(piece[length > 1])
+    width = max(p.shape[1] for p in pieces)
+    lines = np.concatenate([np.pad(p, ((0, 0), (0, width - p.shape[1])), constant_values=-1) for p in pieces])
+    if not len(lines):
         return None
-    out = np.full((len(lines), len(lines[0])), -1, dtype=np.int64)
-    for i, line in enumerate(lines):
-        out[i, : len(line)] = line
-    return out
+    lines = lines[np.argsort(-(lines >= 0).sum(axis=1), kind="stable")]
+    return lines[:, : (lines >= 0).sum(axis=1).max()]
 
 
 def face_tables(ia: np.ndarray, ja: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -304,7 +346,7 @@ def line_levels(meshes) -> int:
     return sum(bool(long_cells(mesh).any()) for mesh in meshes)
 
 
-def smoother_for(op, mesh, valence, storage, kind: str = "element"):
+def smoother_for(op, mesh, valence, storage, kind: str = "line"):
     """The smoother ``kind`` (SMOOTHERS) of a level (operator ``op`` on ``mesh``, this
     rank's part): for "line", line Vanka where some element is more than LINE_STRETCH times
     longer than thick; element Vanka otherwise."""

@@ -110,9 +110,9 @@ class LinearOptions:
         SMOOTHING_STEPS, "mg solver: GMRES steps of each multigrid smoothing", low=1, high=20, integer=True
     )
     smoother: str = setting(
-        "element",
-        "mg solver: element (element Vanka) or line (line Vanka on the levels with cells more than 8 times longer "
-        "than thick, element Vanka on the others)",
+        "line",
+        "mg solver: line (line Vanka on the levels with cells more than 8 times longer than thick, element Vanka on "
+        "the others) or element (element Vanka on every level)",
         choices=SMOOTHERS,
     )
     rebuild_after: int = setting(

@@ -33,9 +33,9 @@ set-up computes the element matrices a chunk at a time for the Galerkin product 
 smoother's blocks (Level.galerkin), keeping none.
 
 One application is a V(1,1) cycle: ``smoothing_steps`` GMRES steps preconditioned by the
-element Vanka smoother (fem3d.solvers.vanka; line Vanka on request:
-fem3d.solvers.line_vanka, and then the hierarchy of a Newton step from its Jacobian with
-frozen test functions: Multigrid) before and after the coarse correction; the coarsest level is
+element Vanka smoother (fem3d.solvers.vanka), or line Vanka on the levels with long, thin
+cells (fem3d.solvers.line_vanka, and then the hierarchy of a Newton step from its Jacobian
+with frozen test functions: Multigrid) before and after the coarse correction; the coarsest level is
 solved exactly: its assembled matrix, the same on every rank, on a GPU by its dense inverse
 up to DENSE_MAX unknowns and by its dense LU factors above (where the device has room), else
 by SciPy's SuperLU on the host (CoarseSolve), where its factors fit (direct_fits: a memory
@@ -350,7 +350,7 @@ class Level:
     (so also where they are other matrices than the operator's: Multigrid.kind).
     ``smoother``: the kind of fem3d.solvers.line_vanka.smoother_for."""
 
-    def __init__(self, op, mesh, fixed, valence, element_matrices=None, chunk: int = 8192, smoother: str = "element"):
+    def __init__(self, op, mesh, fixed, valence, element_matrices=None, chunk: int = 8192, smoother: str = "line"):
         self.op, self.mesh, self.xp = op, mesh, op.xp
         self.fixed, self.valence = fixed, valence
         self.free = (~fixed).astype(np.float64)
@@ -634,7 +634,7 @@ class Multigrid:
     J(x). Line Vanka's blocks and the levels of J(x) itself lose the lines' advantage on the
     iterates before convergence (docs/solvers.md, line Vanka)."""
 
-    def __init__(self, system, levels: int, smoothing_steps: int = SMOOTHING_STEPS, smoother: str = "element"):
+    def __init__(self, system, levels: int, smoothing_steps: int = SMOOTHING_STEPS, smoother: str = "line"):
         mesh, dist, backend = system.mesh, system.dist, system.backend
         self.xp, self.steps = backend.xp, smoothing_steps
         comm = dist.comm

@@ -270,7 +270,7 @@ class Vanka:
             if store.row_scale is None:
                 store.mats[place] = rows
             else:
-                ebe.quantise(rows, store.mats, store.row_scale, place, NL)
+                ebe.quantise(rows, store.mats, store.row_scale, place)
 
     def end(self) -> bool:
         """True when every block was invertible: the inverses (and row scales) finite; one
