@@ -29,7 +29,7 @@ MESHES = {
             "--downstream",
             "12",
             "--nz",
-            "6",
+            "8",
             "--first-layer",
             "0.045",
             "--binary",
