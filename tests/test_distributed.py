@@ -20,7 +20,7 @@ from fem3d.parallel.comm import launched_ranks
 from fem3d.problems.distributed import partitioned_system
 from gpucfd.errors import InputError
 from fem3d.problems.exact import PaperFlow
-from fem3d.discretisation.mesh import box_mesh
+from fem3d.discretisation.mesh import VTK_HEX8_TO_TENSOR, box_mesh, mesh_from_hex8
 from fem3d.problems.navier_stokes import FlowProblem, NavierStokesSystem
 from fem3d.solvers.nonlinear import NonlinearOptions, NonlinearSolver
 from fem3d.solvers.linear import LinearOptions, make_linear_solver
@@ -481,6 +481,41 @@ MG_MESHES = {
     "twisted file mesh": lambda: twisted_mesh(6),
     "layered file mesh": lambda: twisted_mesh(grid=(6, 6, 6), jitter=0.0, grading=(0.0, 0.0, 3.25), seed=2),
 }
+
+
+def one_wall_layers():
+    """A 6 x 6 x 12 hex8 box, 2 long in z, whose z layers thin toward z = 0 alone (z ->
+    2 (z / 2)^3: the first 36 times wider than thick, the layers above wider than thick at
+    most 5.2 times, then longer than wide)."""
+    box = box_mesh(6, 6, 12, lengths=(1.0, 1.0, 2.0))
+    verts = box.points[box.pressure_nodes].copy()
+    verts[:, 2] = 2.0 * (verts[:, 2] / 2.0) ** 3
+    return mesh_from_hex8(verts, box.pressure_cells[:, np.argsort(VTK_HEX8_TO_TENSOR)])
+
+
+@pytest.mark.mpi
+def test_line_vanka_on_some_ranks_only_matches_single_process(ranks):
+    """Lines on the ranks that hold the thin layer at z = 0 and element Vanka on the others
+    (each rank's smoother its own, one interface sum per smoothing on every rank): the
+    single process's solution and FGMRES iterations."""
+    backend, comm = ranks
+    mesh = one_wall_layers()
+    problem = lid_driven_problem(mesh, 100.0, "y=1")
+    linear = LinearOptions(solver="mg", smoother="line").for_mesh(mesh)
+    part = distribute(mesh, comm, backend, linear.alignment(mesh, comm.size))
+    solver = make_linear_solver(linear)
+    result = NonlinearSolver(partitioned_system(problem, part, backend), solver, TIGHT).solve()
+    names = set(comm.allgather(solver.mg.levels[0].smoother.name))
+    x = part.dist.gather(result.x)
+    assert result.converged and names == {"line Vanka", "element Vanka"}, names
+    if comm.rank == 0:
+        from gpucfd.backend import get_backend
+
+        ref_solver = make_linear_solver(linear)
+        ref = NonlinearSolver(NavierStokesSystem(problem, get_backend("cpu")), ref_solver, TIGHT).solve()
+        its, ref_its = result.linear_iterations, ref.linear_iterations
+        assert abs(its - ref_its) <= 0.1 * ref_its, (its, ref_its)
+        assert np.abs(backend.to_numpy(x) - ref.x).max() <= 1e-7 * np.abs(ref.x).max()
 
 
 @pytest.mark.mpi

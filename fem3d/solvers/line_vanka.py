@@ -303,13 +303,13 @@ class LineVanka(Vanka):
         return super().end() and finite(self.first_inverse) and finite(self.inverse)
 
     def apply(self, r, out):
-        """out = the smoothing of ``r`` (module docstring), complete on every rank: element
-        Vanka's product, then for the lines a sweep forward (w_k = D_k^-1 (r_k - B_k[X_k,
+        """out = the smoothing of ``r`` (module docstring), complete on every rank: for the lines
+        a sweep forward (w_k = D_k^-1 (r_k - B_k[X_k,
         back] w_(k-1)[face])) and one back (x_(k-1) = w_(k-1) - D_(k-1)^-1[:, face] B_k[back,
         X_k] x_k), each position's products over its lines at once (fem3d.kernels.vectors
-        .batched_gemv: no cuBLAS, so the cycle can be captured into a CUDA graph)."""
+        .batched_gemv: no cuBLAS, so the cycle can be captured into a CUDA graph), then element
+        Vanka's product with the lines' sums added."""
         xp, gemv = self.xp, self._gemv
-        self.inverses.matvec(r, out)
         first, counts = int(self.counts[0]), self.counts
         local = r[self.unknowns].astype(self.inverse.dtype)  # (M, NL) each line element's unknowns, the line's order
         w = xp.empty_like(local)  # w_k, then x_k: (NL) at position 0, (REST) after it
@@ -330,8 +330,7 @@ class LineVanka(Vanka):
                 gemv(self.inverse[previous.start : previous.start + n, :, :FACE], t[:n], w[before, :REST], -1.0, True)
         values = w.ravel()[self.value_index] * self.line_weights  # (M, NL) each line element's, weighted
         lines = self.plan.add(xp.zeros(out.shape, dtype=np.float64), values.ravel())
-        out += self.op.dist.sum_interface(lines)
-        return out
+        return self.inverses.matvec(r, out, add=lines)  # one interface sum, as element Vanka's on a rank without lines
 
     def _rows(self, k: int) -> tuple[slice, slice, slice]:
         """(here, before, at): position k's rows of the (M, ...) arrays, the rows of the same

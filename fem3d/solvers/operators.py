@@ -97,26 +97,32 @@ class ElementOperator:
             rest.append((k, e1))
         return first, rest
 
-    def matvec(self, x, out):
-        """out = A x."""
-        return self._product(x, out, False)
+    def matvec(self, x, out, add=None):
+        """out = A x (+ ``add``, a vector of this rank's local contributions summed over the
+        interface with the product's: one interface sum for both)."""
+        return self._product(x, out, False, add)
 
     def rmatvec(self, x, out):
         """out = A^T x."""
         return self._product(x, out, True)
 
-    def _product(self, x, out, transpose: bool):
-        """out = A x or A^T x, complete on every rank: the interface elements, the interface
-        sum started, the interior elements, the sum completed (blocking without ``passes``)."""
+    def _product(self, x, out, transpose: bool, add=None):
+        """out = A x or A^T x (+ ``add``), complete on every rank: the interface elements, the
+        interface sum started, the interior elements, the sum completed (blocking without
+        ``passes``)."""
         operands = (self.mats, self.dofs, x, out)
         if self.passes is None:
             if self.row_sums is not None and not transpose:
                 self.row_sums.apply(*operands, self.row_scale)
             else:
                 self._apply(*operands, self.colours, transpose, self.row_scale)
+            if add is not None:
+                out += add
             return self.dist.sum_interface(out)
         interface, interior = self.passes
         self._apply(*operands, interface, transpose, self.row_scale)
+        if add is not None:
+            out += add
         started = self.dist.begin_sum(out)
         self._apply(*operands, interior, transpose, self.row_scale, accumulate=True)
         return self.dist.end_sum(out, started)
