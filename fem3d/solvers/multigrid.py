@@ -631,8 +631,8 @@ class Multigrid:
     Newton Jacobian J(x) is built from J(x) with the test functions frozen at x
     (fem3d.problems.navier_stokes.LINEARISATIONS): the finest level's smoother blocks and
     Galerkin product take those matrices, computed chunk by chunk, while its operator stays
-    J(x). Line Vanka's blocks and the levels of J(x) itself lose the lines' advantage on the
-    iterates before convergence (docs/solvers.md, line Vanka)."""
+    J(x). On the iterates before convergence the levels of J(x) itself cost lines their
+    advantage (measured with line patches of three elements: docs/solvers.md, line Vanka)."""
 
     def __init__(self, system, levels: int, smoothing_steps: int = SMOOTHING_STEPS, smoother: str = "line"):
         mesh, dist, backend = system.mesh, system.dist, system.backend
