@@ -14,7 +14,7 @@ cells upstream and 40 downstream; 0.05 thick) or ``fine`` (128 round, 24 rings, 
 160 downstream; 0.0125 thick), both made by meshes/dfg2d/make_slab.py with MADE's layouts in
 the runs folder; 3D-3Z's: ``channel`` (the
 committed meshes/dfg3d/channel_coarse.msh) or ``layer`` (channel_boundary_layer.msh, cells
-at the cylinder up to 180 times longer than thick). The case file is written into the runs folder
+at the cylinder up to 139 times longer than thick). The case file is written into the runs folder
 (the 2D force coefficients' area D t and the points' z follow the slab's thickness t) and run
 as a user runs it, ``python -m fem3d.run CASE --refine R --device D --quiet --no-vtu
 --no-plots``, in its own process (after one untimed short run that compiles the kernels,

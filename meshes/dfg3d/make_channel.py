@@ -43,10 +43,10 @@ the spacing round the circle (2 pi r / around) thick on the longest radial line 
 diagonals; thinner on the others), and the rings' thicknesses grow outward by the constant
 ratio that fills the box. The committed channel_boundary_layer.msh (case
 dfg_3d_1z_boundary_layer.toml) is ``--around 24 --rings 14 --upstream 2 --downstream 12
---first-layer 0.045 --binary``: 24 x 14 + 6 x (2 + 12) = 420 quadrilaterals in 6 layers,
-2,520 hexahedra; the first ring at least 22 times thinner than wide (chords round the
-circle over radial edges), growth 1.45; cells up to 186 times longer than wide (a z layer
-over the first ring's thickness).
+--nz 8 --first-layer 0.045 --binary``: 24 x 14 + 6 x (2 + 12) = 420 quadrilaterals in 8
+layers, 3,360 hexahedra; the first ring at least 22 times thinner than wide (chords round
+the circle over radial edges), growth 1.45; cells up to 139 times longer than wide (a z
+layer over the first ring's thickness).
 
 Written as Gmsh 2.2 ASCII (``--binary``: binary, a third of the size; meshio): hexahedron27
 cells, quad9 boundary cells with ``gmsh:physical`` tags inflow (1, x = 0), outflow (2, x =
