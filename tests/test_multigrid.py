@@ -14,6 +14,7 @@ from fem3d.problems.exact import TrigFlow
 from fem3d.solvers.krylov import FGMRES
 from fem3d.discretisation.mesh import box_mesh
 from fem3d.solvers.multigrid import (
+    coarse_elements,
     COARSE_MAX,
     Multigrid,
     alignment,
@@ -640,3 +641,29 @@ def test_cycles_replayed_from_a_cuda_graph_equal_the_direct_ones(monkeypatch, n,
         mg.graphed = graphed
         assert np.abs(got - ref).max() < 1e-12 * np.abs(ref).max(), k
     assert mg._graph.graph is not None
+
+
+def test_the_memory_check_counts_a_hierarchy_deeper_than_a_box(monkeypatch):
+    """A box's levels below it hold 1/7 of its elements, the sheet-coarsened boundary-layer
+    channel's (3,360 elements) 5,840 (the level list of python -m fem3d.mesh); the memory
+    check adds 70 kB on the CPU per coarse element beyond a box's share: 1 GB free holds the
+    channel's mesh with a box's hierarchy (0.887 GB) but not with its own (1.26 GB), and the
+    error names the elements that would fit."""
+    import os
+
+    from fem3d.discretisation.mesh import read_mesh
+    from fem3d.problems import memory
+
+    box = box_mesh(24)
+    assert coarse_elements(box) == 12**3 + 6**3 + 3**3
+    mesh = read_mesh(os.path.join(os.path.dirname(__file__), "..", "meshes", "dfg3d", "channel_boundary_layer.msh"))
+    coarse = coarse_elements(mesh)
+    assert coarse == 1920 + 1344 + 1152 + 576 + 480 + 240 + 128
+    monkeypatch.setattr("gpucfd.backend.host_free_bytes", lambda: 1.0e9)
+    cpu, words = get_backend("cpu"), lambda e: f"{e:,} elements fit"
+    assert memory.check_fits(cpu, "float64", "mg", mesh.n_elements, 1, words) == "element"
+    with pytest.raises(InputError) as error:
+        memory.check_fits(cpu, "float64", "mg", mesh.n_elements, 1, words, coarse=coarse / mesh.n_elements)
+    per = 245e3 + 4e3 + 70e3 * (coarse / mesh.n_elements - 1 / 7)
+    assert f"need about {(0.05e9 + per * mesh.n_elements) / 2**30:.3g} GiB" in str(error.value)
+    assert str(error.value).endswith(f"{int((1.0e9 - 0.05e9) // per):,} elements fit")

@@ -5,7 +5,9 @@ solver keeps (vectors, preconditioner, assembly batches; for mg its float32 copy
 finest matrices, Vanka inverses, coarse levels and FGMRES basis; with --assembly partial the
 point data of the sum-factorised products, no element matrix kept on the finest level), plus
 a fixed part (the NumPy path's batched diag(A^T A), the CUDA context and modules), fitted to
-the peak memory of runs (docs/fem3d.md, memory). The host also holds the whole mesh.
+the peak memory of runs (docs/fem3d.md, memory); for mg, a hierarchy with more coarse
+elements than a box's (semi-coarsened meshes: up to twice the finest level's) adds
+COARSE_BYTES per element beyond. The host also holds the whole mesh.
 """
 
 from __future__ import annotations
@@ -31,10 +33,19 @@ DEVICE_BYTES = {
     ("cpu", "partial", "mg"): (130e3, 0.1e9),
 }
 HOST_MESH_BYTES = 4e3  # per element of the whole mesh: connectivity, coordinates, geometry, boundary faces
+BOX_COARSE = 1.0 / 7.0  # coarse elements per element of a box's hierarchy, which DEVICE_BYTES's mg entries hold
+COARSE_BYTES = {"gpu": 49e3, "cpu": 70e3}  # per coarse element beyond BOX_COARSE: its Galerkin matrix, smoother, tables
 
 
 def check_fits(
-    backend, matrix_dtype: str, solver: str, mesh_elements: int, ranks: int, largest, assembly: str = "element"
+    backend,
+    matrix_dtype: str,
+    solver: str,
+    mesh_elements: int,
+    ranks: int,
+    largest,
+    assembly: str = "element",
+    coarse: float = BOX_COARSE,
 ) -> str:
     """InputError unless this rank's share of a mesh of ``mesh_elements`` elements split
     over ``ranks`` fits its device, and the whole mesh its host, with the linear solver
@@ -42,30 +53,37 @@ def check_fits(
     ``assembly`` (fem3d.solvers.linear.LinearOptions.assembly). ``largest(n)`` words the hint
     for a mesh of n elements, e.g. "--n 92 fits at most". Returns the assembly that fits:
     for "auto" the stored element matrices where they fit, else partial assembly (not for
-    the paper solver); the error is then partial assembly's."""
+    the paper solver); the error is then partial assembly's. ``coarse``: the multigrid
+    hierarchy's coarse elements per element of the mesh, where known (default: a box's)."""
     options = [assembly] if assembly != "auto" else ["element"] if solver == "paper" else ["element", "partial"]
     for k, option in enumerate(options):
         try:
-            _check(backend, "partial" if option == "partial" else matrix_dtype, solver, mesh_elements, ranks, largest)
+            storage = "partial" if option == "partial" else matrix_dtype
+            _check(backend, storage, solver, mesh_elements, ranks, largest, coarse)
             return option
         except InputError:
             if k == len(options) - 1:
                 raise
 
 
-def fitting_assembly(backend, linear, mesh_elements: int, ranks: int) -> tuple:
+def fitting_assembly(backend, linear, mesh_elements: int, ranks: int, coarse: float = BOX_COARSE) -> tuple:
     """(options, warning line or None): ``linear`` (fem3d.solvers.linear.LinearOptions, its
-    solver resolved by for_mesh) with an "auto" assembly resolved by :func:`check_fits` for a
-    mesh of ``mesh_elements`` elements (which the caller checked fits one way), and a line
-    saying so where that took partial assembly."""
-    if linear.assembly != "auto":
-        return linear, None
+    solver resolved by for_mesh) with its assembly checked by :func:`check_fits` for a mesh of
+    ``mesh_elements`` elements whose hierarchy has ``coarse`` coarse elements per element,
+    "auto" resolved, and a line saying so where that took partial assembly."""
     chosen = check_fits(
-        backend, linear.matrix_dtype, linear.solver, mesh_elements, ranks, lambda e: f"{e:,} elements fit", "auto"
+        backend,
+        linear.matrix_dtype,
+        linear.solver,
+        mesh_elements,
+        ranks,
+        lambda e: f"{e:,} elements fit",
+        linear.assembly,
+        coarse,
     )
     note = (
         None
-        if chosen == "element"
+        if chosen == linear.assembly or chosen == "element"
         else (
             f"{mesh_elements:,} elements do not fit with stored element matrices: --assembly partial "
             f"(sum-factorised products, no element matrix kept; about 30 % slower where both fit)"
@@ -74,10 +92,13 @@ def fitting_assembly(backend, linear, mesh_elements: int, ranks: int) -> tuple:
     return replace(linear, assembly=chosen), note
 
 
-def _check(backend, storage: str, solver: str, mesh_elements: int, ranks: int, largest) -> None:
-    """InputError unless the mesh fits with ``storage`` (a matrix dtype, or partial)."""
+def _check(backend, storage: str, solver: str, mesh_elements: int, ranks: int, largest, coarse: float) -> None:
+    """InputError unless the mesh fits with ``storage`` (a matrix dtype, or partial) and a
+    hierarchy of ``coarse`` coarse elements per element."""
     elements = -(-mesh_elements // ranks)
     per_element, fixed = DEVICE_BYTES[(backend.kind, storage, "paper" if solver == "paper" else "mg")]
+    if solver != "paper":
+        per_element += COARSE_BYTES[backend.kind] * max(0.0, coarse - BOX_COARSE)
     if backend.is_gpu:
         checks = [
             (per_element, fixed, elements, ranks, backend.free_bytes(), "GPU"),

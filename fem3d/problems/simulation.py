@@ -26,6 +26,7 @@ from ..parallel.comm import SerialComm
 from ..parallel.interrupt import InterruptCheck
 from ..parallel.partition import distribute, partition_elements
 from ..solvers.linear import LinearOptions, make_linear_solver
+from ..solvers.multigrid import coarse_elements
 from ..solvers.nonlinear import NonlinearOptions, NonlinearSolver, Stage, continuation_steps, solve_continuation
 from ..solvers.sequencing import interpolate, redundant
 from ..solvers.sequencing import limits as sequence_limits
@@ -35,7 +36,7 @@ from ..discretisation.mesh import HexMesh
 from gpucfd.errors import InputError
 from gpucfd.options import spelt
 from .distributed import partitioned_system, rank_report
-from .memory import fitting_assembly
+from .memory import BOX_COARSE, fitting_assembly
 from .result import FlowResult
 
 
@@ -80,7 +81,9 @@ class Simulation:
         self._check_time()
         self.stages = continuation_steps(self.continuation, self.flow.re)
         sequence_limits(self.sequence, backend.kind)  # checked also where an initial guess leaves it unused
-        self.linear, note = fitting_assembly(backend, self.linear.for_mesh(mesh), mesh.n_elements, comm.size)
+        self.linear = self.linear.for_mesh(mesh)
+        coarse = coarse_elements(mesh) / mesh.n_elements if self.linear.solver == "mg" else BOX_COARSE
+        self.linear, note = fitting_assembly(backend, self.linear, mesh.n_elements, comm.size, coarse)
         self.notes += [note] if note else []
         if self.initial is not None:
             self.initial = _solution("initial=", self.initial, mesh.n_dofs)

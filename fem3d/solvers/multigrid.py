@@ -198,6 +198,17 @@ def coarse_levels(mesh) -> int:
     return len(meshes) - 1 + len(_below(meshes[-1]))
 
 
+def coarse_elements(mesh) -> int:
+    """Elements of the levels below ``mesh`` (a whole mesh) in its hierarchy
+    (:func:`coarse_levels`), all of them together."""
+    meshes = chain(mesh)
+    below = _below(meshes[-1])
+    finer = sum(m.n_elements for m in meshes[1:])
+    if meshes[-1].grid is not None:
+        return finer + sum(int(np.prod(grid)) for grid in below)
+    return finer + sum(c.coarse.n_elements for c in below)
+
+
 def coarsest_size(mesh) -> tuple[int, int]:
     """(elements, unknowns) of the coarsest level of ``mesh``'s hierarchy (fem3d.solvers.multigrid.coarse_levels)."""
     last = chain(mesh)[-1]
