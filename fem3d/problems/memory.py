@@ -83,7 +83,7 @@ def fitting_assembly(backend, linear, mesh_elements: int, ranks: int, coarse: fl
     )
     note = (
         None
-        if chosen == linear.assembly or chosen == "element"
+        if linear.assembly != "auto" or chosen == "element"
         else (
             f"{mesh_elements:,} elements do not fit with stored element matrices: --assembly partial "
             f"(sum-factorised products, no element matrix kept; about 30 % slower where both fit)"

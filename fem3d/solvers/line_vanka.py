@@ -214,8 +214,8 @@ def line_orders(lines: np.ndarray, nbr: np.ndarray, pattern: np.ndarray, mine, t
 
 class LineVanka(Vanka):
     """Line Vanka of one level (module docstring): element Vanka's summation of the blocks,
-    in target groups that hold whole lines; the elements on no line keep element Vanka's
-    stored inverses, each line its block elimination (``store``). ``lines`` (N, L) as
+    in target groups that hold whole lines, the elements on no line first; those keep element
+    Vanka's stored inverses, each line its block elimination (``store``). ``lines`` (N, L) as
     :func:`element_lines`. The elimination is kept in float32 (float64 where the storage is)."""
 
     name = "line Vanka"
@@ -233,7 +233,10 @@ class LineVanka(Vanka):
         for k in range(1, lines.shape[1]):
             on = lines[:, k] >= 0
             group_of[lines[on, k]] = group_of[lines[on, 0]]
-        self.groups = [xp.asarray(np.flatnonzero(group_of == g).astype(np.int32)) for g in range(len(self.groups))]
+        kept = [np.flatnonzero((group_of == g) & ~on_line) for g in range(len(self.groups))]  # element Vanka's
+        lined = [np.flatnonzero((group_of == g) & on_line) for g in range(len(self.groups))]
+        self.groups = [xp.asarray(np.concatenate([a, b]).astype(np.int32)) for a, b in zip(kept, lined)]
+        self._kept = [len(a) for a in kept]
         self._lines_of = [np.flatnonzero(group_of[lines[:, 0]] == g) for g in range(len(self.groups))]
         self.lines = lines
         self.counts = (lines >= 0).sum(axis=0)  # (L,) lines still running at each position: a prefix of them

@@ -190,23 +190,26 @@ def _below(last) -> list:
     return coarse_grids(last.grid) if last.grid is not None else coarsenings(last)
 
 
-def coarse_levels(mesh) -> int:
-    """Levels below ``mesh`` in the multigrid hierarchy: the meshes it refines and then the
-    coarse boxes below the box at the end of that chain, or the sheet coarsenings below the
-    mesh at its end."""
+def level_sizes(mesh) -> list:
+    """Elements of each level below ``mesh`` in its hierarchy, finest first: the meshes it
+    refines and then the coarse boxes below the box at the end of that chain, or the sheet
+    coarsenings below the mesh at its end."""
     meshes = chain(mesh)
-    return len(meshes) - 1 + len(_below(meshes[-1]))
+    below = _below(meshes[-1])
+    sizes = [m.n_elements for m in meshes[1:]]
+    if meshes[-1].grid is not None:
+        return sizes + [int(np.prod(grid)) for grid in below]
+    return sizes + [c.coarse.n_elements for c in below]
+
+
+def coarse_levels(mesh) -> int:
+    """Levels below ``mesh`` in the multigrid hierarchy (:func:`level_sizes`)."""
+    return len(level_sizes(mesh))
 
 
 def coarse_elements(mesh) -> int:
-    """Elements of the levels below ``mesh`` (a whole mesh) in its hierarchy
-    (:func:`coarse_levels`), all of them together."""
-    meshes = chain(mesh)
-    below = _below(meshes[-1])
-    finer = sum(m.n_elements for m in meshes[1:])
-    if meshes[-1].grid is not None:
-        return finer + sum(int(np.prod(grid)) for grid in below)
-    return finer + sum(c.coarse.n_elements for c in below)
+    """Elements of the levels below ``mesh`` (a whole mesh) in its hierarchy, all together."""
+    return sum(level_sizes(mesh))
 
 
 def coarsest_size(mesh) -> tuple[int, int]:

@@ -189,8 +189,9 @@ class ElementOperator:
     def peer_pair_sums(self, sources=None):
         """:func:`peer_pair_sums` of this operator's :attr:`cross_plan` (default ``sources``:
         the stored matrices). Collective."""
-        every = self.xp.arange(self.dofs.shape[0], dtype=np.int32)
-        return peer_pair_sums(self.cross_plan, self.dist, sources or [(self.mats, every)])
+        if sources is None:
+            sources = [(self.mats, self.xp.arange(self.dofs.shape[0], dtype=np.int32))]
+        return peer_pair_sums(self.cross_plan, self.dist, sources)
 
     @property
     def cross_plan(self) -> dict:

@@ -122,8 +122,9 @@ class Vanka:
     ``begin(matrices)``, then for each group g ``open(g)``, ``add(mats, ids)`` of the
     group's elements and of its halo (``halo(g)``: the neighbours outside it), ``close(g)``,
     and ``end()``. ``own`` (E,) bool (host): the elements that keep an inverse where not all
-    do (fem3d.solvers.line_vanka: the others' blocks serve the subclass); ``table``: the
-    neighbour table where the subclass made it already (:func:`element_neighbours`)."""
+    do (fem3d.solvers.line_vanka: the others' blocks serve the subclass, whose groups then
+    list the elements that keep one first, ``_kept[g]`` of them); ``table``: the neighbour
+    table where the subclass made it already (:func:`element_neighbours`)."""
 
     name = "element Vanka"
 
@@ -135,6 +136,7 @@ class Vanka:
         self.weights = 1.0 / valence
         n_elem = op.dofs.shape[0]
         self._place = None  # each element's row of the stored inverses (-1: none), where not every element has one
+        self._kept = None  # per group, how many of its first targets keep an inverse, where not every element does
         if own is None:
             self.inverses = ElementOperator(
                 backend, op.dofs, op.colour_offsets, op.n, op.dist, storage, getattr(op, "row_sums", None)
@@ -179,10 +181,7 @@ class Vanka:
 
     @property
     def cross_plan(self) -> dict:
-        """fem3d.solvers.operators.cross_plan of every element's unknowns (the stored inverses'
-        where every element has one); made at the first call."""
-        if self._place is None:
-            return self.inverses.cross_plan
+        """fem3d.solvers.operators.cross_plan of every element's unknowns; made at the first call."""
         if self._cross is None:
             self._cross = cross_plan(self.op.backend, self.op.dofs, self.op.n, self.op.dist)
         return self._cross
@@ -253,14 +252,10 @@ class Vanka:
         store them CHUNK at a time (rounded per row to float16 where that is the storage)."""
         targets, store = self.targets(g), self.inverses
         chunk = CHUNK[self.op.backend.kind]
-        for first in range(0, len(targets), chunk):
-            at, block = targets[first : first + chunk], blocks[first : first + chunk]
-            place = at
-            if self._place is not None:
-                kept = self._place[at] >= 0
-                at, block, place = at[kept], block[kept], self._place[at[kept]]
-                if not len(at):
-                    continue
+        count = len(targets) if self._kept is None else self._kept[g]  # the targets that keep one come first
+        for first in range(0, count, chunk):
+            at, block = targets[first : min(first + chunk, count)], blocks[first : min(first + chunk, count)]
+            place = at if self._place is None else self._place[at]
             try:
                 rows = self._invert(block)
             except np.linalg.LinAlgError:
