@@ -32,6 +32,7 @@ import time
 import numpy as np
 
 from fem3d.cavity import STROUHAL
+from fem3d.problems.periodic import spectral_peak
 from fem3d.solvers.time_stepping import SCHEMES
 from gpucfd.errors import ArgumentParser, InputError, run_cli
 from gpucfd.output import saved_record, write_record
@@ -68,7 +69,7 @@ def oscillation(history: str) -> dict:
     """The centre's u over the run: its swing (max - min) over the last TAIL of the run's time
     and over the TAIL before it, the rate ln(last / before) / (TAIL t_end) at which the swing
     grows (> 0) or decays (< 0) per unit time, and the frequency of the highest peak of u's
-    spectrum over the last half of the run (Hann window, parabolic refinement of the peak)."""
+    spectrum over the last half of the run (fem3d.problems.periodic.spectral_peak)."""
     with open(history) as fh:
         rows = [(float(r["t"]), float(r[COLUMN])) for r in csv.DictReader(fh)]
     t, u = np.array(rows).T
@@ -79,16 +80,8 @@ def oscillation(history: str) -> dict:
         return float(np.ptp(values)) if len(values) else float("nan")
 
     last, before = swing(t_end * (1 - TAIL), t_end), swing(t_end * (1 - 2 * TAIL), t_end * (1 - TAIL))
-    half = t > t_end / 2
-    grid = np.linspace(t[half][0], t_end, half.sum())  # even samples for the spectrum
-    signal = np.interp(grid, t[half], u[half])
-    power = np.abs(np.fft.rfft((signal - signal.mean()) * np.hanning(len(signal))))
-    k = int(power[1:-1].argmax()) + 1 if len(power) > 2 else 0
-    shift = 0.0
-    if 0 < k < len(power) - 1:
-        a, b, c = np.log(power[k - 1 : k + 2] + 1e-300)
-        shift = 0.5 * (a - c) / (a - 2 * b + c) if a - 2 * b + c < 0 else 0.0
-    frequency = (k + shift) / (grid[-1] - grid[0]) * (len(grid) - 1) / len(grid) if k else None
+    peak = spectral_peak(t, u)
+    frequency = None if peak is None else peak["frequency"]
     rate = np.log(last / before) / (TAIL * t_end) if last > 0 and before > 0 else None
     return {"u_swing_last": last, "u_swing_before": before, "u_rate": rate, "u_frequency": frequency}
 

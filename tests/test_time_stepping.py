@@ -441,6 +441,27 @@ def test_the_period_of_a_signal_that_became_periodic():
     assert periodic(t, np.sin(2 * np.pi * t / 0.3) + 0.1 * np.sin(2 * np.pi * t / 1.37)) is None  # never repeats
 
 
+def test_the_strongest_frequency_of_a_signal_that_does_not_repeat():
+    """fem3d.problems.periodic.spectral_peak: over the last half of the run, uneven steps
+    included, the frequency of the strongest of three incommensurate sines (which periodic()
+    finds no period of) to 5 % of a bin's width, and of a sine whose amplitude wanders
+    at random; None for a constant signal, a run of too few steps and one that is not finite."""
+    from fem3d.problems.periodic import periodic, spectral_peak
+
+    rng = np.random.default_rng(3)
+    t = np.cumsum(rng.uniform(0.2, 0.6, 4000))  # adaptive steps, about 1600 time units
+    mixed = np.sin(2 * np.pi * 0.0925 * t) + 0.4 * np.sin(2 * np.pi * 0.0364 * t) + 0.3 * np.sin(2 * np.pi * 0.131 * t)
+    found = spectral_peak(t, mixed)
+    width = 1.0 / (t[-1] - found["since"])
+    assert periodic(t, mixed) is None
+    assert abs(found["frequency"] - 0.0925) < 0.05 * width and abs(found["since"] - t[-1] / 2) < 1.0
+    wandering = (1 + 0.5 * np.cumsum(rng.standard_normal(len(t))) / np.sqrt(len(t))) * np.cos(2 * np.pi * 0.41 * t)
+    assert abs(spectral_peak(t, wandering)["frequency"] - 0.41) < 0.5 * width
+    assert spectral_peak(t, np.full(len(t), 2.0)) is None
+    assert spectral_peak(t[:30], mixed[:30]) is None
+    assert spectral_peak(t, np.where(t > 1500, np.nan, mixed)) is None
+
+
 def test_strouhal_names_a_reported_quantity(tmp_path):
     text = ANNULUS_CASE_TEXT + '[report]\npoints = { a = [0.6, 0.1, 0.2] }\nstrouhal = { of = "points.b.pressure", '
     text += "length = 1, velocity = 1 }\n"
@@ -463,6 +484,8 @@ def test_a_periodic_run_reports_its_strouhal_number(tmp_path):
     assert run_case.main([case_file(tmp_path, text), "--out", str(out), "--no-plots", "--no-vtu", "--quiet"]) == 0
     time_record = json.loads((out / "summary.json").read_text())["time"]
     assert abs(time_record["strouhal"]["value"] - 2.0) < 5e-3
+    assert abs(time_record["strouhal"]["peak"] - 2.0) < 0.05  # 1.5 time units of 1/16: bins of 2/3
+    assert abs(time_record["spectrum"]["points.a.velocity.y"]["frequency"] - 2.0) < 0.05
     assert abs(time_record["periodic"]["points.a.velocity.y"]["period"] - 0.5) < 1.5e-3
 
 
@@ -500,4 +523,4 @@ def test_the_cavity_in_time(tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["time"]["steps"] == 3 and summary["continuation"] == [] and summary["sequence"] == []
     assert summary["quantities"]["points"]["centre"]["velocity"][0] == float(rows[-1]["points.centre.velocity.x"])
-    assert summary["time"]["strouhal"] == {"of": "points.centre.velocity.x", "value": None, "period": None}
+    assert summary["time"]["strouhal"] == {"of": "points.centre.velocity.x", "value": None, "period": None, "peak": None}

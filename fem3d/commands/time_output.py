@@ -71,15 +71,23 @@ class TimeOutput:
 
     def finish(self, result, strouhal: dict | None = None) -> None:
         """The last step's quantities as the result's, and summary.json's time record: the
-        series' extrema and periods, and with ``strouhal`` {"of", "length", "velocity"} the
-        Strouhal number f L / U of that column."""
+        series' extrema, periods and spectral peaks, and with ``strouhal`` {"of", "length",
+        "velocity"} the Strouhal number f L / U of that column (where it is periodic) and of
+        its spectral peak ("peak", also where it is not)."""
         result.quantities = self.last
         result.time["series"] = self.history.extrema()
         result.time["periodic"] = self.history.periodic()
+        result.time["spectrum"] = self.history.spectra()
         if strouhal:
+            scale = strouhal["length"] / strouhal["velocity"]
             found = result.time["periodic"].get(strouhal["of"])
-            value = None if found is None else found["frequency"] * strouhal["length"] / strouhal["velocity"]
-            result.time["strouhal"] = {"of": strouhal["of"], "value": value, "period": found and found["period"]}
+            peak = result.time["spectrum"].get(strouhal["of"])
+            result.time["strouhal"] = {
+                "of": strouhal["of"],
+                "value": None if found is None else found["frequency"] * scale,
+                "period": found and found["period"],
+                "peak": None if peak is None else peak["frequency"] * scale,
+            }
 
     def files(self) -> list[str]:
         """The files of the run in time on disk (rank 0)."""
@@ -182,5 +190,6 @@ def strouhal_line(time: dict) -> list[str]:
     if not st:
         return []
     if st["value"] is None:
-        return [f"{st['of']} is not periodic at the end: no Strouhal number"]
+        peak = "" if st["peak"] is None else f"; its spectrum peaks at f L / U = {st['peak']:.4g} over the last half"
+        return [f"{st['of']} is not periodic at the end: no Strouhal number{peak}"]
     return [f"Strouhal number {st['value']:.6g} (period {st['period']:.6g} of {st['of']})"]

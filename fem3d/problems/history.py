@@ -15,7 +15,7 @@ import math
 import os
 
 from gpucfd.output import atomic_path
-from .periodic import periodic
+from .periodic import periodic, spectral_peak
 
 STEP_COLUMNS = ("t", "dt", "newton_steps", "linear_iterations", "seconds")
 SKIPPED = {"at", "reference_velocity", "area"}  # settings of a quantity, not measured values
@@ -109,4 +109,13 @@ class History:
             return {}
         t = self.column("t")
         found = {name: periodic(t, self.column(name)) for name in self.columns[len(STEP_COLUMNS) :]}
+        return {name: p for name, p in found.items() if p is not None}
+
+    def spectra(self) -> dict:
+        """{column: fem3d.problems.periodic.spectral_peak} of each quantity column that varies
+        over the last half of the run."""
+        if not self.rows:
+            return {}
+        t = self.column("t")
+        found = {name: spectral_peak(t, self.column(name)) for name in self.columns[len(STEP_COLUMNS) :]}
         return {name: p for name, p in found.items() if p is not None}

@@ -10,6 +10,10 @@ decaying, or modulated more slowly). Cycles that alternate (the drag on a cylind
 vortices off the channel's centre line: the upper and the lower vortex pull a little
 differently) repeat after two crossings; the cube cavity past its Hopf bifurcation can
 repeat after four.
+
+A signal that oscillates without repeating (modulated, or irregular as the cube cavity
+beyond its Hopf bifurcation) has no period but a strongest frequency: :func:`spectral_peak`,
+the highest peak of its spectrum over the last half of the run.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import numpy as np
 PERIODS = 4  # periods measured at the end of the run
 SPREAD = 0.02  # largest relative spread of the periods, and change of the amplitude, of a periodic signal
 FOLDS = (1, 2, 3, 4)  # crossings per period tried, the fewest first
+MIN_SAMPLES = 16  # values over the last half of a run that spectral_peak needs
 
 
 def periodic(t, y, periods: int = PERIODS) -> dict | None:
@@ -38,6 +43,28 @@ def periodic(t, y, periods: int = PERIODS) -> dict | None:
         if found is not None:
             return found
     return None
+
+
+def spectral_peak(t, y) -> dict | None:
+    """{"frequency", "since"}: the frequency (1 / the unit of ``t``) of the highest peak of the
+    spectrum of ``y`` (n,) at increasing times ``t`` (n,) over the last half of the run (from
+    ``since``): resampled evenly, mean removed, Hann window, the peak refined by a parabola
+    through the logarithms of its bin and its neighbours. None where that half has fewer than
+    MIN_SAMPLES values, is not finite or does not vary."""
+    t, y = np.asarray(t, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    half = t > 0.5 * (t[0] + t[-1]) if len(t) else t > 0
+    if half.sum() < MIN_SAMPLES or not np.isfinite(y[half]).all() or np.ptp(y[half]) == 0:
+        return None
+    grid = np.linspace(t[half][0], t[-1], int(half.sum()))
+    signal = np.interp(grid, t[half], y[half])
+    power = np.abs(np.fft.rfft((signal - signal.mean()) * np.hanning(len(grid))))
+    k = int(power[1:].argmax()) + 1
+    shift = 0.0
+    if k < len(power) - 1:
+        a, b, c = np.log(power[k - 1 : k + 2] + 1e-300)
+        shift = 0.5 * (a - c) / (a - 2 * b + c) if a - 2 * b + c < 0 else 0.0
+    step = (grid[-1] - grid[0]) / (len(grid) - 1)
+    return {"frequency": float((k + shift) / (len(grid) * step)), "since": float(grid[0])}
 
 
 def _periods(t, y, crossings, fold: int, periods: int) -> dict | None:
