@@ -523,4 +523,9 @@ def test_the_cavity_in_time(tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["time"]["steps"] == 3 and summary["continuation"] == [] and summary["sequence"] == []
     assert summary["quantities"]["points"]["centre"]["velocity"][0] == float(rows[-1]["points.centre.velocity.x"])
-    assert summary["time"]["strouhal"] == {"of": "points.centre.velocity.x", "value": None, "period": None, "peak": None}
+    assert summary["time"]["strouhal"] == {
+        "of": "points.centre.velocity.x",
+        "value": None,
+        "period": None,
+        "peak": None,
+    }
