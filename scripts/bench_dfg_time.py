@@ -25,7 +25,9 @@ c_l_max, c_l_min, delta_p_end, strouhal; 2D-2's over the last periods) with thei
 errors against the references of fem3d/reference_data/dfg_cylinder_unsteady.csv (value /
 reference - 1: negative where a magnitude falls short) or, for 2D-2, whether they lie in
 the 1996 intervals. ``--t-end`` shortens every run (a check of the script). Saves
-benchmarks/results/dfg<case>_<tag>.{json,md} after every run.
+benchmarks/results/dfg<case>_<tag>.{json,md} after every run; ``--add`` adds the rows to
+that saved record (its commands listed in order), so that one record can hold runs made in
+several calls.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ import time
 
 from fem3d.solvers.time_stepping import SCHEMES
 from gpucfd.errors import ArgumentParser, InputError, run_cli
-from gpucfd.output import write_record
+from gpucfd.output import saved_record, write_record
 from script_options import check_tag
 from timed_runs import time_row
 
@@ -260,17 +262,20 @@ def main(argv=None) -> int:
     ap.add_argument("--runs-folder", default="bench-dfg-time", help="folder for the meshes, case files and outputs")
     ap.add_argument("--results", default=os.path.join(ROOT, "benchmarks", "results"))
     ap.add_argument("--tag", required=True, help="suffix of the result files, e.g. cpu or h100")
+    ap.add_argument("--add", action="store_true", help="add the rows to the tag's saved record")
     args = ap.parse_args(argv)
     case, _, meshes, t_end, title = CASES[args.case]
     specs = [parse_run(r, meshes) for r in args.runs]
     if args.t_end is not None and not 0 < args.t_end <= t_end:
         raise InputError(f"--t-end must be > 0 and <= {t_end:g} (got {args.t_end:g})")
     base = os.path.join(args.results, f"dfg{args.case}_{check_tag(args.tag)}")
-    command = "python scripts/bench_dfg_time.py " + " ".join(argv)
+    if args.add and not os.path.exists(base + ".json"):
+        raise InputError(f"--add: no saved record {base}.json")
+    rows, commands = saved_record(base) if args.add else ([], [])
+    commands.append("python scripts/bench_dfg_time.py " + " ".join(argv))
     refs = references(case)
     if not args.no_warmup:
         run(argparse.Namespace(**{**vars(args), "t_end": 2 * specs[0]["dt"]}), specs[0])
-    rows = []
     for spec in specs:
         rows.append(run(args, spec))
         device = next((r["device"] for r in rows if "device" in r), "n/a")
@@ -280,9 +285,10 @@ def main(argv=None) -> int:
         )
         write_record(
             base,
-            {"command": command, "case": case, "references": refs, "rows": rows},
-            f"# {title} ({device})\n\n`{command}`\n\n"
-            + ("After one untimed short run; " if not args.no_warmup else "No warm-up run; ")
+            {"commands": commands, "case": case, "references": refs, "rows": rows},
+            f"# {title} ({device})\n\n"
+            + "".join(f"`{c}`\n\n" for c in commands)
+            + ("Each command after one untimed short run unless it says --no-warmup; ")
             + f"wall s: the process's, as a user runs it; references ({refs[next(iter(refs))]['source']}): "
             f"{against}; errors as value / reference − 1.\n\n" + table(case, rows) + "\n",
         )

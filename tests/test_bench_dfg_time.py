@@ -1,5 +1,5 @@
 """scripts/bench_dfg_time.py on the CPU: a short run of DFG 2D-3 (the slab at refine 0, two
-steps of 0.01), a row with what it measured and the saved table; 3D-3Z's case and row, 2D-2's
+steps of 0.01), a row with what it measured and the saved table, a row added to it (--add); 3D-3Z's case and row, 2D-2's
 row; the references read from fem3d/reference_data."""
 
 import json
@@ -13,8 +13,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "scripts", "bench_dfg_time.py")
 
 
-def bench(tmp_path, case, runs, t_end):
-    cmd = [sys.executable, SCRIPT, "--case", case, "--device", "cpu", "--runs", *runs, "--t-end", str(t_end)]
+def bench(tmp_path, case, runs, t_end, *more):
+    cmd = [sys.executable, SCRIPT, "--case", case, "--device", "cpu", "--runs", *runs, "--t-end", str(t_end), *more]
     cmd += ["--no-warmup", "--runs-folder", str(tmp_path / "runs"), "--results", str(tmp_path), "--tag", "t"]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
@@ -32,6 +32,10 @@ def test_row_of_a_short_2d3_run(tmp_path):
     case = (tmp_path / "runs" / "slab_r0_midpoint_dt0.01" / "case.toml").read_text()
     assert 'scheme = "midpoint"' in case and "t_end = 0.02" in case and "area = 0.005" in case
     assert "| slab | 0 | 222 | 9,336 | midpoint | 0.01 | fixed | 2 (0) |" in md
+    record, md = bench(tmp_path, "2d3", ["slab:0:bdf2:0.01"], 0.01, "--add")  # a row added to the record
+    assert [(r["scheme"], r["steps"]) for r in record["rows"]] == [("midpoint", 2), ("bdf2", 1)]
+    assert len(record["commands"]) == 2 and "--add" in record["commands"][1] and "--add" in md
+    assert "| slab | 0 | 222 | 9,336 | bdf2 | 0.01 | fixed | 1 (0) |" in md
 
 
 def test_the_3d3z_case_and_the_2d2_quantities():
