@@ -288,7 +288,7 @@ def main(argv=None) -> int:
             {"commands": commands, "case": case, "references": refs, "rows": rows},
             f"# {title} ({device})\n\n"
             + "".join(f"`{c}`\n\n" for c in commands)
-            + ("Each command after one untimed short run unless it says --no-warmup; ")
+            + "Each command after one untimed short run unless it says --no-warmup; "
             + f"wall s: the process's, as a user runs it; references ({refs[next(iter(refs))]['source']}): "
             f"{against}; errors as value / reference − 1.\n\n" + table(case, rows) + "\n",
         )
