@@ -445,7 +445,9 @@ def test_the_strongest_frequency_of_a_signal_that_does_not_repeat():
     """fem3d.problems.periodic.spectral_peak: over the last half of the run, uneven steps
     included, the frequency of the strongest of three incommensurate sines (which periodic()
     finds no period of) to 5 % of a bin's width, and of a sine whose amplitude wanders
-    at random; None for a constant signal, a run of too few steps and one that is not finite."""
+    at random, and of one on a drift; None for a signal that settles, one of under three
+    cycles over the last half, a constant one, a run of too few steps and one that is not
+    finite."""
     from fem3d.problems.periodic import periodic, spectral_peak
 
     rng = np.random.default_rng(3)
@@ -457,6 +459,10 @@ def test_the_strongest_frequency_of_a_signal_that_does_not_repeat():
     assert abs(found["frequency"] - 0.0925) < 0.05 * width and abs(found["since"] - t[-1] / 2) < 1.0
     wandering = (1 + 0.5 * np.cumsum(rng.standard_normal(len(t))) / np.sqrt(len(t))) * np.cos(2 * np.pi * 0.41 * t)
     assert abs(spectral_peak(t, wandering)["frequency"] - 0.41) < 0.5 * width
+    drifting = mixed + 0.02 * t  # an oscillation on a drift: the drift removed first
+    assert abs(spectral_peak(t, drifting)["frequency"] - 0.0925) < 0.05 * width
+    assert spectral_peak(t, 1.0 - np.exp(-t / 400)) is None  # settling: no oscillation
+    assert spectral_peak(t, np.sin(2 * np.pi * t / 500)) is None  # under three cycles over the last half
     assert spectral_peak(t, np.full(len(t), 2.0)) is None
     assert spectral_peak(t[:30], mixed[:30]) is None
     assert spectral_peak(t, np.where(t > 1500, np.nan, mixed)) is None

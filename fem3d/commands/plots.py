@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpucfd.output import pyplot
+from ..problems.history import above_round_off
 
 HISTORY_PANELS = 6  # panels of history.png
 
@@ -71,12 +72,10 @@ def slice_png(path: str, plane: dict, title: str) -> None:
 
 def history_panels(series: dict) -> list[str]:
     """The columns of ``series`` {name: values} that history.png shows (:func:`history_png`)."""
-    top = max((float(np.abs(v).max()) for v in series.values()), default=0.0)
     shown = [
         name
-        for name, v in series.items()
-        if np.abs(v).max() > 1e-12 * top
-        and not (".force." in name and name.replace(".force.", ".coefficients.") in series)
+        for name in above_round_off(series)
+        if not (".force." in name and name.replace(".force.", ".coefficients.") in series)
     ]
     return (shown or list(series)[:1])[:HISTORY_PANELS]
 
@@ -84,8 +83,8 @@ def history_panels(series: dict) -> list[str]:
 def history_png(path: str, t, series: dict, title: str) -> None:
     """The reported quantities of a run in time against t (history.csv's columns ``series``
     {name: values}, t (n,)): one panel per column, leaving out forces whose coefficients are
-    reported and columns that stay at round-off (peak below 1e-12 of the largest: the z
-    components of a 2D flow, the velocity at a stagnation point), at most HISTORY_PANELS."""
+    reported and columns that stay at round-off (fem3d.problems.history.above_round_off), at
+    most HISTORY_PANELS."""
     plt = pyplot()
     shown = [(name, np.asarray(series[name])) for name in history_panels(series)]
     fig, axes = plt.subplots(len(shown), 1, figsize=(8, 1.8 * len(shown) + 0.8), sharex=True, squeeze=False)

@@ -14,12 +14,25 @@ import csv
 import math
 import os
 
+import numpy as np
+
 from gpucfd.output import atomic_path
 from .periodic import periodic, spectral_peak
 
 STEP_COLUMNS = ("t", "dt", "newton_steps", "linear_iterations", "seconds")
 SKIPPED = {"at", "reference_velocity", "area"}  # settings of a quantity, not measured values
 COMPONENTS = "xyz"
+ROUND_OFF = 1e-12  # a column whose largest |value| is below this fraction of the largest column's stays at round-off
+
+
+def above_round_off(series: dict) -> list[str]:
+    """The names of the columns of ``series`` {name: values} whose largest |value| exceeds
+    ROUND_OFF times that of the largest column: not those that stay at round-off (the z
+    components of a 2D flow, the velocity at a stagnation point), whose periods and spectra
+    are noise's."""
+    peaks = {name: float(np.abs(np.asarray(v, dtype=np.float64)).max(initial=0.0)) for name, v in series.items()}
+    top = max(peaks.values(), default=0.0)
+    return [name for name, peak in peaks.items() if peak > ROUND_OFF * top]
 
 
 def flatten(quantities: dict, prefix: str = "") -> dict:
@@ -112,10 +125,11 @@ class History:
         return {name: p for name, p in found.items() if p is not None}
 
     def spectra(self) -> dict:
-        """{column: fem3d.problems.periodic.spectral_peak} of each quantity column that varies
-        over the last half of the run."""
+        """{column: fem3d.problems.periodic.spectral_peak} of each quantity column above
+        round-off (:func:`above_round_off`) that oscillates over the last half of the run."""
         if not self.rows:
             return {}
         t = self.column("t")
-        found = {name: spectral_peak(t, self.column(name)) for name in self.columns[len(STEP_COLUMNS) :]}
+        series = {name: self.column(name) for name in self.columns[len(STEP_COLUMNS) :]}
+        found = {name: spectral_peak(t, series[name]) for name in above_round_off(series)}
         return {name: p for name, p in found.items() if p is not None}

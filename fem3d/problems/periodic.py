@@ -24,6 +24,7 @@ PERIODS = 4  # periods measured at the end of the run
 SPREAD = 0.02  # largest relative spread of the periods, and change of the amplitude, of a periodic signal
 FOLDS = (1, 2, 3, 4)  # crossings per period tried, the fewest first
 MIN_SAMPLES = 16  # values over the last half of a run that spectral_peak needs
+MIN_CYCLES = 3  # cycles over the last half of a run below which spectral_peak sees no oscillation
 
 
 def periodic(t, y, periods: int = PERIODS) -> dict | None:
@@ -48,17 +49,22 @@ def periodic(t, y, periods: int = PERIODS) -> dict | None:
 def spectral_peak(t, y) -> dict | None:
     """{"frequency", "since"}: the frequency (1 / the unit of ``t``) of the highest peak of the
     spectrum of ``y`` (n,) at increasing times ``t`` (n,) over the last half of the run (from
-    ``since``): resampled evenly, mean removed, Hann window, the peak refined by a parabola
-    through the logarithms of its bin and its neighbours. None where that half has fewer than
-    MIN_SAMPLES values, is not finite or does not vary."""
+    ``since``): resampled evenly, its mean and linear trend removed, Hann window, the peak
+    refined by a parabola through the logarithms of its bin and its neighbours. None where
+    that half has fewer than MIN_SAMPLES values, is not finite or does not vary, or where the
+    peak spans fewer than MIN_CYCLES cycles of the half (a drift, a signal settling: no
+    oscillation)."""
     t, y = np.asarray(t, dtype=np.float64), np.asarray(y, dtype=np.float64)
     half = t > 0.5 * (t[0] + t[-1]) if len(t) else t > 0
     if half.sum() < MIN_SAMPLES or not np.isfinite(y[half]).all() or np.ptp(y[half]) == 0:
         return None
     grid = np.linspace(t[half][0], t[-1], int(half.sum()))
     signal = np.interp(grid, t[half], y[half])
-    power = np.abs(np.fft.rfft((signal - signal.mean()) * np.hanning(len(grid))))
+    signal -= np.polyval(np.polyfit(grid - grid[0], signal, 1), grid - grid[0])
+    power = np.abs(np.fft.rfft(signal * np.hanning(len(grid))))
     k = int(power[1:].argmax()) + 1
+    if k < MIN_CYCLES:
+        return None
     shift = 0.0
     if k < len(power) - 1:
         a, b, c = np.log(power[k - 1 : k + 2] + 1e-300)
