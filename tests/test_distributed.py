@@ -96,6 +96,54 @@ def test_graph_partition_without_pymetis_or_with_an_empty_rank_is_an_error(monke
         partition_elements(mesh, 3)
 
 
+class _Rank:
+    """A communicator's rank and size alone (distribute_owned connects no peers here)."""
+
+    def __init__(self, rank, size):
+        self.rank, self.size = rank, size
+
+    def connect(self, peers):
+        pass
+
+
+@pytest.mark.parametrize("mesh, parts", [("box", 4), ("scattered", 5)])
+def test_each_rank_finds_its_owners_and_shared_unknowns_as_a_table_of_the_whole_mesh_says(mesh, parts):
+    """distribute_owned looks only at the elements of other ranks that touch its nodes; its
+    owners (the lowest rank touching an unknown) and shared lists (in increasing global
+    order) equal those of a node-by-rank table of the whole mesh, on box slabs and on ranks
+    scattered element by element (every unknown shared, up to 8 ranks at a node); the
+    interface elements come first in each colour."""
+    from fem3d.parallel.partition import distribute_owned
+    from gpucfd.backend import get_backend
+
+    if mesh == "box":
+        whole = box_mesh(6, 4, 5)
+        ranks = partition_elements(whole, parts)
+    else:
+        whole = twisted_mesh(3)
+        ranks = np.random.default_rng(1).integers(0, parts, whole.n_elements)
+    touching = np.zeros((whole.n_nodes, parts), dtype=bool)
+    touching[whole.cells, ranks[:, None]] = True
+    p_touching = np.zeros((whole.n_pressure, parts), dtype=bool)
+    p_touching[whole.pressure_cells, ranks[:, None]] = True
+    n = whole.n_nodes
+    for r in range(parts):
+        part = distribute_owned(whole, ranks, _Rank(r, parts), get_backend("cpu"))
+        gdofs = part.dist.gdofs
+        table = np.concatenate([touching[part.nodes]] * 3 + [p_touching[gdofs[3 * len(part.nodes) :] - 3 * n]])
+        assert np.array_equal(part.dist.owned, np.argmax(table, axis=1) == r)
+        expected = {q: np.flatnonzero(table[:, q]) for q in range(parts) if q != r and table[:, q].any()}
+        assert sorted(part.dist.shared) == sorted(expected)
+        for q, idx in expected.items():
+            assert np.array_equal(part.dist.shared[q], idx[np.argsort(gdofs[idx])])
+        shared = (touching.sum(axis=1) > 1)[whole.cells[part.elements]].any(axis=1)
+        shared |= (p_touching.sum(axis=1) > 1)[whole.pressure_cells[part.elements]].any(axis=1)
+        for c in range(whole.n_colours):
+            first = shared[np.searchsorted(whole.colour_offsets, part.elements, side="right") - 1 == c]
+            assert not (first[1:] & ~first[:-1]).any()  # no interface element after an inner one
+    assert mesh == "box" or len(expected) == parts - 1
+
+
 def test_more_ranks_than_layers_or_elements_is_an_error():
     with pytest.raises(InputError, match="3 ranks but the mesh has only 2 element layers along x; start at most 2"):
         partition_elements(box_mesh(2, 1, 1), 3)
