@@ -28,8 +28,8 @@ ROUND_OFF = 1e-12  # a column whose largest |value| is below this fraction of th
 def above_round_off(series: dict) -> list[str]:
     """The names of the columns of ``series`` {name: values} whose largest |value| exceeds
     ROUND_OFF times that of the largest column: not those that stay at round-off (the z
-    components of a 2D flow, the velocity at a stagnation point), whose periods and spectra
-    are noise's."""
+    components of a 2D flow, the velocity at a stagnation point), whose spectra are noise's
+    and which history.png leaves out."""
     peaks = {name: float(np.abs(np.asarray(v, dtype=np.float64)).max(initial=0.0)) for name, v in series.items()}
     top = max(peaks.values(), default=0.0)
     return [name for name, peak in peaks.items() if peak > ROUND_OFF * top]
