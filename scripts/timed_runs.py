@@ -13,12 +13,34 @@ import sys
 import time
 
 
+DEVICE_MIB = "FEM3D_BENCH_DEVICE_MIB"  # environment: the MiB of GPU memory a run sees (hold_beyond)
+
+
+def hold_beyond(mib: int):
+    """Hold the current GPU's memory beyond ``mib`` MiB (as cudaMemGetInfo counts it) by one
+    cudaMalloc outside CuPy's pool, until the process ends: the run sees the memory of a
+    smaller GPU (81559 MiB: an H100 80GB's) and meets its limit as there, where CuPy's pool
+    releases its cached blocks and retries a failed allocation (CUPY_GPU_MEMORY_LIMIT refuses
+    at once instead). Returns the pointer; SystemExit where the GPU has less free memory
+    than it would hold."""
+    import cupy
+
+    free, total = cupy.cuda.runtime.memGetInfo()
+    held = total - mib * 2**20
+    if held <= 0 or held > free:
+        raise SystemExit(f"{DEVICE_MIB}={mib}: the GPU has {total / 2**20:.0f} MiB, {free / 2**20:.0f} MiB free")
+    return cupy.cuda.runtime.malloc(held)
+
+
 def record_memory(main, argv) -> int:
     """Run a command's ``main(argv)`` in this process, then save memory.json beside its
     summary (the ``--out`` folder): CuPy's pool at its size after the run (None without a
-    GPU) and this process's peak resident size, in bytes, also when ``main`` raises."""
+    GPU) and this process's peak resident size, in bytes, also when ``main`` raises. With
+    DEVICE_MIB set in the environment the GPU is first seen as that many MiB (:func:`hold_beyond`)."""
     from gpucfd.backend import cupy_module
 
+    if os.environ.get(DEVICE_MIB):
+        hold_beyond(int(os.environ[DEVICE_MIB]))
     try:
         return main(argv)
     finally:  # also after a run that stops with an error (not converged: ConvergenceError, exit 3)

@@ -84,3 +84,32 @@ def test_add_without_a_record(tmp_path):
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and p.stderr.count("\n") == 1 and "--add: no saved record" in p.stderr
     assert not os.listdir(tmp_path)
+
+
+def test_device_mib_out_of_range_is_an_input_error(tmp_path):
+    """--device-mib below 1024 stops before any run, naming the option."""
+    cmd = [sys.executable, os.path.join(SCRIPTS, "bench_sizes.py"), "--n", "3", "--tag", "t", "--device-mib", "10"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert p.returncode == 2 and "--device-mib" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.gpu
+def test_hold_beyond_leaves_a_smaller_gpus_memory():
+    """timed_runs.hold_beyond(m): the GPU then has m MiB in all for this process's work (its
+    free memory falls by what it holds, to within the allocation's rounding)."""
+    from gpucfd.backend import cupy_module
+
+    cupy = cupy_module()
+    if cupy is None:
+        pytest.skip("no CUDA GPU")
+    sys.path.insert(0, SCRIPTS)
+    from timed_runs import hold_beyond
+
+    free, total = cupy.cuda.runtime.memGetInfo()
+    mib = (total - free) // 2**20 + 2048  # 2 GiB beyond what is in use now
+    held = hold_beyond(mib)
+    try:
+        left = cupy.cuda.runtime.memGetInfo()[0]
+        assert abs(left - (mib * 2**20 - (total - free))) < 64 * 2**20
+    finally:
+        cupy.cuda.runtime.free(held)

@@ -111,7 +111,8 @@ def test_profile_multigrid_under_mpi_counts_each_partitioned_levels_sums(tmp_pat
     data = json.loads((tmp_path / "profile_multigrid_t.json").read_text())
     (level,) = data["levels"]  # 8^3 -> 4^3, solved directly
     assert (data["ranks"], data["gpus"], level["elements"], level["partitioned"]) == (2, None, 256, True)  # CPU ranks
-    assert level["sums_per_smoothing"] == 2 * SMOOTHING_STEPS
-    assert level["values_per_smoothing"] == 2 * SMOOTHING_STEPS * (17 * 17 * 3 + 9 * 9)
+    # a product and a Vanka application per step, and the correction's Vanka application (krylov.gmres_steps)
+    assert level["sums_per_smoothing"] == 2 * SMOOTHING_STEPS + 1
+    assert level["values_per_smoothing"] == (2 * SMOOTHING_STEPS + 1) * (17 * 17 * 3 + 9 * 9)
     assert level["reductions_per_smoothing"] > SMOOTHING_STEPS  # GMRES: its dot products
     assert data["command"].startswith("mpirun -n 2 python scripts/profile_multigrid.py")

@@ -31,12 +31,13 @@ def mesh_named(name):
     return read_mesh(os.path.join(MESHES, "dfg3d", "channel_coarse.msh")) if name == "channel" else sample_mesh(name)
 
 
-def both_operators(mesh, backend, kind, seed=0, sigma=0.0):
+def both_operators(mesh, backend, kind, seed=0, sigma=0.0, points_dtype=np.float64):
     """The stored operator D A (Picard) or D J (Newton) of NavierStokesSystem about a random
     iterate, with a body force, the Dirichlet rows and the rows weighted by the residual's
-    scale, and the sum-factorised operator of the same (in chunks of 50 elements); with
-    ``sigma`` > 0 in a time step with a random history term, tau limited at the time scale
-    sigma / 2 (a step shorter than the run's)."""
+    scale, and the sum-factorised operator of the same (in chunks of 50 elements, its point
+    data of ``points_dtype``: float64 to see its arithmetic exact); with ``sigma`` > 0 in a
+    time step with a random history term, tau limited at the time scale sigma / 2 (a step
+    shorter than the run's)."""
     problem = FlowProblem.with_boundary_velocity(mesh, RE, lambda x: np.tile([1.0, 0.5, 0.0], (len(x), 1)), force=force)
     system = NavierStokesSystem(problem, backend)
     rng = np.random.default_rng(seed)
@@ -45,7 +46,7 @@ def both_operators(mesh, backend, kind, seed=0, sigma=0.0):
         system.set_time(sigma, backend.asarray(rng.standard_normal((mesh.n_nodes, 3))), tau_sigma=0.5 * sigma)
     state = system.assemble(x, kind)
     scale_rows(system.op.mats, system.op.dofs, None, state.scale)
-    return system, system.partial_assembly(x, kind, state.scale, chunk=50)
+    return system, system.partial_assembly(x, kind, state.scale, chunk=50, points_dtype=points_dtype)
 
 
 def products(op, backend, v):
@@ -72,26 +73,47 @@ def test_sum_factorised_products_equal_stored_matrices(backend, name, kind, sigm
         assert np.linalg.norm((got - ref)[free]) <= 1e-12 * np.linalg.norm(ref[free])
 
 
+@pytest.mark.parametrize("kind", ["picard", "newton"])
+def test_float32_point_data_round_the_products_only(backend, kind):
+    """The default point data (float32, half the bytes) give the stored float64 products to
+    float32's rounding (relative 1e-6, against 1e-12 in float64) on the curved annulus in a
+    time step, and differ from the float64 data's (the rounding is there)."""
+    mesh = mesh_named("annulus")
+    system, op = both_operators(mesh, backend, kind, sigma=30.0, points_dtype=None)
+    _, exact = both_operators(mesh, backend, kind, sigma=30.0)
+    assert op.points.rounded.dtype == np.float32 and exact.points.rounded.dtype == np.float64
+    v = np.random.default_rng(1).standard_normal(mesh.n_dofs)
+    for got, ref, stored in zip(products(op, backend, v), products(exact, backend, v), products(system.op, backend, v)):
+        assert 1e-10 * np.linalg.norm(stored) < np.linalg.norm(got - ref) <= 1e-6 * np.linalg.norm(stored)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("kind", ["picard", "newton"])
-@pytest.mark.parametrize("name, sigma", [("box", 0.0), ("distorted", 0.0), ("distorted", 30.0)])
-def test_cuda_products_equal_the_numpy_reference(name, kind, sigma):
+@pytest.mark.parametrize(
+    "name, sigma, points_dtype",
+    [("box", 0.0, np.float64), ("distorted", 0.0, np.float64), ("distorted", 30.0, np.float64), ("box", 0.0, None)],
+)
+def test_cuda_products_equal_the_numpy_reference(name, kind, sigma, points_dtype):
     """fem3d.kernels.partial_assembly: A x and A^T x by the CUDA kernel agree with the NumPy
-    reference and with the stored matrices to 1e-12 relative (the kernel sums each entry
-    over its elements colour by colour, bincount in element order), on the graded box
-    (12 elements in colours of 1 to 2: thread blocks mostly empty, colour ranges starting
-    at elements that are no multiple of 8) and the distorted mesh, also in a time step."""
+    reference to 1e-12 relative (the kernel sums each entry over its elements colour by
+    colour, bincount in element order), with float64 point data also with the stored
+    matrices, on the graded box (12 elements in colours of 1 to 2: thread blocks mostly
+    empty, colour ranges starting at elements that are no multiple of 8) and the distorted
+    mesh, also in a time step; with the default float32 point data too (the kernel built
+    for them)."""
     if cupy_module() is None:
         pytest.skip("no CUDA GPU")
     mesh = mesh_named(name)
     gpu, cpu = get_backend("gpu"), get_backend("cpu")
-    _, op = both_operators(mesh, gpu, kind, sigma=sigma)
-    system, reference = both_operators(mesh, cpu, kind, sigma=sigma)
+    _, op = both_operators(mesh, gpu, kind, sigma=sigma, points_dtype=points_dtype)
+    system, reference = both_operators(mesh, cpu, kind, sigma=sigma, points_dtype=points_dtype)
     assert op.products is kernels.products_cuda and reference.products is kernels.products_numpy
+    assert op.points.rounded.dtype == reference.points.rounded.dtype == (points_dtype or np.float32)
     v = np.random.default_rng(1).standard_normal(mesh.n_dofs)
+    exact = points_dtype == np.float64
     for got, ref, stored in zip(products(op, gpu, v), products(reference, cpu, v), products(system.op, cpu, v)):
         assert np.linalg.norm(got - ref) <= 1e-12 * np.linalg.norm(ref)
-        assert np.linalg.norm(got - stored) <= 1e-12 * np.linalg.norm(stored)
+        assert np.linalg.norm(got - stored) <= (1e-12 if exact else 1e-6) * np.linalg.norm(stored)
 
 
 @pytest.mark.gpu
@@ -132,13 +154,20 @@ def test_upwind_and_newton_terms_are_active(backend):
 
 
 def test_bytes_per_element(backend):
-    """50 float64 numbers per Gauss point (the Newton Jacobian's; the Picard matrix uses 26 of
-    them) and the NL unknowns: a sixth of a stored float64 element matrix."""
+    """50 numbers per Gauss point (the Newton Jacobian's; the Picard matrix uses 26 of them),
+    the first 10 (jinv, wq) in float64 and the others in float32, and the NL unknowns: a
+    ninth of a stored float64 element matrix (all in float64: a sixth)."""
     mesh = sample_mesh("box")
     for kind in ("picard", "newton"):
-        _, op = both_operators(mesh, backend, kind)
-        assert op.bytes_per_element == 50 * 27 * 8 + NL * 4 < NL * NL * 8 / 5
-        assert sum(a[..., 0].nbytes for a in op.data.values()) == (50 if kind == "newton" else 26) * 27 * 8
+        for points_dtype, size in ((None, 4), (np.float64, 8)):
+            _, op = both_operators(mesh, backend, kind, points_dtype=points_dtype)
+            assert (
+                op.bytes_per_element
+                == (10 * 8 + 40 * size) * 27 + NL * 4
+                < NL * NL * 8 * (1 / 9 if size == 4 else 1 / 5)
+            )
+            fields = 50 if kind == "newton" else 26
+            assert sum(a[..., 0].nbytes for a in op.data.values()) == (10 * 8 + (fields - 10) * size) * 27
 
 
 def test_node_classes_follow_the_q2_node_order():

@@ -3,11 +3,13 @@
 // products_numpy in fem3d.kernels.partial_assembly, fused with the gather of x, the
 // prescribed rows and the scatter-add into out. One launch per colour.
 //
-// points  (F, 27, ld) float64 point data, fields in the order of FIELDS in
-//         fem3d.kernels.partial_assembly (offsets below), Gauss points in tensor order,
-//         elements last (ld >= E, a multiple of EB: each (field, point) row starts
-//         64-byte aligned)
-// dofs    (NL, E) int32 unknown of each local unknown: 27 u, 27 v, 27 w, 8 p
+// exact, rounded  the point data: fields in the order of FIELDS in
+//         fem3d.kernels.partial_assembly (offsets below), those before F_ROUNDED in exact
+//         (F_ROUNDED, 27, ld) double, the others in rounded (F - F_ROUNDED, 27, ld) of type
+//         POINT (float, or double; a compile option), read as double; Gauss points in
+//         tensor order, elements last (ld >= E, a multiple of EB: each (field, point) row
+//         starts 32-byte aligned)
+// dofs    (E, NL) int32 unknown of each local unknown: 27 u, 27 v, 27 w, 8 p
 // tables  (39,) the 1D tables: Q2 (3, 3, 3) [order][point][node], then Q1 (2, 3, 2)
 // pres    (n,) diagonal 1/S_k of prescribed unknown k, 0 on free unknowns
 // x, out  (n,) float64, distinct arrays; out += sum_e C_e^T A_e C_e x (or A_e^T) over the
@@ -16,8 +18,8 @@
 //
 // One block of EB x 27 threads takes EB elements e0 + EB blockIdx.x + threadIdx.x:
 // threadIdx.x the element (fastest, so a warp reads 4 Gauss points x EB consecutive
-// elements of a field: per point two whole 32-byte sectors when e0 is a multiple of 4,
-// else parts of three; any e0 is correct), threadIdx.y the node or Gauss point (both
+// elements of a field: per point of float data one whole 32-byte sector when e0 is a
+// multiple of 8, else parts of two; any e0 is correct), threadIdx.y the node or Gauss point (both
 // 3 x 3 x 3). Each 1D contraction of the sum factorisation is one step: every
 // thread computes its position's output from a line of 3 (or 2) values in shared
 // memory, then the block synchronises.
@@ -30,6 +32,12 @@
 
 #ifndef EB
 #define EB 8
+#endif
+#ifndef POINT
+#define POINT double
+#endif
+#ifndef F_ROUNDED
+#define F_ROUNDED 10  // fields stored as POINT from here on (fem3d.kernels.partial_assembly.EXACT)
 #endif
 #define NQ 27
 #define NL 89
@@ -315,7 +323,7 @@ struct Gathered {
     if (t * EB + le < 39) s_tab[t * EB + le] = tables[t * EB + le];            \
     const Element s = {s_xs + le, s_w + le, s_tab, s_tab + 27};
 
-__device__ __forceinline__ Gathered gather(const Element& s, int t, long e, int E, bool valid, const int* dofs, const double* x,
+__device__ __forceinline__ Gathered gather(const Element& s, int t, long e, bool valid, const int* dofs, const double* x,
                            const double* pres, bool transpose)
 {
     Gathered r;
@@ -323,7 +331,7 @@ __device__ __forceinline__ Gathered gather(const Element& s, int t, long e, int 
     for (int k = 0; k < 4; ++k) {
         const int row = k * NQ + t;
         const bool load = valid && (k < 3 || t < 8);
-        r.g[k] = load ? dofs[row * (long)E + e] : 0;
+        r.g[k] = load ? dofs[e * NL + row] : 0;
         r.x[k] = load ? x[r.g[k]] : 0.0;
         r.pres[k] = load ? pres[r.g[k]] : 0.0;
         if (k < 3 || t < 8) s.xs[row * EB] = transpose && r.pres[k] != 0.0 ? 0.0 : r.x[k];
@@ -345,24 +353,26 @@ __device__ __forceinline__ void scatter(const Gathered& r, int t, const double y
     }
 }
 
-__device__ __forceinline__ double point(const double* points, int ld, int f, int t, long e, bool valid)
+__device__ __forceinline__ double point(const double* exact, const POINT* rounded, int ld, int f, int t, long e,
+                                        bool valid)
 {
-    return valid ? points[((long)f * NQ + t) * ld + e] : 0.0;
+    if (!valid) return 0.0;
+    return f < F_ROUNDED ? exact[((long)f * NQ + t) * ld + e] : (double)rounded[((long)(f - F_ROUNDED) * NQ + t) * ld + e];
 }
 
 template <bool NEWTON>
-__device__ __forceinline__ void apply(const double* __restrict__ points, int ld, const int* __restrict__ dofs, int E,
+__device__ __forceinline__ void apply(const double* __restrict__ exact, const POINT* __restrict__ rounded, int ld, const int* __restrict__ dofs,
                       int e0, int count, const double* __restrict__ tables, const double* __restrict__ pres,
                       const double* __restrict__ x, double* __restrict__ out, double nu,
                       double sigma)
 {
     PA_SHARED
-    const Gathered r = gather(s, t, e, E, valid, dofs, x, pres, false);
+    const Gathered r = gather(s, t, e, valid, dofs, x, pres, false);
     double d[3][10], p[4];
     #pragma unroll
     for (int c = 0; c < 3; ++c) interpolate_velocity(s, c, t, d[c]);
     interpolate_pressure(s, t, true, p);
-#define P(f) point(points, ld, (f), t, e, valid)
+#define P(f) point(exact, rounded, ld, (f), t, e, valid)
     double jinv[3][3], adv[3], tau[4], v[3], R[3];
     #pragma unroll
     for (int k = 0; k < 3; ++k) {
@@ -439,18 +449,18 @@ __device__ __forceinline__ void apply(const double* __restrict__ points, int ld,
 }
 
 template <bool NEWTON>
-__device__ __forceinline__ void apply_t(const double* __restrict__ points, int ld, const int* __restrict__ dofs, int E,
+__device__ __forceinline__ void apply_t(const double* __restrict__ exact, const POINT* __restrict__ rounded, int ld, const int* __restrict__ dofs,
                         int e0, int count, const double* __restrict__ tables, const double* __restrict__ pres,
                         const double* __restrict__ x, double* __restrict__ out, double nu,
                       double sigma)
 {
     PA_SHARED
-    const Gathered r = gather(s, t, e, E, valid, dofs, x, pres, true);
+    const Gathered r = gather(s, t, e, valid, dofs, x, pres, true);
     double z[3][13], p[4];
     #pragma unroll
     for (int c = 0; c < 3; ++c) interpolate_velocity_by_class(s, c, t, z[c]);
     interpolate_pressure(s, t, false, p);
-#define P(f) point(points, ld, (f), t, e, valid)
+#define P(f) point(exact, rounded, ld, (f), t, e, valid)
     double jinv[3][3], adv[3], tau[4];
     #pragma unroll
     for (int k = 0; k < 3; ++k) {
@@ -540,10 +550,11 @@ __device__ __forceinline__ void apply_t(const double* __restrict__ points, int l
 }
 
 #define PA_ARGS                                                                                          \
-    const double* __restrict__ points, int ld, const int* __restrict__ dofs, int E, int e0, int count,   \
+    const double* __restrict__ exact, const POINT* __restrict__ rounded, int ld, const int* __restrict__ dofs,       \
+        int e0, int count,                                                                              \
         const double* __restrict__ tables, const double* __restrict__ pres, const double* __restrict__ x, \
         double* __restrict__ out, double nu, double sigma
-#define PA_PASS points, ld, dofs, E, e0, count, tables, pres, x, out, nu, sigma
+#define PA_PASS exact, rounded, ld, dofs, e0, count, tables, pres, x, out, nu, sigma
 
 extern "C" __global__ void __launch_bounds__(EB * NQ) pa_picard(PA_ARGS) { apply<false>(PA_PASS); }
 extern "C" __global__ void __launch_bounds__(EB * NQ) pa_newton(PA_ARGS) { apply<true>(PA_PASS); }

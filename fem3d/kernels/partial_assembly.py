@@ -2,12 +2,13 @@
 (fem3d.solvers.partial_assembly): out += sum_e C_e^T A_e C_e x, or with A_e^T, A_e the
 element's Picard matrix or Newton Jacobian with the prescribed rows of Algorithm 1.
 
-points      (F, Q, ld) float64 point data: the fields of :data:`FIELDS` (F = 26 Picard,
-            50 Newton) stacked along the first axis, Q = 27 Gauss points in tensor order,
-            elements last, padded to ld, a multiple of :data:`ELEMENTS_PER_BLOCK`
+points      :class:`PointData`: the fields of :data:`FIELDS` (F = 26 Picard, 50 Newton)
+            stacked along the first axis (the first EXACT in float64, the others float32 or
+            float64), Q = 27 Gauss points in tensor order, elements last, padded to ld, a
+            multiple of :data:`ELEMENTS_PER_BLOCK`; the products compute in float64 from them
 tables      (39,) float64 the 1D tables at the 3 Gauss points: Q2 (3, 3, 3) [order: value,
             first, second derivative][point][node], then Q1 (2, 3, 2) (fem3d.solvers.partial_assembly.tables)
-local_dofs  (NL, E) int32 unknown of each local unknown (27 u, 27 v, 27 w, 8 p; nodes in
+dofs        (E, NL) int32 unknown of each local unknown (27 u, 27 v, 27 w, 8 p; nodes in
             tensor order)
 pres        (n,) float64 1/S_k at prescribed unknown k, 0 at free ones: a prescribed
             unknown's row is 1/S_k x_k in every element (fem3d.discretisation.assembly.
@@ -26,6 +27,8 @@ colour, so the sums are the same bits in every run) inside.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -84,20 +87,50 @@ def laplacian_coefficients(xp, d):
     return xp.concatenate([-d["curv"], d["metric"][:3], 2.0 * d["metric"][3:]])
 
 
-def allocate(xp, E: int):
-    """Zeroed ``points`` (F, Q, ld) for E elements, F the fields of the Newton Jacobian (those
-    of the Picard matrix are their first ones: one array serves both), ld E padded to a
-    multiple of ELEMENTS_PER_BLOCK."""
+EXACT = 10  # the first fields (jinv, wq: the pressure's gradient and the divergence take only them) stay float64
+# in any storage, so that rounding the others leaves an enclosed flow's constant pressure an exact null vector
+
+
+@dataclass
+class PointData:
+    """The point data of E elements in one buffer: ``exact`` (EXACT, Q, ld) float64, the
+    first EXACT numbers of :data:`FIELDS` per point, and ``rounded`` (F - EXACT, Q, ld) of the
+    storage's dtype (float32 or float64), the others; ld E padded to a multiple of
+    ELEMENTS_PER_BLOCK. F is the Newton Jacobian's count (the Picard matrix's fields are its
+    first ones: one buffer serves both)."""
+
+    exact: object
+    rounded: object
+
+    @property
+    def ld(self) -> int:
+        return self.exact.shape[2]
+
+    @property
+    def bytes_per_element(self) -> int:
+        return (self.exact.shape[0] * 8 + self.rounded.shape[0] * self.rounded.itemsize) * 27
+
+
+def allocate(xp, E: int, dtype=np.float64) -> PointData:
+    """Zeroed PointData of E elements, the rounded fields of ``dtype``."""
     ld = -(-E // ELEMENTS_PER_BLOCK) * ELEMENTS_PER_BLOCK
-    return xp.zeros((sum(int(np.prod(shape)) for _, shape in NEWTON), 27, ld))
+    dtype = np.dtype(dtype)
+    fields = sum(int(np.prod(shape)) for _, shape in NEWTON)
+    head = EXACT * 27 * ld * 8
+    buffer = xp.zeros(head + (fields - EXACT) * 27 * ld * dtype.itemsize, dtype=np.uint8)
+    return PointData(
+        buffer[:head].view(np.float64).reshape(EXACT, 27, ld),
+        buffer[head:].view(dtype).reshape(fields - EXACT, 27, ld),
+    )
 
 
-def unpack(points, E: int, jacobian: bool) -> dict:
-    """The fields of ``points`` (F, Q, ld) as views (name: (*shape, Q, E)), the inverse of :func:`pack`."""
+def unpack(points: PointData, E: int, jacobian: bool) -> dict:
+    """The fields of ``points`` as views (name: (*shape, Q, E))."""
     views, offset = {}, 0
     for name, shape in FIELDS[jacobian]:
         size = int(np.prod(shape))
-        views[name] = points[offset : offset + size, :, :E].reshape(shape + (27, E))
+        array, at = (points.exact, offset) if offset < EXACT else (points.rounded, offset - EXACT)
+        views[name] = array[at : at + size, :, :E].reshape(shape + (27, E))
         offset += size
     return views
 
@@ -165,7 +198,7 @@ def transposed_products(local, d, T2, T1, nu: float, jacobian: bool, sigma: floa
 def products_numpy(
     points,
     tables,
-    local_dofs,
+    dofs,
     pres,
     nu: float,
     jacobian: bool,
@@ -176,13 +209,13 @@ def products_numpy(
     chunk: int = 128,
     sigma: float = 0.0,
 ):
-    """NumPy reference, ``chunk`` elements at a time (temporaries of about 60 kB each per
+    """NumPy reference, ``chunk`` elements at a time (temporaries of about 70 kB each per
     element); ``colour_offsets`` unused (bincount adds race-free in a fixed order)."""
-    E = local_dofs.shape[1]
+    E = dofs.shape[0]
     d = unpack(points, E, jacobian)
     T2, T1 = split_tables(tables)
     product = transposed_products if transpose else element_products
-    local, diag = x[local_dofs], pres[local_dofs]  # (NL, E)
+    local, diag = x[dofs.T], pres[dofs.T]  # (NL, E)
     fixed = diag != 0.0
     prescribed = diag * local
     if transpose:
@@ -190,15 +223,16 @@ def products_numpy(
     y = np.empty_like(local)
     for s in range(0, E, chunk):
         c = slice(s, min(s + chunk, E))
-        y[:, c] = product(local[:, c], {k: v[..., c] for k, v in d.items()}, T2, T1, nu, jacobian, sigma)
+        at = {k: v[..., c].astype(np.float64) for k, v in d.items()}  # the kernel's arithmetic: float64
+        y[:, c] = product(local[:, c], at, T2, T1, nu, jacobian, sigma)
     y = y + prescribed if transpose else np.where(fixed, prescribed, y)
-    out += np.bincount(local_dofs.ravel(), weights=y.ravel(), minlength=out.size)
+    out += np.bincount(dofs.T.ravel(), weights=y.ravel(), minlength=out.size)
 
 
 def products_cuda(
     points,
     tables,
-    local_dofs,
+    dofs,
     pres,
     nu: float,
     jacobian: bool,
@@ -211,10 +245,12 @@ def products_cuda(
 ):
     """CuPy: one launch per colour of pa_picard, pa_newton, pa_picard_t or pa_newton_t
     (partial_assembly.cu) over the colour's elements, ELEMENTS_PER_BLOCK of them per block
-    of 8 x 27 threads (``chunk`` unused)."""
+    of 8 x 27 threads (``chunk`` unused), compiled for the rounded points' type."""
     name = ("pa_newton" if jacobian else "pa_picard") + ("_t" if transpose else "")
-    kernel = cuda_module("fem3d.kernels", "partial_assembly.cu", (f"-DEB={ELEMENTS_PER_BLOCK}",)).get_function(name)
-    E, ld = local_dofs.shape[1], np.int32(points.shape[2])
+    point = "float" if points.rounded.dtype == np.float32 else "double"
+    options = (f"-DEB={ELEMENTS_PER_BLOCK}", f"-DPOINT={point}", f"-DF_ROUNDED={EXACT}")
+    kernel = cuda_module("fem3d.kernels", "partial_assembly.cu", options).get_function(name)
+    ld = np.int32(points.ld)
     for c in range(len(colour_offsets) - 1):
         e0, e1 = int(colour_offsets[c]), int(colour_offsets[c + 1])
         if e1 > e0:
@@ -222,10 +258,10 @@ def products_cuda(
                 (-(-(e1 - e0) // ELEMENTS_PER_BLOCK),),
                 (ELEMENTS_PER_BLOCK, 27),
                 (
-                    points,
+                    points.exact,
+                    points.rounded,
                     ld,
-                    local_dofs,
-                    np.int32(E),
+                    dofs,
                     np.int32(e0),
                     np.int32(e1 - e0),
                     tables,

@@ -169,7 +169,8 @@ class Distribution:
     owned    (n,) bool, True where this rank owns the unknown (host)
     shared   {peer: (m,) local indices of the unknowns shared with peer, in increasing
              global order (the same order on both sides)}
-    weights  (n,) float64 on the backend: 1 at owned entries, else 0 (weighted dot products)
+    weights  (n,) float64 on the backend: 1 at owned entries, else 0 (weighted dot products;
+             made at the first use: on one process only the paper solver's CG uses it)
     sums, values_sent  interface sums done so far and the entries they sent
     """
 
@@ -181,7 +182,7 @@ class Distribution:
         self.shared = {q: np.asarray(i, dtype=np.int64) for q, i in sorted(shared.items())}
         self.n_global = int(n_global)
         self.n = len(self.gdofs)
-        self.weights = backend.asarray(self.owned.astype(np.float64))
+        self._weights = None
         self.sums = self.values_sent = 0
         self._gathered_gdofs = {}
         self._plan()
@@ -208,6 +209,12 @@ class Distribution:
             k: self.backend.asarray(v, dtype=np.int32 if k != "send" else np.int64) for k, v in self._host.items()
         }
         self._buffers = None
+
+    @property
+    def weights(self):
+        if self._weights is None:
+            self._weights = self.backend.asarray(self.owned.astype(np.float64))
+        return self._weights
 
     @classmethod
     def serial(cls, backend, n: int) -> "Distribution":

@@ -30,13 +30,12 @@ from typing import Callable
 
 import numpy as np
 
-from ..kernels.scatter import ScatterPlan
 from ..discretisation.assembly import ReferenceTables, dirichlet_rows, element_matrices_chunk
 from .boundary import Constraints, outflow_and_inflow, constraints_by_tag
 from gpucfd.backend import PhaseTimer, process_seconds
 from gpucfd.errors import InputError, check_range
 from ..discretisation.fields import nodal_velocity, pressure_weights
-from ..kernels.ebe import matrix_storage
+from ..kernels.ebe import colour_ranges, matrix_storage
 from ..discretisation.mesh import HexMesh, element_dofs
 from ..solvers.operators import ElementOperator
 from ..solvers.partial_assembly import ASSEMBLIES, PartialAssemblyOperator
@@ -255,7 +254,7 @@ class NavierStokesSystem:
         )  # CPU: temporaries of a few MB stay in the heap (fresh pages of larger ones cost more than the arithmetic)
         self.tables = ReferenceTables.build(xp, mesh.geometry.shape[1])
         self.geometry = backend.asarray(mesh.geometry)
-        self.cells = backend.asarray(mesh.cells)
+        self.cells = backend.asarray(mesh.cells, dtype=np.int32)
         self.dofs = element_dofs(xp, self.cells, backend.asarray(mesh.pressure_cells), mesh.n_nodes, np.int32)
         self.elements = (
             ElementOperator(backend, self.dofs, mesh.colour_offsets, mesh.n_dofs, self.dist, storage)
@@ -273,7 +272,6 @@ class NavierStokesSystem:
         self.valence = self.dist.sum_interface(backend.asarray(mesh.dof_valence()))
         self.p_weights = pressure_weights(backend, mesh)
         self.dirichlet = dirichlet_rows(xp, self.dofs, self.fixed, self.valence)  # the prescribed rows, found once
-        self._plans = {}  # the element sums' ScatterPlan of each chunk (by its first element), made at its first sum
         self._linearised = None  # (x, nodal velocity, kind) of the last assembly that linearised
         self._version = 0  # of the equations: set_time changes them
         self._evaluated = None  # ((version, re), x, F(x) in every row) of the last residual computed
@@ -350,21 +348,24 @@ class NavierStokesSystem:
             norm = self.dist.norm(scale * residual) / (b_norm if b_norm > 0 else 1.0)
         return Linearisation(kind, residual, scale, norm, linearise)
 
-    def partial_assembly(self, x, kind: str, scale=None, chunk: int | None = None) -> PartialAssemblyOperator:
+    def partial_assembly(
+        self, x, kind: str, scale=None, chunk: int | None = None, points_dtype=None
+    ) -> PartialAssemblyOperator:
         """The operator that assemble(x, kind) stores, A(x) ("picard") or J(x) ("newton")
         with the Dirichlet rows, by sum factorisation instead (fem3d.solvers.partial_assembly;
-        ``chunk`` elements per NumPy batch); with ``scale`` (n,) the row-weighted D A, as
-        the stored one after scale_rows(op.mats, op.dofs, None, scale)."""
-        return self._linearise(self._sum_factorised(chunk), x, kind, scale)
+        ``chunk`` elements per NumPy batch, ``points_dtype`` its point data's, default
+        float32); with ``scale`` (n,) the row-weighted D A, as the stored one after
+        scale_rows(op.mats, op.dofs, None, scale)."""
+        return self._linearise(self._sum_factorised(chunk, points_dtype), x, kind, scale)
 
     @property
     def linearisation_kind(self) -> str | None:
         """The kind ("picard" or "newton") of the last assembly that linearised; None before one."""
         return None if self._linearised is None else self._linearised[2]
 
-    def _sum_factorised(self, chunk: int | None = None) -> PartialAssemblyOperator:
+    def _sum_factorised(self, chunk: int | None = None, points_dtype=None) -> PartialAssemblyOperator:
         return PartialAssemblyOperator(
-            self.backend, self.dofs, self.mesh.colour_offsets, self.n, self.dirichlet, self.dist, chunk
+            self.backend, self.dofs, self.mesh.colour_offsets, self.n, self.dirichlet, self.dist, chunk, points_dtype
         )
 
     def _linearise(self, op: PartialAssemblyOperator, x, kind: str, scale=None) -> PartialAssemblyOperator:
@@ -427,13 +428,17 @@ class NavierStokesSystem:
     def _element_sums(self, x, jacobian: bool, store: bool):
         """(residual, load, squared Picard row norms) (n,) summed over the elements and the
         ranks, before the prescribed rows are set; with ``store`` the element matrices
-        (J(x) with ``jacobian``, else A(x)) are written into the operator."""
+        (J(x) with ``jacobian``, else A(x)) are written into the operator. Chunks lie in one
+        colour, whose elements share no unknown: each adds into the sums race-free, in place."""
         xp, mesh, op = self.xp, self.mesh, self.elements
         vel = nodal_velocity(xp, x, mesh.n_nodes)
         sums = [xp.zeros(mesh.n_dofs, dtype=np.float64) for _ in range(3)]
         direct = store and op.mats.dtype == np.float64  # else computed in float64, then rounded into the storage
-        for s in range(0, mesh.n_elements, self.chunk):
-            e = slice(s, min(s + self.chunk, mesh.n_elements))
+        chunks = [
+            (s, min(s + self.chunk, b)) for a, b in colour_ranges(mesh.colour_offsets) for s in range(a, b, self.chunk)
+        ]
+        for s, t in chunks:
+            e = slice(s, t)
             dofs = self.dofs[e]
             mats, b_e, r_e, sq_e = element_matrices_chunk(
                 xp,
@@ -453,9 +458,9 @@ class NavierStokesSystem:
             )
             if store and not direct:
                 op.mats[e] = mats
-            plan = self._plans.get(s) or self._plans.setdefault(s, ScatterPlan(self.backend, dofs))
+            at = dofs.ravel()
             for total, part in zip(sums, (r_e, b_e, sq_e)):
-                plan.add(total, part.ravel())
+                total[at] += part.ravel()
         for v in sums:
             self.dist.sum_interface(v)
         return sums

@@ -21,7 +21,7 @@ import numpy as np
 
 from ..kernels import cg, hessenberg, vectors
 
-BASIS_START = 8  # FGMRES directions allocated first (multigrid needs 3-6 per Newton step at 40^3-64^3, Re 1000)
+BASIS_START = 2  # FGMRES directions allocated first, doubled as a solve needs more (multigrid: 2-6 per Newton step)
 REASONS = ("converged", "max_iterations", "stagnated", "breakdown", "nan")
 
 
@@ -169,16 +169,16 @@ def _squared_norm(dist, v):
     return dist.allreduce(vectors.for_backend(dist.backend).multi_dot(dist.owned_part(v)[None], v))
 
 
-def _arnoldi_step(op, precond, V, Z, j: int, column):
-    """Step j of flexible Arnoldi: Z[j] = M^-1 V[j], then V[j+1] = A Z[j] made orthogonal
-    to V[:j+1] by classical Gram-Schmidt done twice (each pass one product with the basis
-    and one reduction of j+1 numbers) and normalised (left zero when A Z[j] lies in the
-    basis). Writes H[:j+2, j] into ``column`` (j+2,) on the device (a view of H may be
-    given) and returns it: nothing is read back, so the host queues the next kernels while
-    the device works."""
+def _arnoldi_step(op, precond, V, j: int, z, column):
+    """Step j of flexible Arnoldi: z = M^-1 V[j], then V[j+1] = A z made orthogonal to
+    V[:j+1] by classical Gram-Schmidt done twice (each pass one product with the basis and
+    one reduction of j+1 numbers) and normalised (left zero when A z lies in the basis).
+    Writes H[:j+2, j] into ``column`` (j+2,) on the device (a view of H may be given) and
+    returns it: nothing is read back, so the host queues the next kernels while the device
+    works."""
     dist, dense = op.dist, vectors.for_backend(op.backend)
-    precond.apply(V[j], Z[j])
-    w = op.matvec(Z[j], V[j + 1])
+    precond.apply(V[j], z)
+    w = op.matvec(z, V[j + 1])
     h = dist.allreduce(dense.multi_dot(V[: j + 1], dist.owned_part(w)))
     dense.combine(V[: j + 1], h, w, -1.0)
     h2 = dist.allreduce(dense.multi_dot(V[: j + 1], dist.owned_part(w)))
@@ -187,24 +187,31 @@ def _arnoldi_step(op, precond, V, Z, j: int, column):
 
 
 def gmres_steps(op, b, x, precond, steps: int):
-    """x + the GMRES correction of ``steps`` steps right-preconditioned by ``precond``
-    (flexible Arnoldi from the residual b - A x; ``x`` None means zero): minimises
-    ||b - A (x + Z y)|| over the ``steps`` preconditioned directions. A fixed number of
-    steps makes it a (nonlinear) smoother for multigrid. The Hessenberg matrix and its
+    """x + the GMRES correction of ``steps`` steps right-preconditioned by ``precond``, a
+    linear operator M^-1 (Arnoldi from the residual b - A x; ``x`` None means zero):
+    minimises ||b - A (x + M^-1 V y)|| over the ``steps`` Krylov directions V. A fixed
+    number of steps makes it a (nonlinear) smoother for multigrid. The preconditioned
+    directions are not kept (a basis of ``steps`` vectors less than flexible GMRES: on the
+    finest level of a large mesh, a sixth of the memory at the smoothing's peak): the
+    correction takes one application of M^-1 more. The Hessenberg matrix and its
     least-squares problem stay on the device (fem3d.kernels.hessenberg): nothing is read
-    back, so a smoothing can be replayed from a CUDA graph. Returns the new x (NaN where
-    a coefficient was not finite)."""
+    back, so a smoothing can be replayed from a CUDA graph. Returns the new x (NaN where a
+    coefficient was not finite)."""
     xp, dist = op.xp, op.dist
     dense = vectors.for_backend(op.backend)
     r = b.copy() if x is None else b - op.matvec(x, xp.empty_like(b))
     x = xp.zeros_like(b) if x is None else x
     V = xp.empty((steps + 1, b.size), dtype=np.float64)
-    Z = xp.empty((steps, b.size), dtype=np.float64)
     Hd = xp.zeros((steps + 1, steps + 1), dtype=np.float64)  # column ``steps`` holds beta
     dense.normalise(r, V[0], _squared_norm(dist, r), None, None, Hd[:1, steps])
+    z = r  # M^-1 V[j] of each step, then the correction: r's memory, no longer needed
     for j in range(steps):
-        _arnoldi_step(op, precond, V, Z, j, Hd[: j + 2, j])
-    return dense.combine(Z, hessenberg.for_backend(op.backend)(Hd), x)
+        _arnoldi_step(op, precond, V, j, z, Hd[: j + 2, j])
+    direction = V[steps]  # V y, in the last direction's memory (the least-squares problem is in Hd)
+    direction.fill(0.0)
+    dense.combine(V[:steps], hessenberg.for_backend(op.backend)(Hd), direction)
+    x += precond.apply(direction, z)
+    return x
 
 
 class FGMRES:
@@ -275,7 +282,7 @@ class FGMRES:
                 if Z.shape[0] <= j:  # the basis could not grow: this cycle ends here
                     cycle = j
                     break
-                H[: j + 2, j] = op.backend.to_numpy(_arnoldi_step(op, precond, V, Z, j, xp.empty(j + 2)))
+                H[: j + 2, j] = op.backend.to_numpy(_arnoldi_step(op, precond, V, j, Z[j], xp.empty(j + 2)))
                 if not np.all(np.isfinite(H[: j + 2, j])):
                     return SolveInfo(its, "nan", math.nan, history)
                 for i, (c, s) in enumerate(rotations):

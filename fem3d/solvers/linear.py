@@ -212,13 +212,15 @@ class _RowScaled:
 
 
 class _Unscaled:
-    """A preconditioner M of A used for D A: applies M to D^-1 r."""
+    """A preconditioner M of A used for D A: applies M to D^-1 r, which it writes into ``out``
+    first (no vector more: a multigrid cycle reads its right-hand side before it writes out)."""
 
     def __init__(self, precond, scale):
         self.precond, self.scale = precond, scale
 
     def apply(self, r, out):
-        return self.precond.apply(r / self.scale, out)
+        self.precond.xp.divide(r, self.scale, out=out)
+        return self.precond.apply(out, out)
 
 
 class MultigridSolver:

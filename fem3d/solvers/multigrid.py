@@ -71,7 +71,7 @@ from ..discretisation.assembly import apply_dirichlet_rows, dirichlet_rows
 from ..discretisation.element import Q1, Q2
 from ..kernels import vectors
 from ..kernels.scatter import ScatterPlan
-from ..kernels.ebe import NL
+from ..kernels.ebe import NL, colour_ranges
 from .krylov import gmres_steps
 from ..discretisation.coarsen import STRONG, child_kinds
 from ..discretisation.mesh import box_mesh
@@ -351,10 +351,10 @@ class Level:
     kind (position code and turn), ``child_order`` (Ef,) and ``parent_order`` (Ef,) the local
     fine and coarse elements of the children in that order, ``kinds`` a list of (kind k,
     rows: the slice of that order of the children of kind k), ``P`` (K, NL, NL) the
-    prolongation of each kind (Transfers.table, on the backend); ``child_dofs`` (Ef, NL) and
-    ``parent_dofs`` (Ef, NL) the children's and their parents' unknowns in that order (summed
-    into by ``prolong_plan`` and ``restrict_plan``, fem3d.kernels.scatter), ``child_weights``
-    (Ef, NL) the partition-of-unity weights at the children's.
+    prolongation of each kind (Transfers.table, on the backend); ``restrict_plan`` the sums
+    into the parents' unknowns in that order (fem3d.kernels.scatter; the prolongation sums
+    colour by colour instead, race-free); ``free_weights`` (n,) 1 / valence at the free
+    unknowns, 0 at the prescribed ones: a partition of unity.
 
     The operator is an ElementOperator whose matrices are stored (``mats``), or, with
     ``element_matrices(ids) -> (m, NL, LD)`` (the matrices of the local elements ``ids``,
@@ -367,16 +367,11 @@ class Level:
     def __init__(self, op, mesh, fixed, valence, element_matrices=None, chunk: int = 8192, smoother: str = "line"):
         self.op, self.mesh, self.xp = op, mesh, op.xp
         self.fixed, self.valence = fixed, valence
-        self.free = (~fixed).astype(np.float64)
-        self.weights = 1.0 / valence
-        self.free_weights = self.free * self.weights
+        self.free_weights = self.xp.where(fixed, 0.0, 1.0 / valence)
         self.element_matrices, self.chunk = element_matrices, chunk
         self.smoother = smoother_for(op, mesh, valence, INVERSES[op.backend.kind], smoother)
         self._by_group, self._smoother_ok = {}, False
-        self.kinds = self.P = self.child_order = self.parent_order = self.child_dofs = self.parent_dofs = (
-            self.child_weights
-        ) = None
-        self.prolong_plan = self.restrict_plan = None
+        self.kinds = self.P = self.child_order = self.parent_order = self.restrict_plan = None
         self.gathered = False
         self.dirichlet = dirichlet_rows(
             self.xp, op.dofs, fixed, valence
@@ -384,29 +379,34 @@ class Level:
 
     def prolong(self, coarse: "Level", xc):
         """P xc (complete on every rank): each child's values interpolated from its parent,
-        weighted by 1 / valence and summed (a partition of unity: continuous fields)."""
+        summed and weighted by 1 / valence (a partition of unity: continuous fields; every child
+        at an unknown has its weight, so the sum is weighted once)."""
         op, xp, dense = self.op, self.xp, vectors.for_backend(self.op.backend)
-        parents = (xc * coarse.free)[coarse.op.dofs]  # (Ec, NL)
-        vals = xp.empty(self.child_dofs.shape, dtype=np.float64)
+        parents = self.xp.where(coarse.fixed, 0.0, xc)[coarse.op.dofs]  # (Ec, NL)
+        vals = xp.empty(op.dofs.shape, dtype=np.float64)  # (Ef, NL) in the fine elements' order
         for c, rows in self.kinds:
-            dense.rows_times(parents[self.parent_order[rows]], self.P[c], vals[rows], transpose=True)
-        out = self.prolong_plan.add(xp.zeros(op.n, dtype=np.float64), (vals * self.child_weights).ravel())
+            kind = xp.empty((rows.stop - rows.start, NL), dtype=np.float64)
+            dense.rows_times(parents[self.parent_order[rows]], self.P[c], kind, transpose=True)
+            vals[self.child_order[rows]] = kind
+        out = xp.zeros(op.n, dtype=np.float64)
+        for a, b in colour_ranges(op.colour_offsets):  # a colour's elements share no unknown: race-free sums
+            out[op.dofs[a:b]] += vals[a:b]
         op.dist.sum_interface(out)
-        return out * self.free
+        return out * self.free_weights
 
     def restrict(self, coarse: "Level", r):
         """P^T r (complete on every rank)."""
-        local = (r * self.free_weights)[self.child_dofs]  # (Ef, NL)
-        restricted = self.xp.empty_like(local)
+        local = (r * self.free_weights)[self.op.dofs]  # (Ef, NL) in the fine elements' order
+        restricted = self.xp.empty_like(local)  # in the children's order
         dense = vectors.for_backend(self.op.backend)
         for c, rows in self.kinds:
-            dense.rows_times(local[rows], self.P[c], restricted[rows])
+            dense.rows_times(local[self.child_order[rows]], self.P[c], restricted[rows])
         out = self.restrict_plan.add(self.xp.zeros(coarse.op.n, dtype=np.float64), restricted.ravel())
         if self.gathered:
             self.op.dist.allreduce(out)
         else:
             coarse.op.dist.sum_interface(out)
-        return out * coarse.free
+        return self.xp.where(coarse.fixed, 0.0, out)
 
     def galerkin(self, coarse: "Level") -> None:
         """coarse.op.mats = sum over children of P_c^T A_child P_c with prescribed unknowns
@@ -416,7 +416,7 @@ class Level:
         (:meth:`_streamed`)."""
         mats = coarse.op.mats
         P = self.P.astype(mats.dtype)
-        coarse_free = coarse.free[coarse.op.dofs].astype(mats.dtype)
+        coarse_free = (~coarse.fixed[coarse.op.dofs]).astype(mats.dtype)
         mats.fill(0.0)
         if self.element_matrices is None:
             for c, rows in self.kinds:
@@ -433,7 +433,7 @@ class Level:
     def _children_add(self, mats, Pc, parents, a, at) -> None:
         """mats[parents] += Pc^T a Pc for the children ``at`` (positions in the children's
         order) of position code c, their matrices ``a`` with prescribed unknowns left out."""
-        fine_free = self.free[self.child_dofs[at]].astype(mats.dtype)
+        fine_free = (~self.fixed[self.op.dofs[self.child_order[at]]]).astype(mats.dtype)
         a = a[:, :, :NL] * fine_free[:, :, None] * fine_free[:, None, :]
         mats[parents] += Pc.T @ a @ Pc  # a parent has one child of each position
 
@@ -713,8 +713,8 @@ class Multigrid:
             self._graph = Replayed(self.xp, lambda b: self._v_cycle(self.graphed, b))
 
     def _children(self, fine: Level, n_coarse: int, coarse_dofs, parent, kinds, transfers, gathered: bool = False):
-        """Set the fine level's transfer (kinds, P, child_order, parent_order, child_dofs,
-        parent_dofs, the scatter plans) to the coarse level of ``n_coarse`` unknowns, its
+        """Set the fine level's transfer (kinds, P, child_order, parent_order, restrict_plan)
+        to the coarse level of ``n_coarse`` unknowns, its
         local elements' unknowns ``coarse_dofs`` (Ec, NL) (host), whose local element
         ``parent`` (E_fine,) is each fine element's parent, the element being its child of
         kind ``kinds`` (E_fine,) among ``transfers`` (Transfers). The
@@ -735,8 +735,8 @@ class Multigrid:
         counts = np.bincount(kinds, minlength=len(transfers.codes))
         ends = np.cumsum(counts)
         fine.child_order, fine.parent_order = backend.asarray(order), backend.asarray(parent[order])
-        fine.child_dofs = fine.op.dofs[fine.child_order]  # gathered where the dofs live (the device)
-        fine.parent_dofs = backend.asarray(coarse_dofs)[fine.parent_order]
+        child_dofs = fine.op.dofs[fine.child_order]  # gathered where the dofs live (the device)
+        parent_dofs = backend.asarray(coarse_dofs, dtype=np.int32)[fine.parent_order]
         fixed = backend.xp.zeros(n_coarse, dtype=bool)
         fine.kinds = []
         for c in np.flatnonzero(counts):
@@ -744,14 +744,10 @@ class Multigrid:
             child_pos, parent_pos = (
                 backend.asarray(a) for a in np.nonzero(np.abs(transfers.table[c] - 1.0) < 1e-12)
             )  # coinciding nodes
-            fixed[fine.parent_dofs[rows, parent_pos]] = fine.fixed[fine.child_dofs[rows, child_pos]]  # repeats agree
+            fixed[parent_dofs[rows, parent_pos]] = fine.fixed[child_dofs[rows, child_pos]]  # repeats agree
             fine.kinds.append((int(c), rows))
         fine.P = backend.asarray(transfers.table)
-        fine.prolong_plan, fine.restrict_plan = (
-            ScatterPlan(backend, fine.child_dofs),
-            ScatterPlan(backend, fine.parent_dofs),
-        )
-        fine.child_weights = fine.weights[fine.child_dofs]
+        fine.restrict_plan = ScatterPlan(backend, parent_dofs)
         return backend.asarray(total(fixed.astype(np.float64)) > 0)
 
     def refresh(self) -> None:

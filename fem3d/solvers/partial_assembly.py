@@ -51,6 +51,9 @@ def tables() -> np.ndarray:
     return np.concatenate([Q2.tables_1d(x).ravel(), Q1.tables_1d(x)[:2].ravel()])
 
 
+POINTS = np.float32  # the point data's storage beyond its float64 geometry (kernels.partial_assembly.EXACT): the
+# Krylov method's operator to float32's relative 6e-8, far below the Newton steps' linear tolerance, while the
+# residuals that decide convergence are float64 element sums
 ASSEMBLIES = ("element", "partial")  # a linearisation's products: stored element matrices, or this operator
 LINEARISE_CHUNK = 16384  # elements per batch of point data: temporaries of about 20 kB each
 
@@ -62,7 +65,7 @@ class PartialAssemblyOperator:
 
     dofs  (E, NL) unknown (of this rank's vector) of each local unknown: 27 u, 27 v, 27 w, 8 p,
           nodes in tensor order (fem3d.discretisation.element); kept as ``dofs`` (int32, the
-          caller's device array itself where it is one) and, for the kernels, local_dofs (NL, E)
+          caller's device array itself where it is one), which the kernels read
     colour_offsets  colour c is elements colour_offsets[c]:colour_offsets[c+1], no two of
           which share an unknown (mesh.colour_offsets, as for ElementOperator): the CUDA
           products add one colour per launch without atomics. Required also on the CPU,
@@ -71,26 +74,37 @@ class PartialAssemblyOperator:
     dist  fem3d.parallel.partition.Distribution of the n unknowns (default: one process)
 
     chunk elements per batch of the NumPy products (default 128)
+    points_dtype  of the stored point data beyond its first EXACT fields (default POINTS)
 
-    :meth:`linearise` stores float64 point data (..., Q, E), the Q = 27 Gauss points in tensor
+    :meth:`linearise` stores point data (..., Q, E), computed in float64, the Q = 27 Gauss points in tensor
     order and the E elements last, as views (``data``) of one array ``points`` (F, Q, ld)
     (fem3d.kernels.partial_assembly.allocate; ld pads E for aligned loads), kept between
     linearisations: jinv (3, 3) d xi_k / d x_i, wq weight * det J, metric (6)
     sum_i dxi_k/dx_i dxi_l/dx_i packed (00, 11, 22, 01, 02, 12), curv (3) the curvature term of
     the Laplacian in reference components, adv (3) the reference velocity dxi_k/dx_i a_i, tau
     (4) the tau_m above; Newton also grad_a (3, 3) d a_c / d x_d, strong (3) r and dtau (4, 3)
-    d tau_m / d a_d. The array has room for Newton's 50 x 27 x 8 = 10800 bytes per element
-    (Picard's 26 fields are its first), besides the NL int32 unknowns (356 bytes), against
-    NL x NL x 8 = 63368 bytes of a stored float64 element matrix.
+    d tau_m / d a_d, in a fem3d.kernels.partial_assembly.PointData with room for Newton's 50 x 27
+    numbers per element (jinv and wq in float64, the others in float32: 6480 bytes; Picard's 26
+    fields are its first), besides the NL int32 unknowns (356 bytes),
+    against NL x NL x 8 = 63368 bytes of a stored float64 element matrix.
     """
 
-    def __init__(self, backend, dofs, colour_offsets, n: int, rows=None, dist=None, chunk: int | None = None):
+    def __init__(
+        self,
+        backend,
+        dofs,
+        colour_offsets,
+        n: int,
+        rows=None,
+        dist=None,
+        chunk: int | None = None,
+        points_dtype=None,
+    ):
         self.backend = backend
         xp = self.xp = backend.xp
         self.n = int(n)
         self.dist = dist or Distribution.serial(backend, n)
-        self.dofs = backend.asarray(dofs, dtype=np.int32)
-        self.local_dofs = backend.asarray(np.ascontiguousarray(backend.to_numpy(dofs).T), dtype=np.int32)
+        self.dofs = backend.xp.ascontiguousarray(backend.asarray(dofs, dtype=np.int32))  # the kernels read its rows
         self.colour_offsets = [int(v) for v in colour_offsets]
         offsets = np.array(self.colour_offsets)
         if offsets.size < 2 or offsets[0] != 0 or offsets[-1] != dofs.shape[0] or np.any(np.diff(offsets) < 0):
@@ -100,18 +114,19 @@ class PartialAssemblyOperator:
         self.pres = xp.zeros(self.n)  # 1/S_k at prescribed unknowns: the same in every element (dirichlet_rows)
         if rows is not None:
             e, r, diag = rows
-            self.pres[self.local_dofs[r, e]] = diag
+            self.pres[self.dofs[e, r]] = diag
         self.tables = xp.asarray(tables())
         self.q2, self.q1 = kernels.split_tables(self.tables)  # (3, 3, 3), (2, 3, 2): order, point, node
         self.products = kernels.for_backend(backend)
         self.points, self.data, self.scale, self.nu, self.jacobian, self.sigma = None, {}, None, None, False, 0.0
         self.chunk = chunk or 128  # elements per NumPy batch
+        self.points_dtype = np.dtype(points_dtype or POINTS)
 
     @property
     def bytes_per_element(self) -> int:
         """Bytes stored per element: the point data (room for the Newton Jacobian's fields, of
         which the Picard matrix uses the first) and the unknowns."""
-        return self.points.shape[0] * self.points.shape[1] * 8 + NL * 4
+        return self.points.bytes_per_element + NL * 4
 
     def linearise(
         self,
@@ -138,7 +153,7 @@ class PartialAssemblyOperator:
         gathered as the velocity)."""
         E = X.shape[0]
         if self.points is None:
-            self.points = kernels.allocate(self.xp, E)
+            self.points = kernels.allocate(self.xp, E, self.points_dtype)
         self.data = kernels.unpack(self.points, E, jacobian)
         for s in range(0, E, LINEARISE_CHUNK):
             c = slice(s, min(s + LINEARISE_CHUNK, E))
@@ -216,7 +231,7 @@ class PartialAssemblyOperator:
         self.products(
             self.points,
             self.tables,
-            self.local_dofs,
+            self.dofs,
             self.pres,
             self.nu,
             self.jacobian,

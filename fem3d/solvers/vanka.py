@@ -133,7 +133,7 @@ class Vanka:
         xp, backend = op.xp, op.backend
         self.table = element_neighbours(mesh, xp) if table is None else table  # nbr, pattern, ia, ja, starts
         self._accumulate, self._invert = vanka_kernels.for_backend(backend), vanka_kernels.inverse_for_backend(backend)
-        self.weights = 1.0 / valence
+        self.valence = valence  # the level's own array (no copy): its inverse weights the blocks' rows at set-up
         n_elem = op.dofs.shape[0]
         self._place = None  # each element's row of the stored inverses (-1: none), where not every element has one
         self._kept = None  # per group, how many of its first targets keep an inverse, where not every element does
@@ -261,7 +261,7 @@ class Vanka:
             except np.linalg.LinAlgError:
                 self._ok = False
                 continue
-            rows *= self.weights[self.op.dofs[at]][:, :, None]
+            rows /= self.valence[self.op.dofs[at]][:, :, None]
             if store.row_scale is None:
                 store.mats[place] = rows
             else:
