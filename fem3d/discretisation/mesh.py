@@ -415,17 +415,18 @@ def box_mesh(
     points[..., 0], points[..., 1], points[..., 2] = q2[0], q2[1][:, None], q2[2][:, None, None]
     points = points.reshape(-1, 3)
 
-    ids = np.arange(nx * ny * nz)
+    grid_ids = np.arange(nx * ny * nz).reshape(nz, ny, nx)
+    # in colour order (colour i % 2 + 2 (j % 2) + 4 (k % 2) of element (i, j, k)), each colour by id: no sort
+    ids = np.concatenate([grid_ids[c // 4 :: 2, (c // 2) % 2 :: 2, c % 2 :: 2].ravel() for c in range(8)])
     ex, ey, ez = ids % nx, (ids // nx) % ny, ids // (nx * ny)
-    order = np.argsort((ex % 2) + 2 * (ey % 2) + 4 * (ez % 2), kind="stable")  # built in colour order: nothing to sort
-    ids, ex, ey, ez = order, ex[order], ey[order], ez[order]
     pm = [v + 1 for v in n]
     cells = _grid_id(2 * ex, 2 * ey, 2 * ez, m)[:, None] + _grid_id(*Q2.node_indices.T, m)
     pressure_cells = _grid_id(ex, ey, ez, pm)[:, None] + _grid_id(*Q1.node_indices.T, pm)
     pressure_nodes = _grid_id(*(2 * _vertex_indices(n)).T, m)
-    geometry = np.stack(
-        [v[e[:, None] + Q1.node_indices[:, d]] for d, (v, e) in enumerate(zip(vert, (ex, ey, ez)))], axis=2
-    )
+    geometry = np.empty((len(ids), 8, 3))
+    for d, (v, e) in enumerate(zip(vert, (ex, ey, ez))):
+        upper = Q1.node_indices[:, d] == 1
+        geometry[:, :, d] = np.where(upper, v[e + 1][:, None], v[e][:, None])
     colours = (ex % 2) + 2 * (ey % 2) + 4 * (ez % 2)
     boundary = np.stack([ex == 0, ex == nx - 1, ey == 0, ey == ny - 1, ez == 0, ez == nz - 1], axis=1)  # FACES order
     return _finish(

@@ -18,8 +18,8 @@
 //
 // One block of EB x 27 threads takes EB elements e0 + EB blockIdx.x + threadIdx.x:
 // threadIdx.x the element (fastest, so a warp reads 4 Gauss points x EB consecutive
-// elements of a field: per point of float data one whole 32-byte sector when e0 is a
-// multiple of 8, else parts of two; any e0 is correct), threadIdx.y the node or Gauss point (both
+// elements of a field: per point one whole 32-byte sector of float data, two of double,
+// when e0 is a multiple of 8; any e0 is correct), threadIdx.y the node or Gauss point (both
 // 3 x 3 x 3). Each 1D contraction of the sum factorisation is one step: every
 // thread computes its position's output from a line of 3 (or 2) values in shared
 // memory, then the block synchronises.
@@ -357,7 +357,8 @@ __device__ __forceinline__ double point(const double* exact, const POINT* rounde
                                         bool valid)
 {
     if (!valid) return 0.0;
-    return f < F_ROUNDED ? exact[((long)f * NQ + t) * ld + e] : (double)rounded[((long)(f - F_ROUNDED) * NQ + t) * ld + e];
+    return f < F_ROUNDED ? exact[((long)f * NQ + t) * ld + e]
+                         : (double)rounded[((long)(f - F_ROUNDED) * NQ + t) * ld + e];
 }
 
 template <bool NEWTON>

@@ -76,9 +76,9 @@ class PartialAssemblyOperator:
     chunk elements per batch of the NumPy products (default 128)
     points_dtype  of the stored point data beyond its first EXACT fields (default POINTS)
 
-    :meth:`linearise` stores point data (..., Q, E), computed in float64, the Q = 27 Gauss points in tensor
-    order and the E elements last, as views (``data``) of one array ``points`` (F, Q, ld)
-    (fem3d.kernels.partial_assembly.allocate; ld pads E for aligned loads), kept between
+    :meth:`linearise` stores point data (..., Q, E), computed in float64, the Q = 27 Gauss
+    points in tensor order and the E elements last, as views (``data``) of ``points``
+    (fem3d.kernels.partial_assembly.PointData; ld pads E for aligned loads), kept between
     linearisations: jinv (3, 3) d xi_k / d x_i, wq weight * det J, metric (6)
     sum_i dxi_k/dx_i dxi_l/dx_i packed (00, 11, 22, 01, 02, 12), curv (3) the curvature term of
     the Laplacian in reference components, adv (3) the reference velocity dxi_k/dx_i a_i, tau
