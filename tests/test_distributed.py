@@ -144,6 +144,44 @@ def test_each_rank_finds_its_owners_and_shared_unknowns_as_a_table_of_the_whole_
     assert mesh == "box" or len(expected) == parts - 1
 
 
+@pytest.mark.parametrize("grid, grading, align", [((6, 4, 5), 0.0, 1), ((5, 7, 4), 0.8, 1), ((4, 5, 12), 0.0, 2)])
+@pytest.mark.parametrize("parts", [2, 3, 4])
+def test_each_rank_builds_its_box_part_alone_as_cut_from_the_whole_box(grid, grading, align, parts):
+    """fem3d.parallel.partition.box_part, from the rank's slab and the layers beside it only,
+    gives every rank the part distribute cuts from the whole box: nodes, elements (and their
+    order), points, cells, pressure numbering, geometry, colours, element ids, boundary faces
+    and tags, unknowns, owners and shared lists (the halo); graded boxes, slabs along x, y and
+    z, slabs of whole pairs of layers (multigrid's alignment)."""
+    from fem3d.parallel.partition import box_part, distribute
+    from gpucfd.backend import get_backend
+
+    whole = box_mesh(*grid, grading=grading)
+    cpu = get_backend("cpu")
+    for r in range(parts):
+        cut = distribute(whole, _Rank(r, parts), cpu, align)
+        alone = box_part(grid, whole.box_vertices, _Rank(r, parts), cpu, align)
+        assert alone.mesh.whole is None and cut.mesh.whole is whole
+        assert np.array_equal(alone.nodes, cut.nodes) and np.array_equal(alone.elements, cut.elements)
+        for name in (
+            "points",
+            "cells",
+            "pressure_cells",
+            "pressure_nodes",
+            "geometry",
+            "colour_offsets",
+            "element_ids",
+        ):
+            assert np.array_equal(getattr(alone.mesh, name), getattr(cut.mesh, name)), name
+        for name in ("boundary_faces", "boundary_tags"):
+            assert np.array_equal(getattr(alone.mesh, name), getattr(cut.mesh, name)), name
+        assert alone.mesh.grid == cut.mesh.grid and alone.mesh.tag_names == cut.mesh.tag_names
+        assert np.array_equal(alone.dist.gdofs, cut.dist.gdofs) and np.array_equal(alone.dist.owned, cut.dist.owned)
+        assert alone.dist.n_global == cut.dist.n_global and sorted(alone.dist.shared) == sorted(cut.dist.shared)
+        for q in cut.dist.shared:
+            assert np.array_equal(alone.dist.shared[q], cut.dist.shared[q])
+        assert len(cut.dist.shared) == (r > 0) + (r < parts - 1)  # slabs: the neighbours on each side
+
+
 def test_more_ranks_than_layers_or_elements_is_an_error():
     with pytest.raises(InputError, match="3 ranks but the mesh has only 2 element layers along x; start at most 2"):
         partition_elements(box_mesh(2, 1, 1), 3)

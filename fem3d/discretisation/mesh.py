@@ -285,6 +285,7 @@ def _finish(
     check_geometry=True,
     boundary=None,
     faces=None,
+    n_colours=None,
 ):
     """Sort elements by colour, find boundary faces, check the geometry, build the HexMesh.
 
@@ -296,10 +297,11 @@ def _finish(
     tags). ``check_topology``: also reject faces of three elements, cracks and meshes in
     several parts (fem3d.discretisation.mesh_checks.check_faces). ``check_geometry=False``
     skips the Jacobians (check_elements) where the caller knows every element's map is valid.
+    ``n_colours``: at least this many colours (some of them empty: a part of a mesh).
     """
     if check_geometry:
         check_elements(geometry, element_ids)
-    counts = np.bincount(colours, minlength=colours.max() + 1)
+    counts = np.bincount(colours, minlength=max(int(colours.max()) + 1, n_colours or 0))
     offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
     if (np.diff(colours) < 0).any():  # not yet in colour order
         order = np.argsort(colours, kind="stable")
@@ -415,20 +417,10 @@ def box_mesh(
     points[..., 0], points[..., 1], points[..., 2] = q2[0], q2[1][:, None], q2[2][:, None, None]
     points = points.reshape(-1, 3)
 
-    grid_ids = np.arange(nx * ny * nz).reshape(nz, ny, nx)
-    # in colour order (colour i % 2 + 2 (j % 2) + 4 (k % 2) of element (i, j, k)), each colour by id: no sort
-    ids = np.concatenate([grid_ids[c // 4 :: 2, (c // 2) % 2 :: 2, c % 2 :: 2].ravel() for c in range(8)])
-    ex, ey, ez = ids % nx, (ids // nx) % ny, ids // (nx * ny)
-    pm = [v + 1 for v in n]
-    cells = _grid_id(2 * ex, 2 * ey, 2 * ez, m)[:, None] + _grid_id(*Q2.node_indices.T, m)
-    pressure_cells = _grid_id(ex, ey, ez, pm)[:, None] + _grid_id(*Q1.node_indices.T, pm)
+    ids = _colour_order(np.arange(nx * ny * nz).reshape(nz, ny, nx), (0, 0, 0))
+    cells, pressure_cells = _box_cells(n, ids, (0, 0, 0), n)
+    geometry, colours, boundary = _box_elements(n, vert, ids)
     pressure_nodes = _grid_id(*(2 * _vertex_indices(n)).T, m)
-    geometry = np.empty((len(ids), 8, 3))
-    for d, (v, e) in enumerate(zip(vert, (ex, ey, ez))):
-        upper = Q1.node_indices[:, d] == 1
-        geometry[:, :, d] = np.where(upper, v[e + 1][:, None], v[e][:, None])
-    colours = (ex % 2) + 2 * (ey % 2) + 4 * (ez % 2)
-    boundary = np.stack([ex == 0, ex == nx - 1, ey == 0, ey == ny - 1, ez == 0, ez == nz - 1], axis=1)  # FACES order
     return _finish(
         points,
         cells,
@@ -442,6 +434,98 @@ def box_mesh(
         check_geometry=False,
         boundary=boundary,
     )
+
+
+def _colour_order(grid_ids, lo) -> np.ndarray:
+    """The box numbers ``grid_ids`` (z, y, x) of a block of a box whose first element is
+    (lo[0], lo[1], lo[2]), in the box's colour order: colour i % 2 + 2 (j % 2) + 4 (k % 2) of
+    element (i, j, k), each colour by box number (slices: no sort)."""
+    first = [[(((c >> d) & 1) - lo[d]) % 2 for d in range(3)] for c in range(8)]  # of each colour, along each axis
+    return np.concatenate([grid_ids[f[2] :: 2, f[1] :: 2, f[0] :: 2].ravel() for f in first])
+
+
+def _box_cells(n, ids, lo, hi):
+    """(cells, pressure_cells) of the elements ``ids`` (box numbers) of the box of ``n``
+    elements per side, numbering the nodes of its block of elements [lo[d], hi[d]) along each
+    axis d (the whole box for lo 0 and hi n) in the box's order."""
+    nx, ny, _ = n
+    e = [ids % nx - lo[0], (ids // nx) % ny - lo[1], ids // (nx * ny) - lo[2]]
+    m = [2 * (b - a) + 1 for a, b in zip(lo, hi)]
+    pm = [b - a + 1 for a, b in zip(lo, hi)]
+    cells = _grid_id(2 * e[0], 2 * e[1], 2 * e[2], m)[:, None] + _grid_id(*Q2.node_indices.T, m)
+    pressure_cells = _grid_id(*e, pm)[:, None] + _grid_id(*Q1.node_indices.T, pm)
+    return cells, pressure_cells
+
+
+def _box_elements(n, vert, ids):
+    """(geometry, colours, boundary) of the elements ``ids`` (box numbers i + nx (j + ny k))
+    of the box of ``n`` elements per side with vertex coordinates ``vert`` (three arrays):
+    geometry (m, 8, 3), colours by the parity of (i, j, k) and the box faces each lies on
+    (m, 6) (FACES order)."""
+    nx, ny, nz = n
+    ex, ey, ez = ids % nx, (ids // nx) % ny, ids // (nx * ny)
+    geometry = np.empty((len(ids), 8, 3))
+    for d, (v, e) in enumerate(zip(vert, (ex, ey, ez))):
+        upper = Q1.node_indices[:, d] == 1
+        geometry[:, :, d] = np.where(upper, v[e + 1][:, None], v[e][:, None])
+    colours = (ex % 2) + 2 * (ey % 2) + 4 * (ez % 2)
+    boundary = np.stack([ex == 0, ex == nx - 1, ey == 0, ey == ny - 1, ez == 0, ez == nz - 1], axis=1)
+    return geometry, colours, boundary
+
+
+def box_order(grid, ids) -> np.ndarray:
+    """(m,) the place of the box elements ``ids`` (box numbers) in box_mesh(*grid)'s element
+    order (colour by colour, each colour by box number), found without the mesh."""
+    n = np.asarray(grid, dtype=np.int64)
+    ids = np.asarray(ids, dtype=np.int64)
+    e = np.stack([ids % n[0], (ids // n[0]) % n[1], ids // (n[0] * n[1])], axis=1)  # (m, 3)
+    parity = e % 2
+    count = (n[None, :] - parity + 1) // 2  # elements of each parity along each side
+    sizes = [int(np.prod((n - p + 1) // 2)) for p in (np.array([c % 2, (c // 2) % 2, c // 4]) for c in range(8))]
+    start = np.concatenate([[0], np.cumsum(sizes)])[parity[:, 0] + 2 * parity[:, 1] + 4 * parity[:, 2]]
+    half = e // 2
+    return start + half[:, 0] + count[:, 0] * (half[:, 1] + count[:, 1] * half[:, 2])
+
+
+def box_piece(grid, vertices, lo, hi):
+    """The block of the structured box of ``grid`` elements with vertex coordinates
+    ``vertices`` whose element indices lie in [lo[d], hi[d]) along each axis d, alone:
+    (mesh, nodes, pressure) with mesh a HexMesh of its elements in the box's element order
+    (colour by colour, each by box number; ``element_ids`` their box numbers), its nodes
+    numbered in the box's order, its boundary faces the box's (faces inside the box are
+    none), and the box's Q2 node and pressure node of each of its nodes. Built without the
+    whole box."""
+    n = [int(v) for v in grid]
+    lo, hi = [int(v) for v in lo], [int(v) for v in hi]
+    vert = [np.asarray(v, dtype=float) for v in vertices]
+    r = [np.arange(a, b) for a, b in zip(lo, hi)]
+    ids = _colour_order(r[0][None, None, :] + n[0] * (r[1][None, :, None] + n[1] * r[2][:, None, None]), lo)
+    cells, pressure_cells = _box_cells(n, ids, lo, hi)
+    geometry, colours, boundary = _box_elements(n, vert, ids)
+    size = [b - a for a, b in zip(lo, hi)]
+    g = [np.arange(2 * a, 2 * b + 1) for a, b in zip(lo, hi)]  # the block's node indices along each axis
+    q2 = [_with_midpoints(v)[i] for v, i in zip(vert, g)]
+    points = np.empty((len(g[2]), len(g[1]), len(g[0]), 3))
+    points[..., 0], points[..., 1], points[..., 2] = q2[0], q2[1][:, None], q2[2][:, None, None]
+    m, pm = [2 * v + 1 for v in n], [v + 1 for v in n]
+    nodes = (g[0][None, None, :] + m[0] * (g[1][None, :, None] + m[1] * g[2][:, None, None])).ravel()
+    p = [np.arange(a, b + 1) for a, b in zip(lo, hi)]
+    pressure = (p[0][None, None, :] + pm[0] * (p[1][None, :, None] + pm[1] * p[2][:, None, None])).ravel()
+    mesh = _finish(
+        points.reshape(-1, 3),
+        cells,
+        pressure_cells,
+        _grid_id(*(2 * _vertex_indices(size)).T, [2 * v + 1 for v in size]),
+        geometry,
+        colours,
+        ids,
+        BOX_TAGS,
+        grid=tuple(n),
+        check_geometry=False,
+        boundary=boundary,
+        n_colours=1 + (n[0] > 1) + 2 * (n[1] > 1) + 4 * (n[2] > 1),
+    )
+    return mesh, nodes, pressure
 
 
 def _with_midpoints(v: np.ndarray) -> np.ndarray:

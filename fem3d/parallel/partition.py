@@ -329,6 +329,35 @@ def distribute(mesh: HexMesh, comm, backend, align: int = 1) -> Partition:
     return distribute_owned(mesh, partition_elements(mesh, comm.size, align), comm, backend)
 
 
+def box_part(grid, vertices, comm, backend, align: int = 1) -> Partition:
+    """This rank's part of the structured box of ``grid`` elements with vertex coordinates
+    ``vertices`` (three arrays) cut into slabs (:func:`slab_owners`), built from its own element
+    layers and the two beside them alone (fem3d.discretisation.mesh.box_piece), not from the
+    whole box: the Partition distribute(box_mesh(*grid, vertices=vertices), comm, backend,
+    align) gives, its mesh's ``whole`` None (collective)."""
+    from ..discretisation.mesh import box_order, box_piece
+
+    if comm.size == 1:
+        from ..discretisation.mesh import box_mesh
+
+        return distribute(box_mesh(*grid, vertices=vertices), comm, backend)
+    n = [int(v) for v in grid]
+    axis = int(np.argmax(n))
+    units = n[axis] // align
+    if comm.size > units:  # the error slab_owners gives
+        slab_owners(np.array(n), comm.size, align)
+    owner = ((np.arange(n[axis]) // align) * comm.size) // units  # of each element layer across the slab axis
+    mine = np.flatnonzero(owner == comm.rank)
+    lo, hi = [0, 0, 0], list(n)
+    lo[axis], hi[axis] = max(int(mine[0]) - 1, 0), min(int(mine[-1]) + 2, n[axis])
+    piece, nodes, pressure = box_piece(n, vertices, lo, hi)
+    ids = piece.element_ids
+    ranks = owner[(ids % n[0], (ids // n[0]) % n[1], ids // (n[0] * n[1]))[axis]]
+    counts = (int(np.prod([2 * v + 1 for v in n])), int(np.prod([v + 1 for v in n])))
+    order = box_order(n, ids)  # increasing: the piece is in the box's element order
+    return distribute_owned(piece, ranks, comm, backend, (nodes, pressure, *counts, order))
+
+
 def peer_touches(cells: np.ndarray, n: int, part: np.ndarray, rank: int) -> tuple[np.ndarray, np.ndarray]:
     """(nodes, ranks) (k,) int64: the distinct pairs of a node of ``rank``'s elements and another
     rank whose elements touch it too, for the element nodes ``cells`` (E, c) numbered in
@@ -345,12 +374,16 @@ def peer_touches(cells: np.ndarray, n: int, part: np.ndarray, rank: int) -> tupl
     return key % n, key // n
 
 
-def distribute_owned(mesh: HexMesh, part: np.ndarray, comm, backend) -> Partition:
+def distribute_owned(mesh: HexMesh, part: np.ndarray, comm, backend, piece=None) -> Partition:
     """This rank's part of ``mesh`` whose elements are on the ranks ``part`` (E,). Its
     elements keep the colour order, each colour's interface elements (those touching a
     node or pressure node of another rank's element) first: a product computes them, starts
     the interface sum and computes the interior ones meanwhile
-    (fem3d.solvers.operators.ElementOperator)."""
+    (fem3d.solvers.operators.ElementOperator). ``piece``: ``mesh`` is not the whole mesh but
+    this rank's elements and every element touching them (numbered in the whole mesh's
+    order), and ``piece`` = (nodes, pressure, n_nodes, n_pressure, elements) the whole mesh's
+    Q2 node, pressure node and element of each of its own, and the whole mesh's node counts:
+    the part is the same as that cut from the whole mesh (its ``whole`` None)."""
     if comm.size == 1:
         return distribute(mesh, comm, backend)
     rank = comm.rank
@@ -363,9 +396,13 @@ def distribute_owned(mesh: HexMesh, part: np.ndarray, comm, backend) -> Partitio
     colour = np.searchsorted(mesh.colour_offsets, mine, side="right")
     elements = mine[np.lexsort((mine, inner, colour))]
     local, nodes, pressure = submesh(mesh, elements)
-    n, npr, m = mesh.n_nodes, mesh.n_pressure, len(nodes)
-    gdofs = np.concatenate([nodes, nodes + n, nodes + 2 * n, pressure + 3 * n])
     node_at, pressure_at = np.searchsorted(nodes, node_peers[0]), np.searchsorted(pressure, pressure_peers[0])
+    n, npr, m = mesh.n_nodes, mesh.n_pressure, len(nodes)
+    if piece is not None:  # the whole mesh's numbering (the piece's is in the same order)
+        node_ids, pressure_ids, n, npr, element_ids = piece
+        nodes, pressure, elements = node_ids[nodes], pressure_ids[pressure], element_ids[elements]
+        local.whole = None
+    gdofs = np.concatenate([nodes, nodes + n, nodes + 2 * n, pressure + 3 * n])
     at = np.concatenate([node_at + d * m for d in range(3)] + [pressure_at + 3 * m])  # local unknowns of the pairs
     peer = np.concatenate([node_peers[1]] * 3 + [pressure_peers[1]])
     owner = np.full(len(gdofs), rank)

@@ -74,12 +74,12 @@ from ..kernels.scatter import ScatterPlan
 from ..kernels.ebe import NL, colour_ranges
 from .krylov import gmres_steps
 from ..discretisation.coarsen import STRONG, child_kinds
-from ..discretisation.mesh import box_mesh
+from ..discretisation.mesh import box_mesh, box_order
 from gpucfd.backend import host_free_bytes
 from gpucfd.graphs import Replayed
 from .operators import ElementOperator
 from ..parallel.comm import SerialComm
-from ..parallel.partition import distribute, distribute_owned, partition_elements
+from ..parallel.partition import box_part, distribute, distribute_owned, partition_elements
 from .line_vanka import LineVanka, smoother_for
 
 # The measurements behind these values are in docs/solvers.md ("The multigrid constants").
@@ -275,6 +275,27 @@ def coarser(mesh):
     at = whole.elements_with_ids(mesh.element_ids) if mesh.whole is not None else slice(None)
     kinds, transfers = Transfers.of(below.code[at], below.rotation[at])
     return below.coarse, below.parent[at], kinds, transfers
+
+
+def level_below(mesh, comm, backend, cut: bool):
+    """(part, parent, kinds, transfers, elements) of the level below ``mesh`` (a whole mesh or
+    one rank's part): this rank's part of the coarser mesh (fem3d.parallel.partition.Partition;
+    with ``cut`` cut among the ranks of ``comm``, else whole on every rank), each element's
+    parent as an element of the whole coarser mesh, the kinds and Transfers of :func:`coarser`,
+    and the whole coarser mesh's element count. A coarser box cut into slabs is built from this
+    rank's slab and the layers beside it alone (fem3d.parallel.partition.box_part), the same
+    part as cut from the whole coarser box."""
+    if cut and comm.size > 1 and mesh.grid is not None and len(chain(mesh)) == 1:
+        grid, kept, parents, position = box_coarsening(mesh)
+        align = 2 ** distributed_grids(grid, comm.size)
+        part = box_part(grid, [k / k[-1] for k in kept], comm, backend, align)
+        return part, box_order(grid, parents), position, Transfers.aligned(), int(np.prod(grid))
+    whole, parent, kinds, transfers = coarser(mesh)
+    if cut:
+        part = distribute_owned(whole, partition_elements(whole, comm.size, alignment(whole, comm.size)), comm, backend)
+    else:
+        part = distribute(whole, SerialComm(), backend)
+    return part, parent, kinds, transfers, whole.n_elements
 
 
 def box_coarsening(mesh):
@@ -677,14 +698,10 @@ class Multigrid:
         meshes = chain(mesh)
         partitioned = len(meshes) - 1 + distributed_grids(meshes[-1].grid, comm.size)  # levels below: replicated
         for k in range(1, levels + 1):
-            whole, parent, kinds, transfers = coarser(self.levels[-1].mesh)
-            if k <= partitioned:
-                part = distribute_owned(
-                    whole, partition_elements(whole, comm.size, alignment(whole, comm.size)), comm, backend
-                )
-            else:
-                part = distribute(whole, SerialComm(), backend)
-            local = np.full(whole.n_elements, -1, dtype=np.int64)
+            part, parent, kinds, transfers, elements = level_below(
+                self.levels[-1].mesh, comm, backend, k <= partitioned
+            )
+            local = np.full(elements, -1, dtype=np.int64)
             local[part.elements] = np.arange(len(part.elements))
             dofs = part.mesh.dofs()
             op = ElementOperator(backend, dofs, part.mesh.colour_offsets, part.mesh.n_dofs, part.dist, STORAGE)
