@@ -395,6 +395,7 @@ def box_mesh(
     for name, v in zip(("nx", "ny", "nz"), n):
         if int(v) != v or v < 1:
             raise InputError(f"{name} must be an integer >= 1 (got {v!r})")
+    n = tuple(int(v) for v in n)
     grading = np.broadcast_to(np.asarray(grading, dtype=float), (3,))
     if (grading < 0).any() or not np.isfinite(grading).all():
         raise InputError(f"grading must be >= 0 (got {grading.tolist()})")
@@ -411,29 +412,7 @@ def box_mesh(
     ):  # increasing coordinates: every element is a box of positive volume (no Jacobians to check)
         if v.shape != (n[d] + 1,) or not (np.isfinite(v).all() and (np.diff(v) > 0).all()):
             raise InputError(f"box vertices along {'xyz'[d]} must be {n[d] + 1} increasing finite numbers")
-    q2 = [_with_midpoints(v) for v in vert]
-    m = [2 * v + 1 for v in n]
-    points = np.empty((m[2], m[1], m[0], 3))
-    points[..., 0], points[..., 1], points[..., 2] = q2[0], q2[1][:, None], q2[2][:, None, None]
-    points = points.reshape(-1, 3)
-
-    ids = _colour_order(np.arange(nx * ny * nz).reshape(nz, ny, nx), (0, 0, 0))
-    cells, pressure_cells = _box_cells(n, ids, (0, 0, 0), n)
-    geometry, colours, boundary = _box_elements(n, vert, ids)
-    pressure_nodes = _grid_id(*(2 * _vertex_indices(n)).T, m)
-    return _finish(
-        points,
-        cells,
-        pressure_cells,
-        pressure_nodes,
-        geometry,
-        colours,
-        ids,
-        BOX_TAGS,
-        grid=(int(nx), int(ny), int(nz)),
-        check_geometry=False,
-        boundary=boundary,
-    )
+    return _box_block(n, vert, (0, 0, 0), n)
 
 
 def _colour_order(grid_ids, lo) -> np.ndarray:
@@ -487,31 +466,21 @@ def box_order(grid, ids) -> np.ndarray:
     return start + half[:, 0] + count[:, 0] * (half[:, 1] + count[:, 1] * half[:, 2])
 
 
-def box_piece(grid, vertices, lo, hi):
-    """The block of the structured box of ``grid`` elements with vertex coordinates
-    ``vertices`` whose element indices lie in [lo[d], hi[d]) along each axis d, alone:
-    (mesh, nodes, pressure) with mesh a HexMesh of its elements in the box's element order
-    (colour by colour, each by box number; ``element_ids`` their box numbers), its nodes
-    numbered in the box's order, its boundary faces the box's (faces inside the box are
-    none), and the box's Q2 node and pressure node of each of its nodes. Built without the
-    whole box."""
-    n = [int(v) for v in grid]
-    lo, hi = [int(v) for v in lo], [int(v) for v in hi]
-    vert = [np.asarray(v, dtype=float) for v in vertices]
+def _box_block(n, vert, lo, hi) -> HexMesh:
+    """The HexMesh of the elements of the box of ``n`` elements per side (vertex coordinates
+    ``vert``) whose indices lie in [lo[d], hi[d]) along each axis d (the whole box for lo 0 and
+    hi n): in the box's element order (colour by colour, each by box number: its
+    ``element_ids``), its nodes numbered in the box's order, its colours and boundary faces
+    the box's (faces inside the box are none)."""
     r = [np.arange(a, b) for a, b in zip(lo, hi)]
     ids = _colour_order(r[0][None, None, :] + n[0] * (r[1][None, :, None] + n[1] * r[2][:, None, None]), lo)
     cells, pressure_cells = _box_cells(n, ids, lo, hi)
     geometry, colours, boundary = _box_elements(n, vert, ids)
     size = [b - a for a, b in zip(lo, hi)]
-    g = [np.arange(2 * a, 2 * b + 1) for a, b in zip(lo, hi)]  # the block's node indices along each axis
-    q2 = [_with_midpoints(v)[i] for v, i in zip(vert, g)]
-    points = np.empty((len(g[2]), len(g[1]), len(g[0]), 3))
+    q2 = [_with_midpoints(v)[2 * a : 2 * b + 1] for v, a, b in zip(vert, lo, hi)]
+    points = np.empty((len(q2[2]), len(q2[1]), len(q2[0]), 3))
     points[..., 0], points[..., 1], points[..., 2] = q2[0], q2[1][:, None], q2[2][:, None, None]
-    m, pm = [2 * v + 1 for v in n], [v + 1 for v in n]
-    nodes = (g[0][None, None, :] + m[0] * (g[1][None, :, None] + m[1] * g[2][:, None, None])).ravel()
-    p = [np.arange(a, b + 1) for a, b in zip(lo, hi)]
-    pressure = (p[0][None, None, :] + pm[0] * (p[1][None, :, None] + pm[1] * p[2][:, None, None])).ravel()
-    mesh = _finish(
+    return _finish(
         points.reshape(-1, 3),
         cells,
         pressure_cells,
@@ -520,11 +489,27 @@ def box_piece(grid, vertices, lo, hi):
         colours,
         ids,
         BOX_TAGS,
-        grid=tuple(n),
+        grid=tuple(int(v) for v in n),
         check_geometry=False,
         boundary=boundary,
         n_colours=1 + (n[0] > 1) + 2 * (n[1] > 1) + 4 * (n[2] > 1),
     )
+
+
+def box_piece(grid, vertices, lo, hi):
+    """The block of the structured box of ``grid`` elements with vertex coordinates
+    ``vertices`` whose element indices lie in [lo[d], hi[d]) along each axis d, alone, without
+    the whole box: (mesh, nodes, pressure), mesh as box_mesh numbers and colours it
+    (``element_ids`` the box numbers), and the box's Q2 node and pressure node of each of its
+    nodes."""
+    n = [int(v) for v in grid]
+    lo, hi = [int(v) for v in lo], [int(v) for v in hi]
+    mesh = _box_block(n, [np.asarray(v, dtype=float) for v in vertices], lo, hi)
+    g = [np.arange(2 * a, 2 * b + 1) for a, b in zip(lo, hi)]  # the block's node indices along each axis
+    p = [np.arange(a, b + 1) for a, b in zip(lo, hi)]
+    m, pm = [2 * v + 1 for v in n], [v + 1 for v in n]
+    nodes = (g[0][None, None, :] + m[0] * (g[1][None, :, None] + m[1] * g[2][:, None, None])).ravel()
+    pressure = (p[0][None, None, :] + pm[0] * (p[1][None, :, None] + pm[1] * p[2][:, None, None])).ravel()
     return mesh, nodes, pressure
 
 

@@ -223,7 +223,7 @@ def products_numpy(
     y = np.empty_like(local)
     for s in range(0, E, chunk):
         c = slice(s, min(s + chunk, E))
-        at = {k: v[..., c].astype(np.float64) for k, v in d.items()}  # the kernel's arithmetic: float64
+        at = {k: v[..., c].astype(np.float64, copy=False) for k, v in d.items()}  # the kernel's arithmetic
         y[:, c] = product(local[:, c], at, T2, T1, nu, jacobian, sigma)
     y = y + prescribed if transpose else np.where(fixed, prescribed, y)
     out += np.bincount(dofs.T.ravel(), weights=y.ravel(), minlength=out.size)

@@ -30,23 +30,29 @@ AXES = "xyz"
 FACE_NODES = 9  # Q2 nodes two hexahedra share across a face (3 across an edge, 1 at a corner)
 
 
-def slab_owners(grid, parts: int, align: int = 1) -> np.ndarray:
-    """(nx*ny*nz,) rank of each element (by element id i + nx (j + ny k)) of a structured
-    box cut into ``parts`` slabs across its longest axis. Slabs hold whole units of
-    ``align`` element layers (multigrid keeps parents and children on one rank) and
-    differ by at most one unit."""
+def slab_layers(grid, parts: int, align: int = 1) -> tuple[int, np.ndarray]:
+    """(axis, owner) of a structured box of ``grid`` elements per side cut into ``parts``
+    slabs across its longest axis: the rank of each element layer along it (grid[axis],).
+    Slabs hold whole units of ``align`` element layers (multigrid keeps parents and children
+    on one rank) and differ by at most one unit."""
     axis = int(np.argmax(grid))
-    layers = grid[axis]
+    layers = int(grid[axis])
     units = layers // align
     if parts > units:
         what = f"{layers} element layers along {AXES[axis]}" + (
             f" (in {units} blocks of {align} for multigrid)" if align > 1 else ""
         )
         raise InputError(f"{parts} ranks but the mesh has only {what}; start at most {units} ranks")
+    return axis, ((np.arange(layers) // align) * parts) // units
+
+
+def slab_owners(grid, parts: int, align: int = 1) -> np.ndarray:
+    """(nx*ny*nz,) rank of each element (by element id i + nx (j + ny k)) of a structured
+    box cut into ``parts`` slabs (:func:`slab_layers`)."""
+    axis, owner = slab_layers(grid, parts, align)
     nx, ny, _ = grid
     ids = np.arange(int(np.prod(grid)))
-    layer = (ids % nx, (ids // nx) % ny, ids // (nx * ny))[axis]
-    return ((layer // align) * parts) // units
+    return owner[(ids % nx, (ids // nx) % ny, ids // (nx * ny))[axis]]
 
 
 def partition_elements(mesh: HexMesh, parts: int, align: int = 1) -> np.ndarray:
@@ -331,22 +337,14 @@ def distribute(mesh: HexMesh, comm, backend, align: int = 1) -> Partition:
 
 def box_part(grid, vertices, comm, backend, align: int = 1) -> Partition:
     """This rank's part of the structured box of ``grid`` elements with vertex coordinates
-    ``vertices`` (three arrays) cut into slabs (:func:`slab_owners`), built from its own element
+    ``vertices`` (three arrays) cut into slabs (:func:`slab_layers`), built from its own element
     layers and the two beside them alone (fem3d.discretisation.mesh.box_piece), not from the
     whole box: the Partition distribute(box_mesh(*grid, vertices=vertices), comm, backend,
     align) gives, its mesh's ``whole`` None (collective)."""
     from ..discretisation.mesh import box_order, box_piece
 
-    if comm.size == 1:
-        from ..discretisation.mesh import box_mesh
-
-        return distribute(box_mesh(*grid, vertices=vertices), comm, backend)
     n = [int(v) for v in grid]
-    axis = int(np.argmax(n))
-    units = n[axis] // align
-    if comm.size > units:  # the error slab_owners gives
-        slab_owners(np.array(n), comm.size, align)
-    owner = ((np.arange(n[axis]) // align) * comm.size) // units  # of each element layer across the slab axis
+    axis, owner = slab_layers(n, comm.size, align)
     mine = np.flatnonzero(owner == comm.rank)
     lo, hi = [0, 0, 0], list(n)
     lo[axis], hi[axis] = max(int(mine[0]) - 1, 0), min(int(mine[-1]) + 2, n[axis])
