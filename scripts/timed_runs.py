@@ -46,7 +46,9 @@ def record_memory(main, argv) -> int:
     finally:  # also after a run that stops with an error (not converged: ConvergenceError, exit 3)
         cp = cupy_module()
         pool = cp.get_default_memory_pool().total_bytes() if cp is not None and "cpu" not in argv else None
-        with open(os.path.join(argv[argv.index("--out") + 1], "memory.json"), "w") as fh:
+        out = argv[argv.index("--out") + 1]
+        os.makedirs(out, exist_ok=True)  # a run refused before writing anything (exit 2) has made no folder
+        with open(os.path.join(out, "memory.json"), "w") as fh:
             json.dump(
                 {"device_pool_bytes": pool, "max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024},
                 fh,

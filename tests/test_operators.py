@@ -1,7 +1,9 @@
 import numpy as np
 import pytest
 
+from fem3d.discretisation.mesh import box_mesh
 from fem3d.kernels import ebe
+from fem3d.solvers.linear import LeftNull
 from fem3d.solvers.operators import ElementOperator
 from support import assembled, sample_mesh
 
@@ -59,9 +61,34 @@ def test_prescribed_rows_fix_the_boundary_value(backend):
     rows = A[fixed]
     assert np.all(np.diff(rows.indptr) == 1) and np.all(rows.indices == fixed)
     assert np.allclose(rows.data, 1.0, rtol=1e-14)
+    at = backend.to_numpy(system.bc_unknowns)
+    assert np.array_equal(np.sort(at), fixed)
     residual, values = backend.to_numpy(state.residual), backend.to_numpy(system.bc_values)
-    assert np.allclose(residual[fixed], backend.to_numpy(x)[fixed] - values[fixed], rtol=1e-14, atol=1e-15)
+    assert np.allclose(residual[at], backend.to_numpy(x)[at] - values, rtol=1e-14, atol=1e-15)
     assert len(fixed) == 3 * len(mesh.boundary_nodes())
+
+
+def test_left_null_vector_of_an_enclosed_flow_from_its_nonzero_entries(backend):
+    """LeftNull keeps only the nonzero entries of the unit left null vector y of D A (D the
+    residual's row weights) of an enclosed flow: y is the left singular vector of D A's
+    smallest singular value (NumPy's SVD of the assembled matrix), and remove_from leaves a
+    right-hand side orthogonal to it."""
+    mesh = box_mesh(2)
+    system, _, state = assembled(mesh, backend)
+    assert system.problem.enclosed
+    DA = backend.to_numpy(state.scale)[:, None] * system.op.to_scipy().toarray()
+    u, s, _ = np.linalg.svd(DA)
+    assert s[-1] < 1e-13 * s[0] < s[-2]  # one null vector
+    null = LeftNull(system, state.scale)
+    y = np.zeros(system.n)
+    y[backend.to_numpy(null.at)] = backend.to_numpy(null.values)
+    assert len(null.at) == mesh.n_pressure + len(system.bc_unknowns)  # the free velocity rows' zeros not kept
+    assert abs(abs(y @ u[:, -1]) - 1.0) < 1e-12 and np.linalg.norm(y @ DA) < 1e-13 * s[0]
+    b = backend.asarray(np.random.default_rng(3).standard_normal(system.n))
+    before = backend.to_numpy(b)
+    null.remove_from(b)
+    assert abs(y @ backend.to_numpy(b)) < 1e-14 * np.linalg.norm(before)
+    assert np.allclose(backend.to_numpy(b), before - (y @ before) * y, rtol=0, atol=1e-15)
 
 
 def split_colours(mesh):

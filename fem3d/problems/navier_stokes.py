@@ -216,6 +216,26 @@ def run_timing(times: dict, steps: int, elements: int) -> dict:
     }
 
 
+class Iterate:
+    """A copy of an iterate x (n,) [u | v | w | p] in the layouts the element computations
+    read: ``velocity`` (n_nodes, 3) and ``pressure`` (n_pressure,) (no copy of x besides)."""
+
+    def __init__(self, xp, x, n_nodes: int):
+        self.xp, self.n_nodes = xp, n_nodes
+        self.velocity = nodal_velocity(xp, x, n_nodes)
+        self.pressure = x[3 * n_nodes :].copy()
+
+    def element_pressures(self, dofs):
+        """(m, 8) the pressures of elements whose unknowns are ``dofs`` (m, NL)."""
+        return self.pressure[dofs[:, 81:] - 3 * self.n_nodes]
+
+    def equals(self, x) -> bool:
+        """Whether ``x`` (n,) is this iterate, bit for bit (one read-back)."""
+        xp, n = self.xp, self.n_nodes
+        same = xp.array_equal(self.pressure, x[3 * n :]) & xp.array_equal(self.velocity, x[: 3 * n].reshape(3, n).T)
+        return bool(same)
+
+
 class NavierStokesSystem:
     """The equations of a FlowProblem on a backend (arrays on its device); with ``dist``
     (fem3d.parallel.partition.Distribution) on this rank's part of a distributed problem.
@@ -263,7 +283,8 @@ class NavierStokesSystem:
         )
         rows, components = np.nonzero(problem.bc_mask)  # the prescribed components, row by row
         unknowns = components * mesh.n_nodes + problem.bc_nodes[rows]
-        self._bc_entries = (rows, components, backend.asarray(unknowns))  # for _prescribed
+        self._bc_entries = (rows, components)  # for _prescribed
+        self.bc_unknowns = backend.asarray(unknowns)  # (n_b,) distinct: the prescribed unknowns
         fixed = np.zeros(mesh.n_dofs, dtype=bool)
         fixed[unknowns] = True
         self.fixed, self.bc_values = backend.asarray(fixed), self._prescribed(problem.values_at(0.0))
@@ -272,19 +293,19 @@ class NavierStokesSystem:
         self.valence = self.dist.sum_interface(backend.asarray(mesh.dof_valence()))
         self.p_weights = pressure_weights(backend, mesh)
         self.dirichlet = dirichlet_rows(xp, self.dofs, self.fixed, self.valence)  # the prescribed rows, found once
-        self._linearised = None  # (x, nodal velocity, kind) of the last assembly that linearised
+        self._linearised = None  # (Iterate, kind) of the last assembly that linearised
         self._version = 0  # of the equations: set_time changes them
-        self._evaluated = None  # ((version, re), x, F(x) in every row) of the last residual computed
+        # ((version, re), Iterate, F(x), None) of the last residual computed; after an assembly, F(x) is its
+        # residual with the prescribed rows set, and the last entry F(x)'s values in them (no copy of F(x) kept)
+        self._evaluated = None
         self.bodies = {}  # force rows of boundary tag sets (fem3d.problems.quantities.boundary_force)
         self.op = self.elements if assembly == "element" else self._sum_factorised()
         self.volume = self.dist.allreduce_scalar(float(self.p_weights.sum()))
 
     def _prescribed(self, values):
-        """(n,) device vector of the prescribed values ``values`` (n_b, 3) at their unknowns, 0 elsewhere."""
-        rows, components, unknowns = self._bc_entries
-        bc = self.xp.zeros(self.mesh.n_dofs, dtype=np.float64)
-        bc[unknowns] = self.backend.asarray(values[rows, components])
-        return bc
+        """(n_b,) device vector of the prescribed values ``values`` (n_b, 3) at bc_unknowns."""
+        rows, components = self._bc_entries
+        return self.backend.asarray(values[rows, components], dtype=np.float64)
 
     def set_time(
         self, sigma: float, history=None, force_t: float = 0.0, prescribed=None, tau_sigma: float | None = None
@@ -316,11 +337,13 @@ class NavierStokesSystem:
 
     def initial_guess(self):
         """Prescribed boundary velocities, zero elsewhere."""
-        return self.bc_values.copy()
+        x = self.xp.zeros(self.n, dtype=np.float64)
+        self.impose_boundary_values(x)
+        return x
 
     def impose_boundary_values(self, x) -> None:
         """Set the prescribed entries of ``x`` to their values, in place."""
-        self.xp.copyto(x, self.bc_values, where=self.fixed)
+        x[self.bc_unknowns] = self.bc_values
 
     def assemble(self, x, kind: str, linearise: bool = True) -> Linearisation:
         """Residual F(x) and the linearisation A(x) (``kind`` "picard") or J(x) ("newton"),
@@ -332,17 +355,17 @@ class NavierStokesSystem:
         xp = self.xp
         with self.timer("element_matrices"):
             stored = self.elements is not None and linearise
-            residual, load, row_sq = self._element_sums(x, kind == "newton" and stored, store=stored)
-            at = x.copy()  # the iterate of this assembly, for both records below (neither is written to)
+            at = Iterate(xp, x, self.mesh.n_nodes)  # for both records below (neither is written to)
+            residual, load, row_sq = self._element_sums(at, kind == "newton" and stored, store=stored)
             if linearise:  # what element_matrices() computes the matrices of
-                self._linearised = (at, nodal_velocity(xp, x, self.mesh.n_nodes), kind)
+                self._linearised = (at, kind)
                 if not stored:
-                    self._linearise(self.op, x, kind)
-            self._evaluated = ((self._version, self.re), at, residual.copy())
-            fixed = self.fixed  # copyto with a mask: no read-back of the mask's count, unlike boolean indexing
-            xp.copyto(residual, x - self.bc_values, where=fixed)
-            xp.copyto(load, self.bc_values, where=fixed)
-            xp.copyto(row_sq, 1.0 / self.valence, where=fixed)
+                    self._linearise(self.op, at, kind)
+            bc, values = self.bc_unknowns, self.bc_values  # index arrays: no read-back, unlike boolean masks
+            self._evaluated = ((self._version, self.re), at, residual, residual[bc])
+            residual[bc] = x[bc] - values
+            load[bc] = values
+            row_sq[bc] = 1.0 / self.valence[bc]
             scale = 1.0 / xp.sqrt(row_sq)
             b_norm = self.dist.norm(scale * load)
             norm = self.dist.norm(scale * residual) / (b_norm if b_norm > 0 else 1.0)
@@ -361,7 +384,7 @@ class NavierStokesSystem:
     @property
     def linearisation_kind(self) -> str | None:
         """The kind ("picard" or "newton") of the last assembly that linearised; None before one."""
-        return None if self._linearised is None else self._linearised[2]
+        return None if self._linearised is None else self._linearised[1]
 
     def _sum_factorised(self, chunk: int | None = None, points_dtype=None) -> PartialAssemblyOperator:
         return PartialAssemblyOperator(
@@ -369,14 +392,16 @@ class NavierStokesSystem:
         )
 
     def _linearise(self, op: PartialAssemblyOperator, x, kind: str, scale=None) -> PartialAssemblyOperator:
+        """``op`` linearised at ``x``, a vector (n,) or its Iterate."""
+        x = x if isinstance(x, Iterate) else Iterate(self.xp, x, self.mesh.n_nodes)
         op.linearise(
             self.geometry,
-            nodal_velocity(self.xp, x, self.mesh.n_nodes),
+            x.velocity,
             self.cells,
             self.re,
             self.tables,
             self.force,
-            x[self.dofs[:, 81:]],
+            x.element_pressures(self.dofs),
             kind == "newton",
             scale,
             self.sigma,
@@ -390,17 +415,17 @@ class NavierStokesSystem:
         integers) at the last assemble()'s iterate, prescribed rows applied: of that
         assembly's kind (what it stores with element assembly), or of ``kind`` (LINEARISATIONS);
         computed on demand (the element matrices' cost again)."""
-        x, velocity, last = self._linearised
+        x, last = self._linearised
         kind = kind or last
         dofs = self.dofs[ids]
         return element_matrices_chunk(
             self.xp,
             self.geometry[ids],
-            velocity[self.cells[ids]],
+            x.velocity[self.cells[ids]],
             self.re,
             self.tables,
             self.force,
-            x[dofs[:, 81:]],
+            x.element_pressures(dofs),
             jacobian=kind != "picard",
             prescribed=(dofs, self.fixed, self.valence),
             sigma=self.sigma,
@@ -418,20 +443,26 @@ class NavierStokesSystem:
         forces at each solve's last iterate, whose convergence test computed it)."""
         key = (self._version, self.re)
         if self._evaluated is not None:
-            at_key, at, residual = self._evaluated
-            if at_key == key and bool(self.xp.array_equal(at, x)):
+            at_key, at, residual, prescribed = self._evaluated
+            if at_key == key and at.equals(x):
+                if prescribed is not None:  # the assembly's residual with its own prescribed rows
+                    residual = residual.copy()
+                    residual[self.bc_unknowns] = prescribed
+                    self._evaluated = (key, at, residual, None)
                 return residual
-        residual = self._element_sums(x, False, store=False)[0]
-        self._evaluated = (key, x.copy(), residual)
+        at = Iterate(self.xp, x, self.mesh.n_nodes)
+        residual = self._element_sums(at, False, store=False)[0]
+        self._evaluated = (key, at, residual, None)
         return residual
 
     def _element_sums(self, x, jacobian: bool, store: bool):
-        """(residual, load, squared Picard row norms) (n,) summed over the elements and the
-        ranks, before the prescribed rows are set; with ``store`` the element matrices
-        (J(x) with ``jacobian``, else A(x)) are written into the operator. Chunks lie in one
-        colour, whose elements share no unknown: each adds into the sums race-free, in place."""
+        """(residual, load, squared Picard row norms) (n,) at ``x`` (a vector or its Iterate)
+        summed over the elements and the ranks, before the prescribed rows are set; with
+        ``store`` the element matrices (J(x) with ``jacobian``, else A(x)) are written into
+        the operator. Chunks lie in one colour, whose elements share no unknown: each adds
+        into the sums race-free, in place."""
         xp, mesh, op = self.xp, self.mesh, self.elements
-        vel = nodal_velocity(xp, x, mesh.n_nodes)
+        x = x if isinstance(x, Iterate) else Iterate(xp, x, mesh.n_nodes)
         sums = [xp.zeros(mesh.n_dofs, dtype=np.float64) for _ in range(3)]
         direct = store and op.mats.dtype == np.float64  # else computed in float64, then rounded into the storage
         chunks = [
@@ -443,11 +474,11 @@ class NavierStokesSystem:
             mats, b_e, r_e, sq_e = element_matrices_chunk(
                 xp,
                 self.geometry[e],
-                vel[self.cells[e]],
+                x.velocity[self.cells[e]],
                 self.re,
                 self.tables,
                 self.force,
-                x[dofs[:, 81:]],
+                x.element_pressures(dofs),
                 jacobian=jacobian,
                 out=op.mats[e] if direct else None,
                 matrices=store,

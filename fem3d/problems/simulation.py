@@ -297,8 +297,9 @@ class Simulation:
         coarsest first, the continuation's stages there, each mesh from the last one's
         solution interpolated; a mesh of at most REDUNDANT_MAX elements solved whole on every
         rank (the same steps everywhere). Returns (the initial guess on this rank's part of
-        the mesh, or None where the last coarse solve did not converge or was interrupted,
-        and a record per coarse mesh). A mesh whose solve does not converge passes nothing
+        the mesh, a host array: the solve's copy is the one vector of it on the device; or
+        None where the last coarse solve did not converge or was interrupted, and a record
+        per coarse mesh). A mesh whose solve does not converge passes nothing
         on: the next finer one starts from rest with the continuation."""
         backend, comm, coarser, linear = self.backend, self.comm, self.coarser, self.linear
         re = self.flow.re
@@ -353,7 +354,7 @@ class Simulation:
             x = interpolate(backend.xp, whole, coarser[k - 1].coarse if k else self.flow.mesh, c, finer)
             x = finer.dist.sum_interface(finer.dist.owned_part(x))  # a shared entry: its owner's value on every rank
             part = finer
-        return x, records
+        return (None if x is None else backend.to_numpy(x)), records
 
 
 def from_coarser(nonlinear: NonlinearOptions) -> NonlinearOptions:

@@ -214,6 +214,11 @@ def gmres_steps(op, b, x, precond, steps: int):
     return x
 
 
+def _residual(op, b, x, out):
+    """out = b - A x."""
+    return op.xp.subtract(b, op.matvec(x, out), out=out)
+
+
 class FGMRES:
     """Restarted flexible GMRES with right preconditioning (Saad 1993): minimises the true
     residual ||b - A x|| over the preconditioned Krylov space, and the preconditioner may
@@ -260,8 +265,7 @@ class FGMRES:
         if not math.isfinite(bnorm) or bnorm == 0.0:
             return _without_iterating(bnorm, x)
         m, history, its = self.restart, [], 0
-        r = b - op.matvec(x, xp.empty_like(b))
-        beta = dist.norm(r)
+        beta = dist.norm(_residual(op, b, x, V[0]))  # in the basis's first row, where the cycle starts
         relres = beta / bnorm
         history.append((0, relres))
         while True:
@@ -271,7 +275,7 @@ class FGMRES:
                 return SolveInfo(its, "converged", relres, history)
             if its >= self.max_iterations:
                 return SolveInfo(its, "max_iterations", relres, history)
-            V[0] = r / beta
+            V[0] /= beta
             H = np.zeros((m + 1, m))
             g = np.zeros(m + 1)
             g[0] = beta
@@ -302,8 +306,7 @@ class FGMRES:
                     break
             y = np.linalg.solve(np.triu(H[:j, :j]), g[:j]) if j else np.zeros(0)
             vectors.for_backend(op.backend).combine(Z[:j], op.backend.asarray(y), x)
-            r = b - op.matvec(x, r)
-            new = dist.norm(r) / bnorm
+            new = dist.norm(_residual(op, b, x, V[0])) / bnorm
             if new > 0.99 * relres and j == cycle:
                 return SolveInfo(its, "stagnated", new, history)
             relres, beta = new, new * bnorm

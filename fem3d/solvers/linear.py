@@ -10,7 +10,8 @@ solve took at most this many iterations), ``setup(system, state, rebuild)`` (aft
 system was assembled about an iterate: fem3d.problems.navier_stokes.NavierStokesSystem,
 Linearisation; ``rebuild`` False keeps the preconditioner built before) and
 ``solve(rhs, x, rtol, max_iterations=None) -> fem3d.solvers.krylov.SolveInfo`` (x holds the
-initial guess). The nonlinear solver (fem3d.solvers.nonlinear) only sees this interface.
+initial guess; rhs is the solver's to overwrite: no copy of it is made). The nonlinear
+solver (fem3d.solvers.nonlinear) only sees this interface.
 
 ``mg``     flexible GMRES on the row-scaled system, preconditioned by one V-cycle of
            monolithic geometric multigrid with element-Vanka smoothing (fem3d.solvers.multigrid);
@@ -195,7 +196,7 @@ class PaperSolver:
     def solve(self, rhs, x, rtol: float, max_iterations: int | None = None):
         limit = max_iterations or self.options.max_iterations or self.max_iterations
         cg = NormalEquationsCG(rtol, limit, self.options.check_every, self.progress)
-        return cg.solve(self.op, self.scale * rhs, x, self.precond)
+        return cg.solve(self.op, self.op.xp.multiply(self.scale, rhs, out=rhs), x, self.precond)
 
 
 class _RowScaled:
@@ -209,6 +210,32 @@ class _RowScaled:
         self.op.matvec(x, out)
         out *= self.scale
         return out
+
+
+class LeftNull:
+    """The unit left null vector y of D A for an enclosed flow (``scale`` (n,) the row
+    weights D), kept by its nonzero entries: those of A's are 1 on the pressure (continuity)
+    rows and, on each prescribed row k (a unit row), minus the sum of the continuity rows'
+    entries in column k (the continuity rows of a free velocity column sum to the integral
+    of div N_k, zero); D A's is that divided by D."""
+
+    def __init__(self, system, scale):
+        op, xp, dist = system.op, system.xp, system.dist
+        first = 3 * system.mesh.n_nodes
+        ones = xp.zeros(op.n, dtype=np.float64)
+        ones[first:] = 1.0
+        column_sums = op.rmatvec(ones, xp.empty_like(ones))
+        bc = system.bc_unknowns
+        self.at = xp.concatenate([xp.arange(first, op.n), bc])
+        values = xp.concatenate([ones[first:], -column_sums[bc]]) / scale[self.at]
+        self.dist = dist
+        self.owned = values if dist.is_serial else dist.weights[self.at] * values  # counts every unknown once
+        norm = math.sqrt(dist.allreduce_scalar(float(self.owned @ values)))
+        self.values, self.owned = values / norm, self.owned / norm
+
+    def remove_from(self, b) -> None:
+        """b -= (y . b) y, in place."""
+        b[self.at] -= self.dist.allreduce_scalar(float(self.owned @ b[self.at])) * self.values
 
 
 class _Unscaled:
@@ -258,38 +285,22 @@ class MultigridSolver:
             self.mg.refresh()
         self.scale = state.scale
         self.op = _RowScaled(system.op, state.scale)
-        self.left_null = None
-        if system.problem.enclosed:
-            y = self._left_null_vector(system) / state.scale  # that of D A
-            self.left_null = y / system.dist.norm(y)
+        self.left_null = LeftNull(system, state.scale) if system.problem.enclosed else None
 
     def traffic(self) -> dict | None:
         """The hierarchy's V-cycles and per-level interface sums (Multigrid.traffic), None before a set-up."""
         return None if self.mg is None else self.mg.traffic()
 
-    @staticmethod
-    def _left_null_vector(system):
-        """Left null vector of A for an enclosed flow (that of D A is y / D): y = 1 on the
-        pressure (continuity) rows, minus the sum of the continuity rows' entries in
-        column k on each prescribed row k (whose row is the unit row), 0 elsewhere (the
-        continuity rows of a free velocity column sum to the integral of div N_k, zero)."""
-        op, xp = system.op, system.xp
-        ones = xp.zeros(op.n, dtype=np.float64)
-        ones[3 * system.mesh.n_nodes :] = 1.0
-        y = ones - system.fixed * op.rmatvec(ones, xp.empty_like(ones))
-        return y
-
     def solve(self, rhs, x, rtol: float, max_iterations: int | None = None):
-        """Solve A x = rhs to ``rtol`` in the weighted norm. The part of the right-hand side
-        that the singular matrix of an enclosed flow cannot produce (round-off in the
-        continuity residual, along the left null vector) is removed first, so that small
-        tolerances stay reachable."""
+        """Solve A x = rhs to ``rtol`` in the weighted norm (rhs overwritten by D rhs). The part
+        of the right-hand side that the singular matrix of an enclosed flow cannot produce
+        (round-off in the continuity residual, along the left null vector) is removed first,
+        so that small tolerances stay reachable."""
         if not self.ready:
             return SolveInfo(0, "breakdown", math.inf)
-        y = self.left_null
-        b = self.scale * rhs
-        if y is not None:
-            b -= self.op.dist.dot(y, b) * y
+        b = self.op.xp.multiply(self.scale, rhs, out=rhs)
+        if self.left_null is not None:
+            self.left_null.remove_from(b)
         limit = max_iterations or self.options.max_iterations or self.max_iterations
         fgmres = FGMRES(rtol, self.options.restart, limit, self.progress)
         return fgmres.solve(self.op, b, x, _Unscaled(self.mg, self.scale))

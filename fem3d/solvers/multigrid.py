@@ -369,13 +369,14 @@ class Transfers:
 class Level:
     """One level: its operator, prescribed unknowns, valence, smoother and, except on the
     coarsest, the transfer to the next coarser level: its elements as children ordered by
-    kind (position code and turn), ``child_order`` (Ef,) and ``parent_order`` (Ef,) the local
-    fine and coarse elements of the children in that order, ``kinds`` a list of (kind k,
-    rows: the slice of that order of the children of kind k), ``P`` (K, NL, NL) the
-    prolongation of each kind (Transfers.table, on the backend); ``restrict_plan`` the sums
-    into the parents' unknowns in that order (fem3d.kernels.scatter; the prolongation sums
-    colour by colour instead, race-free); ``free_weights`` (n,) 1 / valence at the free
-    unknowns, 0 at the prescribed ones: a partition of unity.
+    kind (position code and turn), then by their parent's colour, ``child_order`` (Ef,) and
+    ``parent_order`` (Ef,) the local fine and coarse elements of the children in that
+    order, ``kinds`` a list of (kind k, rows: the slice of that order of the children of
+    kind k), ``runs`` the slices of that order of one kind and one parent colour (distinct
+    parents sharing no unknown: the restriction's sums into them race-free), ``P``
+    (K, NL, NL) the prolongation of each kind (Transfers.table, on the backend). The
+    transfers weigh by 1 / valence at the free unknowns, 0 at the prescribed ones (a
+    partition of unity; :meth:`free_weights`).
 
     The operator is an ElementOperator whose matrices are stored (``mats``), or, with
     ``element_matrices(ids) -> (m, NL, LD)`` (the matrices of the local elements ``ids``,
@@ -388,15 +389,19 @@ class Level:
     def __init__(self, op, mesh, fixed, valence, element_matrices=None, chunk: int = 8192, smoother: str = "line"):
         self.op, self.mesh, self.xp = op, mesh, op.xp
         self.fixed, self.valence = fixed, valence
-        self.free_weights = self.xp.where(fixed, 0.0, 1.0 / valence)
         self.element_matrices, self.chunk = element_matrices, chunk
         self.smoother = smoother_for(op, mesh, valence, INVERSES[op.backend.kind], smoother)
         self._by_group, self._smoother_ok = {}, False
-        self.kinds = self.P = self.child_order = self.parent_order = self.restrict_plan = None
+        self.kinds = self.runs = self.P = self.child_order = self.parent_order = None
         self.gathered = False
         self.dirichlet = dirichlet_rows(
             self.xp, op.dofs, fixed, valence
         )  # its prescribed rows (coarse levels' Galerkin matrices)
+
+    def free_weights(self):
+        """(n,) 1 / valence at the free unknowns, 0 at the prescribed ones (made at each call:
+        a vector less to hold on the finest level)."""
+        return self.xp.where(self.fixed, 0.0, 1.0 / self.valence)
 
     def prolong(self, coarse: "Level", xc):
         """P xc (complete on every rank): each child's values interpolated from its parent,
@@ -413,16 +418,18 @@ class Level:
         for a, b in colour_ranges(op.colour_offsets):  # a colour's elements share no unknown: race-free sums
             out[op.dofs[a:b]] += vals[a:b]
         op.dist.sum_interface(out)
-        return out * self.free_weights
+        return out * self.free_weights()
 
     def restrict(self, coarse: "Level", r):
         """P^T r (complete on every rank)."""
-        local = (r * self.free_weights)[self.op.dofs]  # (Ef, NL) in the fine elements' order
+        local = (r * self.free_weights())[self.op.dofs]  # (Ef, NL) in the fine elements' order
         restricted = self.xp.empty_like(local)  # in the children's order
         dense = vectors.for_backend(self.op.backend)
         for c, rows in self.kinds:
             dense.rows_times(local[self.child_order[rows]], self.P[c], restricted[rows])
-        out = self.restrict_plan.add(self.xp.zeros(coarse.op.n, dtype=np.float64), restricted.ravel())
+        out = self.xp.zeros(coarse.op.n, dtype=np.float64)
+        for run in self.runs:
+            out[coarse.op.dofs[self.parent_order[run]]] += restricted[run]
         if self.gathered:
             self.op.dist.allreduce(out)
         else:
@@ -703,13 +710,15 @@ class Multigrid:
             )
             local = np.full(elements, -1, dtype=np.int64)
             local[part.elements] = np.arange(len(part.elements))
-            dofs = part.mesh.dofs()
-            op = ElementOperator(backend, dofs, part.mesh.colour_offsets, part.mesh.n_dofs, part.dist, STORAGE)
+            coarse_mesh = part.mesh
+            op = ElementOperator(
+                backend, coarse_mesh.dofs(), coarse_mesh.colour_offsets, coarse_mesh.n_dofs, part.dist, STORAGE
+            )
             valence = part.dist.sum_interface(backend.asarray(part.mesh.dof_valence()))
             fixed = self._children(
                 self.levels[-1],
-                part.mesh.n_dofs,
-                dofs,
+                part.mesh,
+                op.dofs,
                 local[parent],
                 kinds,
                 transfers,
@@ -729,32 +738,37 @@ class Multigrid:
             )
             self._graph = Replayed(self.xp, lambda b: self._v_cycle(self.graphed, b))
 
-    def _children(self, fine: Level, n_coarse: int, coarse_dofs, parent, kinds, transfers, gathered: bool = False):
-        """Set the fine level's transfer (kinds, P, child_order, parent_order, restrict_plan)
-        to the coarse level of ``n_coarse`` unknowns, its
-        local elements' unknowns ``coarse_dofs`` (Ec, NL) (host), whose local element
-        ``parent`` (E_fine,) is each fine element's parent, the element being its child of
-        kind ``kinds`` (E_fine,) among ``transfers`` (Transfers). The
-        unknowns of the children and parents are gathered on the backend (the fine level's
-        stay on the device). Returns the coarse level's prescribed unknowns (where its nodes
-        coincide with prescribed fine nodes). ``gathered``: the coarse level is replicated on
-        every rank and the fine one partitioned, so the coarse sums of the children add over
-        the ranks (Level.gathered)."""
+    def _children(self, fine: Level, coarse, coarse_dofs, parent, kinds, transfers, gathered: bool = False):
+        """Set the fine level's transfer (kinds, runs, P, child_order, parent_order) to the
+        coarse level whose (part of the) mesh is ``coarse``, its elements' unknowns
+        ``coarse_dofs`` (Ec, NL) (on the backend), whose local element ``parent``
+        (E_fine,) is each fine element's parent, the element being its child of kind
+        ``kinds`` (E_fine,) among ``transfers`` (Transfers). The unknowns of the children
+        and parents are gathered on the backend (the fine level's stay on the device).
+        Returns the coarse level's prescribed unknowns (where its nodes coincide with
+        prescribed fine nodes). ``gathered``: the coarse level is replicated on every rank
+        and the fine one partitioned, so the coarse sums of the children add over the ranks
+        (Level.gathered)."""
         backend = fine.op.backend
         fine.gathered = gathered
         total = fine.op.dist.allreduce if gathered else (lambda a: a)
         if (parent < 0).any():
             raise ValueError("multigrid: a parent element lives on another rank (partition not aligned)")
         volume = np.prod(child_boxes(transfers.codes[kinds])[0], axis=1)  # each child's share of its parent
-        if not np.allclose(total(np.bincount(parent, volume, minlength=len(coarse_dofs))), 1.0):
+        if not np.allclose(total(np.bincount(parent, volume, minlength=coarse.n_elements)), 1.0):
             raise ValueError("multigrid: a child element lives on another rank (partition not aligned)")
-        order = np.argsort(kinds, kind="stable")
+        offsets = np.asarray(coarse.colour_offsets)
+        colour = np.repeat(np.arange(len(offsets) - 1), np.diff(offsets))[parent]  # each child's parent's colour
+        order = np.lexsort((colour, kinds))
+        key = (kinds * len(offsets) + colour)[order]
+        starts = np.flatnonzero(np.diff(key, prepend=-1))
+        fine.runs = [slice(int(a), int(b)) for a, b in zip(starts, np.append(starts[1:], len(key)))]
         counts = np.bincount(kinds, minlength=len(transfers.codes))
         ends = np.cumsum(counts)
         fine.child_order, fine.parent_order = backend.asarray(order), backend.asarray(parent[order])
         child_dofs = fine.op.dofs[fine.child_order]  # gathered where the dofs live (the device)
-        parent_dofs = backend.asarray(coarse_dofs, dtype=np.int32)[fine.parent_order]
-        fixed = backend.xp.zeros(n_coarse, dtype=bool)
+        parent_dofs = coarse_dofs[fine.parent_order]
+        fixed = backend.xp.zeros(coarse.n_dofs, dtype=bool)
         fine.kinds = []
         for c in np.flatnonzero(counts):
             rows = slice(int(ends[c] - counts[c]), int(ends[c]))
@@ -764,7 +778,6 @@ class Multigrid:
             fixed[parent_dofs[rows, parent_pos]] = fine.fixed[child_dofs[rows, child_pos]]  # repeats agree
             fine.kinds.append((int(c), rows))
         fine.P = backend.asarray(transfers.table)
-        fine.restrict_plan = ScatterPlan(backend, parent_dofs)
         return backend.asarray(total(fixed.astype(np.float64)) > 0)
 
     def refresh(self) -> None:

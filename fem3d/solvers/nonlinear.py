@@ -256,7 +256,7 @@ class NonlinearSolver:
         system, opt = self.system, self.options
         dist = system.dist
         log = log or (lambda line: None)
-        x = system.initial_guess() if x0 is None else system.backend.asarray(x0, dtype=np.float64).copy()
+        x = system.initial_guess() if x0 is None else system.xp.array(x0, dtype=np.float64)  # a copy
         system.impose_boundary_values(x)
         newton = opt.newton == math.inf
         state = system.assemble(x, "newton" if newton else "picard")
@@ -354,6 +354,7 @@ class NonlinearSolver:
                 if next_kind == "newton" and not newton:
                     newton, mixer = True, Anderson(0)
                 x, state = x_new, new_state
+                del x_new, new_state, dx  # not held while the next step makes its own
                 if state.norm < 0.9 * best:
                     best, since_best = state.norm, 0
                 else:
