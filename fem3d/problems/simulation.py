@@ -152,9 +152,8 @@ class Simulation:
         stages, nonlinear = self.stages, self.nonlinear
         x0 = None if self.initial is None else self.initial[part.dist.gdofs]
         if self.coarser:
-            x0, sequence = self._coarser_first(timer, log, watch)
+            x0, sequence, since = self._coarser_first(timer, log, watch)
             backend.release_cached()  # the coarse systems' memory, for the fine system and its cycle's graph pool
-            since = None
             if x0 is not None:
                 stages, nonlinear = [], from_coarser(nonlinear)
         system = partitioned_system(
@@ -298,9 +297,11 @@ class Simulation:
         solution interpolated; a mesh of at most REDUNDANT_MAX elements solved whole on every
         rank (the same steps everywhere). Returns (the initial guess on this rank's part of
         the mesh, a host array: the solve's copy is the one vector of it on the device; or
-        None where the last coarse solve did not converge or was interrupted, and a record
-        per coarse mesh). A mesh whose solve does not converge passes nothing
-        on: the next finer one starts from rest with the continuation."""
+        None where the last coarse solve did not converge or was interrupted; a record per
+        coarse mesh; and the time.perf_counter() where the last solve ended: the preparation
+        of the next mesh, its guess interpolated, counts as data preparation from there). A
+        mesh whose solve does not converge passes nothing on: the next finer one starts from
+        rest with the continuation."""
         backend, comm, coarser, linear = self.backend, self.comm, self.coarser, self.linear
         re = self.flow.re
 
@@ -324,7 +325,6 @@ class Simulation:
                 assembly=linear.assembly,
                 timer=timer,
             )
-            since = None
             solver = NonlinearSolver(
                 system,
                 make_linear_solver(linear.for_mesh(c.coarse), progress),
@@ -334,6 +334,7 @@ class Simulation:
             log(f"mesh sequencing: {c.coarse.n_elements} elements, {c.coarse.n_dofs} unknowns")
             done = solve_continuation(solver, self.stages if x is None else [], re, x, lambda line: log("  " + line))
             last = done[-1].result
+            since = time.perf_counter()
             records.append(
                 {
                     "elements": c.coarse.n_elements,
@@ -344,7 +345,7 @@ class Simulation:
                 }
             )
             if last.reason.startswith("interrupted"):
-                return None, records
+                return None, records, since
             finer = part_of(k - 1)
             if not records[-1]["converged"]:
                 log(f"  not converged ({last.reason}): the next mesh starts from rest")
@@ -354,7 +355,7 @@ class Simulation:
             x = interpolate(backend.xp, whole, coarser[k - 1].coarse if k else self.flow.mesh, c, finer)
             x = finer.dist.sum_interface(finer.dist.owned_part(x))  # a shared entry: its owner's value on every rank
             part = finer
-        return (None if x is None else backend.to_numpy(x)), records
+        return (None if x is None else backend.to_numpy(x)), records, since
 
 
 def from_coarser(nonlinear: NonlinearOptions) -> NonlinearOptions:

@@ -85,38 +85,38 @@ def interpolate(xp, x, fine: HexMesh, c: Coarsening, part=None):
         elements, local, n = np.arange(fine.n_elements), fine, fine.n_dofs
     else:
         elements, local, n = part.elements, part.mesh, part.dist.n
+    coarse = [xp.asarray(a) for a in (c.coarse.cells, c.coarse.pressure_cells)]  # gathered by parent there
     out = xp.empty(n, dtype=np.float64)
     for s in range(0, len(elements), CHUNK):
         e = elements[s : s + CHUNK]
-        parent_values = x[_dofs(xp, c.coarse, c.parent[e])]  # (m, 89)
+        parent = xp.asarray(c.parent[e])
+        parent_values = x[element_dofs(xp, coarse[0][parent], coarse[1][parent], c.coarse.n_nodes)]  # (m, 89)
         m = parent_values.shape[0]
-        velocity = _tensor_interpolate(
-            xp, parent_values[:, :81].reshape(m, 3, 3, 3, 3), _tables(xp, Q2, c.scale[e], c.shift[e])
-        )
-        pressure = _tensor_interpolate(
-            xp, parent_values[:, 81:].reshape(m, 1, 2, 2, 2), _tables(xp, Q1, c.scale[e], c.shift[e])
-        )
-        out[_dofs(xp, local, slice(s, s + m))] = xp.concatenate(
-            [velocity.reshape(m, 81), pressure.reshape(m, 8)], axis=1
+        scale, shift = xp.asarray(c.scale[e]), xp.asarray(c.shift[e])
+        velocity = _tensor_interpolate(xp, parent_values[:, :81].reshape(m, 3, 3, 3, 3), _tables(xp, Q2, scale, shift))
+        pressure = _tensor_interpolate(xp, parent_values[:, 81:].reshape(m, 1, 2, 2, 2), _tables(xp, Q1, scale, shift))
+        at = slice(s, s + m)
+        out[element_dofs(xp, xp.asarray(local.cells[at]), xp.asarray(local.pressure_cells[at]), local.n_nodes)] = (
+            xp.concatenate([velocity.reshape(m, 81), pressure.reshape(m, 8)], axis=1)
         )
     return out
 
 
-def _dofs(xp, mesh: HexMesh, elements):
-    """(m, 89) unknowns of ``mesh``'s ``elements`` as an array of ``xp``, made there from
-    their nodes (fem3d.discretisation.mesh.element_dofs)."""
-    return element_dofs(xp, xp.asarray(mesh.cells[elements]), xp.asarray(mesh.pressure_cells[elements]), mesh.n_nodes)
-
-
 def _tables(xp, element, scale, shift):
     """(m, 3, k, k) the 1D basis of ``element`` (k nodes per axis) along each axis at each
-    child node's parent coordinate: [element, axis, child node, parent node]. Evaluated once
-    per distinct (scale, shift) pair: a box's children share one pair per layer and axis."""
-    pairs, inverse = np.unique(scale.ravel() + 1j * shift.ravel(), return_inverse=True)  # a pair as one complex
-    # number: unique sorts them as pairs, seven times faster than unique rows of a (m * 3, 2) array
-    t = pairs.real[:, None] * element.nodes_1d + pairs.imag[:, None]  # (pairs, k)
-    values = element.tables_1d(t.ravel())[0].reshape(*t.shape, -1)
-    return xp.asarray(values[inverse.reshape(scale.shape)])
+    child node's parent coordinate, for the children's ``scale`` and ``shift`` (m, 3) (arrays
+    of ``xp``): [element, axis, child node, parent node] (Lagrange's products, made where
+    the arrays are)."""
+    nodes = element.nodes_1d
+    t = scale[:, :, None] * xp.asarray(nodes) + shift[:, :, None]  # (m, 3, k) the child's nodes in the parent
+    values = []
+    for i in range(len(nodes)):
+        others = [j for j in range(len(nodes)) if j != i]
+        value = t - nodes[others[0]]
+        for j in others[1:]:
+            value = value * (t - nodes[j])
+        values.append(value / np.prod([nodes[i] - nodes[j] for j in others]))
+    return xp.stack(values, axis=3)
 
 
 def _tensor_interpolate(xp, values, L):
