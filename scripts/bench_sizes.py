@@ -7,8 +7,9 @@
         --n 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63 64
 
 Runs ``python -m fem3d.cavity --re RE --n N --grading G --device D`` with the default
-``--solver auto`` (each in its own process, after one untimed 8^3 run that compiles the
-kernels and writes the Python bytecode; scripts/bench_solvers.py's runs) for every N, and tabulates the solver ``auto``
+``--solver auto`` (each in its own process, after two untimed 8^3 runs, with stored element matrices and
+with partial assembly, that compile the kernels of both and write the Python bytecode; scripts/bench_solvers.py's
+runs) for every N, and tabulates the solver ``auto``
 took, the coarser meshes solved first (mesh sequencing, fem3d.cavity --sequence) with their
 nonlinear steps, the finest mesh's Newton steps and Krylov iterations per step, the multigrid set-up's share of the run,
 the process wall time, seconds per million unknowns and per element against the median
@@ -37,6 +38,7 @@ from script_options import check_each, check_tag
 from timed_runs import DEVICE_MIB, record_memory
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WARMUP = f"two untimed {WARMUP_N}^3 runs, with stored element matrices and with partial assembly"
 
 
 def rows_with_ratios(rows: list) -> list:
@@ -109,10 +111,10 @@ def save(base: str, rows: list, commands: list, re: float, grading: float) -> No
     )
     write_record(
         base,
-        {"commands": commands, "warmup": f"one untimed {WARMUP_N}^3 run first", "rows": rows},
+        {"commands": commands, "warmup": WARMUP, "rows": rows},
         f"# Time to solution against N, lid-driven cube at Re {re:g} ({device})\n\n"
         + "".join(f"`{c}`\n\n" for c in commands)
-        + f"`--solver auto`, grading {grading:g}; after one untimed {WARMUP_N}^3 run (kernels compiled and cached, "
+        + f"`--solver auto`, grading {grading:g}; after {WARMUP} (kernels compiled and cached, "
         "Python bytecode written); "
         + memory
         + "wall s: the process's, as a user runs it; cold-cache wall s: the same run with an empty kernel cache "
@@ -165,9 +167,9 @@ def main(argv=None) -> int:
     saved = [r for r in saved if r["n"] not in args.n]  # a saved row of the same N is replaced
     commands.append("python scripts/bench_sizes.py " + " ".join(argv))
     os.makedirs(args.results, exist_ok=True)
-    run(
-        WARMUP_N, args.re, "auto", args.device, os.path.join(args.runs, "warmup"), [], args.grading, WARMUP_ENV
-    )  # untimed: compiles
+    for assembly in ("element", "partial"):  # untimed: compiles the kernels of both, which the sizes take
+        folder = os.path.join(args.runs, "warmup" if assembly == "element" else "warmup_partial")
+        run(WARMUP_N, args.re, "auto", args.device, folder, ["--assembly", assembly], args.grading, WARMUP_ENV)
     rows = []
     for n in args.n:  # the record is saved after every run: a sweep cut short keeps what it measured
         cold = None

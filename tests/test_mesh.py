@@ -385,6 +385,8 @@ def test_points_are_located_on_a_box_as_on_any_mesh():
 
     mesh = box_mesh(5, 4, 6, grading=(1.0, 0.5, 1.5))
     assert [len(v) for v in mesh.box_vertices] == [6, 5, 7] and mesh.box_vertices[0][[0, -1]].tolist() == [0.0, 1.0]
+    read = type(mesh).box_vertices.func(mesh)  # box_mesh sets them: what the property reads from the geometry
+    assert all(np.array_equal(given, back) for given, back in zip(mesh.box_vertices, read))
     rng = np.random.default_rng(4)
     points = np.concatenate([rng.uniform(0, 1, (200, 3)), [[1.5, 0.5, 0.5], [0.5, -0.1, 0.5], [0.0, 1.0, 0.3]]])
     elem, xi = locate(mesh, points)

@@ -431,6 +431,12 @@ def test_reynolds_number_must_be_positive_and_bounded(bad):
         FlowProblem(box_mesh(1), bc_nodes=[], bc_values=np.zeros((0, 3)), **bad)
 
 
+def test_prescribed_nodes_must_not_repeat():
+    """A node given twice would have two prescribed values: an input error, not the last one silently."""
+    with pytest.raises(InputError, match="bc_nodes must not repeat a node"):
+        FlowProblem(box_mesh(1), 100.0, bc_nodes=[0, 5, 0], bc_values=np.zeros((3, 3)))
+
+
 @pytest.mark.parametrize(
     "bad, name",
     [

@@ -412,7 +412,9 @@ def box_mesh(
     ):  # increasing coordinates: every element is a box of positive volume (no Jacobians to check)
         if v.shape != (n[d] + 1,) or not (np.isfinite(v).all() and (np.diff(v) > 0).all()):
             raise InputError(f"box vertices along {'xyz'[d]} must be {n[d] + 1} increasing finite numbers")
-    return _box_block(n, vert, (0, 0, 0), n)
+    mesh = _box_block(n, vert, (0, 0, 0), n)
+    mesh.box_vertices = vert  # what the property reads back from the geometry, known here
+    return mesh
 
 
 def _colour_order(grid_ids, lo) -> np.ndarray:

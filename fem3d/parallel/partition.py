@@ -171,8 +171,10 @@ class Distribution:
     """This rank's unknowns among all ranks'.
 
     comm     communicator (fem3d.parallel.comm)
-    gdofs    (n,) int64 global unknown of each local one (host)
-    owned    (n,) bool, True where this rank owns the unknown (host)
+    gdofs    (n,) int64 global unknown of each local one (host; on one process the identity,
+             made at the first use)
+    owned    (n,) bool, True where this rank owns the unknown (host; on one process all,
+             made at the first use)
     shared   {peer: (m,) local indices of the unknowns shared with peer, in increasing
              global order (the same order on both sides)}
     weights  (n,) float64 on the backend: 1 at owned entries, else 0 (weighted dot products;
@@ -180,14 +182,14 @@ class Distribution:
     sums, values_sent  interface sums done so far and the entries they sent
     """
 
-    def __init__(self, comm, backend, gdofs: np.ndarray, owned: np.ndarray, shared: dict, n_global: int):
+    def __init__(self, comm, backend, gdofs, owned, shared: dict, n_global: int):
         self.comm = comm
         self.backend = backend
-        self.gdofs = np.asarray(gdofs, dtype=np.int64)
-        self.owned = np.asarray(owned, dtype=bool)
+        self._gdofs = None if gdofs is None else np.asarray(gdofs, dtype=np.int64)
+        self._owned = None if owned is None else np.asarray(owned, dtype=bool)
         self.shared = {q: np.asarray(i, dtype=np.int64) for q, i in sorted(shared.items())}
         self.n_global = int(n_global)
-        self.n = len(self.gdofs)
+        self.n = self.n_global if gdofs is None else len(self._gdofs)
         self._weights = None
         self.sums = self.values_sent = 0
         self._gathered_gdofs = {}
@@ -217,6 +219,18 @@ class Distribution:
         self._buffers = None
 
     @property
+    def gdofs(self) -> np.ndarray:
+        if self._gdofs is None:
+            self._gdofs = np.arange(self.n, dtype=np.int64)
+        return self._gdofs
+
+    @property
+    def owned(self) -> np.ndarray:
+        if self._owned is None:
+            self._owned = np.ones(self.n, dtype=bool)
+        return self._owned
+
+    @property
     def weights(self):
         if self._weights is None:
             self._weights = self.backend.asarray(self.owned.astype(np.float64))
@@ -224,7 +238,7 @@ class Distribution:
 
     @classmethod
     def serial(cls, backend, n: int) -> "Distribution":
-        return cls(SerialComm(), backend, np.arange(n), np.ones(n, dtype=bool), {}, n)
+        return cls(SerialComm(), backend, None, None, {}, n)  # gdofs and owned made where asked for
 
     @property
     def is_serial(self) -> bool:

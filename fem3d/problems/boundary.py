@@ -174,47 +174,58 @@ def constraints(mesh, groups: list) -> Constraints:
     docstring)."""
     rank = {Wall: 0, Velocity: 1, Slip: 2, Outflow: 3}
     faces = mesh.boundary_faces
-    value = np.zeros((mesh.n_nodes, 3))
-    mask = np.zeros((mesh.n_nodes, 3), dtype=bool)
-    timed = []  # (nodes, Velocity) of the velocities in t
+    boundary = distinct(mesh.cells[faces[:, :1], Q2_FACE_NODES[faces[:, 1]]])  # every boundary node, sorted
+    value = np.zeros((len(boundary), 3))  # by row of ``boundary``: no array over all the mesh's nodes
+    mask = np.zeros((len(boundary), 3), dtype=bool)
+    timed = []  # (rows, Velocity) of the velocities in t
     for name, sel, condition in sorted(groups, key=lambda g: rank[type(g[2])]):
         face_nodes = mesh.cells[faces[sel, 0][:, None], Q2_FACE_NODES[faces[sel, 1]]]  # (F, 9)
         if isinstance(condition, Outflow):
             continue
         if isinstance(condition, Slip):
             nodes, component = _slip_components(mesh, name, face_nodes)
-            free = ~mask[nodes, component]
-            mask[nodes[free], component[free]] = True
+            rows = np.searchsorted(boundary, nodes)
+            free = ~mask[rows, component]
+            mask[rows[free], component[free]] = True
             continue
-        nodes = distinct(face_nodes)
-        free = nodes[~mask[nodes].any(axis=1)]
+        rows = np.searchsorted(boundary, distinct(face_nodes))
+        free = rows[~mask[rows].any(axis=1)]
         if isinstance(condition, Velocity):
-            v = condition.values(mesh.points[free])
+            v = condition.values(mesh.points[boundary[free]])
             bad = ~np.isfinite(v).all(axis=1)
             if bad.any():
                 raise InputError(
                     f'boundary "{cut(name)}": the velocity {shown(condition)} is not finite at '
-                    f"{point_text(mesh.points[free[bad][0]])}"
+                    f"{point_text(mesh.points[boundary[free[bad][0]]])}"
                 )
             value[free] = v
             if condition.in_time:
                 timed.append((free, condition))
         mask[free] = True
-    nodes = np.flatnonzero(mask[:, 0] | mask[:, 1] | mask[:, 2])  # 10 times faster than mask.any(axis=1)
+    kept = np.flatnonzero(mask[:, 0] | mask[:, 1] | mask[:, 2])  # 10 times faster than mask.any(axis=1)
     enclosed = not any(isinstance(c, Outflow) and sel.any() for _, sel, c in groups)
-    timed = [(np.searchsorted(nodes, free), mesh.points[free], c) for free, c in timed]
-    return Constraints(nodes, value[nodes], mask[nodes], enclosed, timed)
+    timed = [(np.searchsorted(kept, free), mesh.points[boundary[free]], c) for free, c in timed]
+    return Constraints(boundary[kept], value[kept], mask[kept], enclosed, timed)
 
 
-def outflow_and_inflow(mesh, velocity: np.ndarray) -> tuple[float, float, float]:
-    """(outflow, inflow, size) of the Q2 field with nodal values ``velocity`` (n_nodes, 3) through
-    the boundary of ``mesh``: the integrals of u . n (n the outer normal) over the boundary faces
-    where it is positive and where it is negative (as a positive number), and of |u|, by the
-    faces' Gauss rule (fem3d.discretisation.surfaces.face_rule); faces where u = 0 are skipped."""
+def outflow_and_inflow(mesh, nodes: np.ndarray, velocity: np.ndarray) -> tuple[float, float, float]:
+    """(outflow, inflow, size) of the Q2 field with nodal values ``velocity`` (k, 3) at the
+    sorted Q2 nodes ``nodes`` (k,) and zero at the others, through the boundary of ``mesh``:
+    the integrals of u . n (n the outer normal) over the boundary faces where it is positive
+    and where it is negative (as a positive number), and of |u|, by the faces' Gauss rule
+    (fem3d.discretisation.surfaces.face_rule); faces where u = 0 are skipped. No array over
+    all the mesh's nodes is made."""
+    if not len(nodes):
+        return 0.0, 0.0, 0.0
+
+    def at(ids):  # the field at the nodes ``ids`` (any shape): (..., 3)
+        rows = np.minimum(np.searchsorted(nodes, ids), len(nodes) - 1)
+        return np.where((nodes[rows] == ids)[..., None], velocity[rows], 0.0)
+
     faces = mesh.boundary_faces
-    moving = velocity[mesh.cells[faces[:, :1], Q2_FACE_NODES[faces[:, 1]]]].any(axis=(1, 2))
+    moving = at(mesh.cells[faces[:, :1], Q2_FACE_NODES[faces[:, 1]]]).any(axis=(1, 2))
     elements, xi, _, area = face_rule(mesh, faces[moving])
-    nodal = velocity[mesh.cells[elements.ravel()]]  # (P, 27, 3): only the moving faces' elements
+    nodal = np.repeat(at(mesh.cells[elements[:, 0]]), elements.shape[1], axis=0)  # (P, 27, 3): each face's element
     u = einsum(np, "pn,pni->pi", Q2.values(xi.reshape(-1, 3)), nodal).reshape(area.shape)
     flux = (u * area).sum(axis=(1, 2))
     size = (np.linalg.norm(u, axis=2) * np.linalg.norm(area, axis=2)).sum()

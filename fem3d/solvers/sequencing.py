@@ -22,7 +22,7 @@ import numpy as np
 from gpucfd.errors import InputError, check_range
 from ..discretisation.element import Q1, Q2
 from ..discretisation.mesh import HexMesh, box_mesh, element_dofs
-from .multigrid import REFINED, box_coarsening, child_boxes
+from .multigrid import REFINED, box_coarsening, child_boxes, split
 
 SEQUENCE_MIN = {  # elements of the coarsest mesh that --sequence auto solves, by device kind: where a coarse solve
     "gpu": 1000,  # stops paying for itself (a GPU's small solves cost their launches whatever the mesh; a CPU's steps
@@ -56,11 +56,16 @@ def coarsening(mesh: HexMesh) -> Coarsening | None:
     vertices = mesh.box_vertices
     if np.prod(grid) == mesh.n_elements or vertices is None:
         return None  # no coarser box, or not a whole box
-    coarse = box_mesh(*grid, vertices=[v[k] for v, k in zip(vertices, kept)])
-    parent = coarse.elements_with_ids(parents)
-    lo, hi = mesh.geometry[:, 0], mesh.geometry[:, -1]  # (E, 3) each element's extent: its lowest and highest vertex
-    plo, phi = coarse.geometry[parent, 0], coarse.geometry[parent, -1]
-    return Coarsening(coarse, parent, (hi - lo) / (phi - plo), (hi + lo - phi - plo) / (phi - plo))
+    coarse_vertices = [v[k] for v, k in zip(vertices, kept)]
+    coarse = box_mesh(*grid, vertices=coarse_vertices)
+    nx, ny, _ = mesh.grid
+    ids = mesh.element_ids
+    scale, shift = np.empty((mesh.n_elements, 3)), np.empty((mesh.n_elements, 3))
+    for d, (v, w, layer) in enumerate(zip(vertices, coarse_vertices, (ids % nx, (ids // nx) % ny, ids // (nx * ny)))):
+        p = split(len(v) - 1)[0]  # each layer's parent layer: the layers' extents along the axis, then the elements'
+        lo, hi, plo, phi = v[:-1], v[1:], w[p], w[p + 1]
+        scale[:, d], shift[:, d] = ((hi - lo) / (phi - plo))[layer], ((hi + lo - phi - plo) / (phi - plo))[layer]
+    return Coarsening(coarse, coarse.elements_with_ids(parents), scale, shift)
 
 
 def chain(mesh: HexMesh, levels: int, min_elements: int = 1) -> list[Coarsening]:
