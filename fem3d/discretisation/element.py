@@ -28,6 +28,20 @@ def gauss_hex(n: int) -> tuple[np.ndarray, np.ndarray]:
     return points, weights
 
 
+def lagrange_values(nodes: np.ndarray, t, xp=np):
+    """Values (t.shape + (len(nodes),)) of the 1D Lagrange basis on ``nodes`` (at least two)
+    at the points ``t`` (an array of ``xp``, any shape): for each node the product of
+    (t - t_m) over the other nodes m, divided by theirs (t_i - t_m)."""
+    out = []
+    for i in range(len(nodes)):
+        others = [m for m in range(len(nodes)) if m != i]
+        value = t - nodes[others[0]]
+        for m in others[1:]:
+            value = value * (t - nodes[m])
+        out.append(value / np.prod([nodes[i] - nodes[m] for m in others]))
+    return xp.stack(out, axis=-1)
+
+
 def _lagrange_1d(nodes: np.ndarray, t: np.ndarray):
     """Values, first and second derivatives of the 1D Lagrange basis on ``nodes`` at ``t``.
 
@@ -35,14 +49,13 @@ def _lagrange_1d(nodes: np.ndarray, t: np.ndarray):
     """
     n = len(nodes)
     t = np.asarray(t, dtype=float)[:, None]
-    val = np.ones((t.shape[0], n))
+    val = lagrange_values(nodes, t[:, 0])
     d1 = np.zeros_like(val)
     d2 = np.zeros_like(val)
     for i in range(n):
         others = [m for m in range(n) if m != i]
         denom = np.prod([nodes[i] - nodes[m] for m in others])
         factors = [(t[:, 0] - nodes[m]) for m in others]
-        val[:, i] = np.prod(factors, axis=0) / denom
         for j, _ in enumerate(others):
             d1[:, i] += np.prod([f for k, f in enumerate(factors) if k != j], axis=0) / denom
             for k, _ in enumerate(others):

@@ -413,7 +413,7 @@ def box_mesh(
         if v.shape != (n[d] + 1,) or not (np.isfinite(v).all() and (np.diff(v) > 0).all()):
             raise InputError(f"box vertices along {'xyz'[d]} must be {n[d] + 1} increasing finite numbers")
     mesh = _box_block(n, vert, (0, 0, 0), n)
-    mesh.box_vertices = vert  # what the property reads back from the geometry, known here
+    mesh.box_vertices = [v.copy() for v in vert]  # what the property reads back from the geometry, known here
     return mesh
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpucfd.errors import InputError, check_range
-from ..discretisation.element import Q1, Q2
+from ..discretisation.element import Q1, Q2, lagrange_values
 from ..discretisation.mesh import HexMesh, box_mesh, element_dofs
 from .multigrid import REFINED, box_coarsening, child_boxes, split
 
@@ -114,14 +114,7 @@ def _tables(xp, element, scale, shift):
     the arrays are)."""
     nodes = element.nodes_1d
     t = scale[:, :, None] * xp.asarray(nodes) + shift[:, :, None]  # (m, 3, k) the child's nodes in the parent
-    values = []
-    for i in range(len(nodes)):
-        others = [j for j in range(len(nodes)) if j != i]
-        value = t - nodes[others[0]]
-        for j in others[1:]:
-            value = value * (t - nodes[j])
-        values.append(value / np.prod([nodes[i] - nodes[j] for j in others]))
-    return xp.stack(values, axis=3)
+    return lagrange_values(nodes, t, xp)
 
 
 def _tensor_interpolate(xp, values, L):
