@@ -374,6 +374,22 @@ def test_a_face_with_two_tags_is_named(tmp_path):
         read_mesh(str(path))
 
 
+def test_a_box_measures_its_elements_from_its_vertex_coordinates_as_any_mesh_does():
+    """HexMesh.axis_lengths of a whole graded box (from its vertex coordinates along each
+    axis) equal, bit for bit, the mean edge lengths that any mesh computes: the same box not
+    known as a box, and the rows of a part of it."""
+    from dataclasses import replace
+
+    from fem3d.parallel.partition import submesh
+
+    mesh = box_mesh(5, 4, 6, grading=(1.0, 0.5, 1.5))
+    general = replace(mesh, grid=None).axis_lengths
+    assert np.array_equal(mesh.axis_lengths, general) and mesh.axis_lengths.shape == (120, 3)
+    part, _, _ = submesh(mesh, np.arange(40, 100))
+    assert np.array_equal(part.axis_lengths, general[40:100])
+    assert mesh.stretches.max() > 2.0  # graded: the boundary's elements are stretched
+
+
 def test_points_are_located_on_a_box_as_on_any_mesh():
     """On a whole graded box the bracketing element is tried first (HexMesh.box_vertices): the
     same elements and reference coordinates as the nearest-centre search of a mesh that is not

@@ -217,7 +217,14 @@ class HexMesh:
     @cached_property
     def axis_lengths(self) -> np.ndarray:
         """(E, 3) each element's length along each reference axis: the mean length of its four
-        straight edges (between vertices) along that axis; found at the first use."""
+        straight edges (between vertices) along that axis; found at the first use (on a whole
+        box from its vertex coordinates along each axis: the same numbers, without the (E, 8, 3)
+        and (E, 3, 4, 3) arrays of the vertices and edges)."""
+        if self.box_vertices is not None:
+            nx, ny, _ = self.grid
+            ids = self.element_ids
+            layers = (ids % nx, (ids // nx) % ny, ids // (nx * ny))
+            return np.stack([np.diff(v)[layer] for v, layer in zip(self.box_vertices, layers)], axis=1)
         vertices = self.points[self.pressure_nodes[self.pressure_cells]]  # (E, 8, 3)
         edges = vertices[:, AXIS_EDGES[:, :, 1]] - vertices[:, AXIS_EDGES[:, :, 0]]  # (E, 3, 4, 3)
         return np.sqrt((edges * edges).sum(axis=3)).mean(axis=2)
