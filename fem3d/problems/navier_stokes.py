@@ -380,7 +380,8 @@ class NavierStokesSystem:
         ``chunk`` elements per NumPy batch, ``points_dtype`` its point data's, default
         float32); with ``scale`` (n,) the row-weighted D A, as the stored one after
         scale_rows(op.mats, op.dofs, None, scale)."""
-        return self._linearise(self._sum_factorised(chunk, points_dtype), x, kind, scale)
+        at = Iterate(self.xp, x, self.mesh.n_nodes)
+        return self._linearise(self._sum_factorised(chunk, points_dtype), at, kind, scale)
 
     @property
     def linearisation_kind(self) -> str | None:
@@ -392,9 +393,8 @@ class NavierStokesSystem:
             self.backend, self.dofs, self.mesh.colour_offsets, self.n, self.dirichlet, self.dist, chunk, points_dtype
         )
 
-    def _linearise(self, op: PartialAssemblyOperator, x, kind: str, scale=None) -> PartialAssemblyOperator:
-        """``op`` linearised at ``x``, a vector (n,) or its Iterate."""
-        x = x if isinstance(x, Iterate) else Iterate(self.xp, x, self.mesh.n_nodes)
+    def _linearise(self, op: PartialAssemblyOperator, x: Iterate, kind: str, scale=None) -> PartialAssemblyOperator:
+        """``op`` linearised at the iterate ``x``."""
         op.linearise(
             self.geometry,
             x.velocity,
@@ -456,14 +456,13 @@ class NavierStokesSystem:
         self._evaluated = (key, at, residual, None)
         return residual
 
-    def _element_sums(self, x, jacobian: bool, store: bool):
-        """(residual, load, squared Picard row norms) (n,) at ``x`` (a vector or its Iterate)
-        summed over the elements and the ranks, before the prescribed rows are set; with
-        ``store`` the element matrices (J(x) with ``jacobian``, else A(x)) are written into
-        the operator. Chunks lie in one colour, whose elements share no unknown: each adds
-        into the sums race-free, in place."""
+    def _element_sums(self, x: Iterate, jacobian: bool, store: bool):
+        """(residual, load, squared Picard row norms) (n,) at the iterate ``x`` summed over the
+        elements and the ranks, before the prescribed rows are set; with ``store`` the element
+        matrices (J(x) with ``jacobian``, else A(x)) are written into the operator. Chunks lie
+        in one colour, whose elements share no unknown: each adds into the sums race-free, in
+        place."""
         xp, mesh, op = self.xp, self.mesh, self.elements
-        x = x if isinstance(x, Iterate) else Iterate(xp, x, mesh.n_nodes)
         sums = [xp.zeros(mesh.n_dofs, dtype=np.float64) for _ in range(3)]
         direct = store and op.mats.dtype == np.float64  # else computed in float64, then rounded into the storage
         chunks = [

@@ -710,21 +710,19 @@ class Multigrid:
             )
             local = np.full(elements, -1, dtype=np.int64)
             local[part.elements] = np.arange(len(part.elements))
-            coarse_mesh = part.mesh
-            op = ElementOperator(
-                backend, coarse_mesh.dofs(), coarse_mesh.colour_offsets, coarse_mesh.n_dofs, part.dist, STORAGE
-            )
-            valence = part.dist.sum_interface(backend.asarray(part.mesh.dof_valence()))
+            coarse = part.mesh
+            op = ElementOperator(backend, coarse.dofs(), coarse.colour_offsets, coarse.n_dofs, part.dist, STORAGE)
+            valence = part.dist.sum_interface(backend.asarray(coarse.dof_valence()))
             fixed = self._children(
                 self.levels[-1],
-                part.mesh,
+                coarse,
                 op.dofs,
                 local[parent],
                 kinds,
                 transfers,
                 gathered=comm.size > 1 and k == partitioned + 1,
             )
-            self.levels.append(Level(op, part.mesh, fixed, valence, chunk=system.chunk, smoother=smoother))
+            self.levels.append(Level(op, coarse, fixed, valence, chunk=system.chunk, smoother=smoother))
         lines = any(isinstance(level.smoother, LineVanka) for level in self.levels[:-1])
         self.frozen = dist.allreduce_scalar(float(lines)) > 0  # every rank alike
         self.direct = CoarseSolve(self.levels[-1], system.problem.enclosed)
@@ -757,10 +755,10 @@ class Multigrid:
         volume = np.prod(child_boxes(transfers.codes[kinds])[0], axis=1)  # each child's share of its parent
         if not np.allclose(total(np.bincount(parent, volume, minlength=coarse.n_elements)), 1.0):
             raise ValueError("multigrid: a child element lives on another rank (partition not aligned)")
-        offsets = np.asarray(coarse.colour_offsets)
-        colour = np.repeat(np.arange(len(offsets) - 1), np.diff(offsets))[parent]  # each child's parent's colour
+        colours = len(coarse.colour_offsets)
+        colour = np.searchsorted(coarse.colour_offsets, parent, side="right")  # each child's parent's colour, + 1
         order = np.lexsort((colour, kinds))
-        key = (kinds * len(offsets) + colour)[order]
+        key = (kinds * colours + colour)[order]
         starts = np.flatnonzero(np.diff(key, prepend=-1))
         fine.runs = [slice(int(a), int(b)) for a, b in zip(starts, np.append(starts[1:], len(key)))]
         counts = np.bincount(kinds, minlength=len(transfers.codes))
