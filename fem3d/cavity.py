@@ -210,7 +210,14 @@ def main(argv=None) -> int:
 
             def fits(elements, largest):
                 return check_fits(
-                    backend, linear.matrix_dtype, linear.solver, elements, comm.size, largest, linear.assembly
+                    backend,
+                    linear.matrix_dtype,
+                    linear.solver,
+                    elements,
+                    comm.size,
+                    largest,
+                    linear.assembly,
+                    in_time=in_time is not None,
                 )
 
             mesh, mesh_info = build_mesh(args, fits, backend.kind, comm.size, notes.append)

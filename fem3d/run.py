@@ -106,6 +106,7 @@ def main(argv=None) -> int:
                 comm.size,
                 lambda e: largest_refinement(mesh.n_elements, e),
                 linear.assembly,
+                in_time=case.time is not None,
             )
             mesh = refine(mesh, times)
             flow = Flow(mesh, case.boundaries, nu=case.nu, re=case.re)

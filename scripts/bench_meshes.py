@@ -28,9 +28,9 @@ import time
 
 from fem3d.discretisation.refine import REFINE_MAX
 from gpucfd.errors import ArgumentParser, InputError, run_cli
-from gpucfd.output import write_record
+from gpucfd.output import saved_record, write_record
 from script_options import check_each, check_tag
-from timed_runs import record_memory
+from timed_runs import add_device_mib, child_environment, device_mib_environment, device_mib_note, record_memory
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUTPUTS = ["--quiet", "--no-vtu", "--no-plots"]
@@ -88,7 +88,8 @@ def row_of(case: str, refine: int, command: str, wall: float, memory: dict, s: d
 
 
 def run(args, case: str, refine: int, out: str) -> dict:
-    """One timed run of ``case`` at ``refine`` with its outputs in ``out``; its row."""
+    """One timed run of ``case`` at ``refine`` with its outputs in ``out`` (seeing the GPU's
+    memory as --device-mib says); its row."""
     budget = [] if args.max_steps is None else ["--max-steps", str(args.max_steps)]
     argv = [case, "--refine", str(refine), "--device", args.device, *budget, *OUTPUTS, "--out", out]
     command = "python -m fem3d.run " + " ".join(argv)
@@ -101,6 +102,7 @@ def run(args, case: str, refine: int, out: str) -> dict:
             capture_output=True,
             text=True,
             timeout=args.timeout,
+            env=child_environment(device_mib_environment(args.device_mib)),
         )
     except subprocess.TimeoutExpired:
         return {
@@ -117,7 +119,9 @@ def run(args, case: str, refine: int, out: str) -> dict:
         summary = json.load(fh)
     with open(os.path.join(out, "memory.json")) as fh:
         memory = json.load(fh)
-    return row_of(case, refine, command, wall, memory, summary)
+    row = row_of(case, refine, command, wall, memory, summary)
+    row["device_mib"] = args.device_mib
+    return row
 
 
 def _na(value, fmt: str = "{}") -> str:
@@ -151,14 +155,18 @@ def table(rows: list) -> str:
     return "\n".join(lines)
 
 
-def save(base: str, rows: list, command: str, warmup: str | None) -> None:
-    """Write ``rows`` as base.json and base.md, each atomically."""
+def save(base: str, rows: list, commands: list, warmup: str | None) -> None:
+    """Write ``rows`` (by case, then refinement) as base.json and base.md, each atomically."""
+    cases = list(dict.fromkeys(os.path.basename(r["case"]) for r in rows))
+    rows = sorted(rows, key=lambda r: (cases.index(os.path.basename(r["case"])), r["refine"]))
     device = next((r["device"] for r in rows if "device" in r), "n/a")
     write_record(
         base,
-        {"command": command, "warmup": warmup, "rows": rows},
-        f"# Time to solution on the sample meshes ({device})\n\n`{command}`\n\n"
-        + (f"After {warmup}; " if warmup else "No warm-up run; ")
+        {"commands": commands, "warmup": warmup, "rows": rows},
+        f"# Time to solution on the sample meshes ({device})\n\n"
+        + "".join(f"`{c}`\n\n" for c in commands)
+        + (f"Each command after {warmup}; " if warmup else "No warm-up run; ")
+        + device_mib_note(rows)
         + "wall s: the process's, as a user runs it; peak RSS: its largest resident size; device pool: CuPy's "
         "pool after the run; quantities: c_D, c_L (force coefficients in x and y) and pressure differences, "
         "with their relative errors against the references of scripts/bench_meshes.py.\n\n" + table(rows) + "\n",
@@ -187,7 +195,10 @@ def main(argv=None) -> int:
     ap.add_argument("--runs", default="bench-meshes", help="folder for the runs' outputs")
     ap.add_argument("--results", default=os.path.join(ROOT, "benchmarks", "results"))
     ap.add_argument("--tag", required=True, help="suffix of the result files, e.g. cpu or h100")
+    ap.add_argument("--add", action="store_true", help="add the rows to the tag's saved record")
+    add_device_mib(ap)
     args = ap.parse_args(argv)
+    device_mib_environment(args.device_mib)
     check_each("--refine", args.refine, 0, REFINE_MAX, integer=True)
     if args.max_steps is not None:
         check_each("--max-steps", [args.max_steps], 1, 10000, integer=True)
@@ -197,7 +208,12 @@ def main(argv=None) -> int:
     if missing:
         raise InputError(f"--cases: no case file {missing[0]}")
     base = os.path.join(args.results, f"meshes_{check_tag(args.tag)}")
-    command = "python scripts/bench_meshes.py " + " ".join(argv)
+    if args.add and not os.path.exists(base + ".json"):
+        raise InputError(f"--add: no saved record {base}.json to add to")
+    saved, commands = saved_record(base) if args.add else ([], [])
+    done = {(os.path.basename(c), r) for c in args.cases for r in args.refine}
+    saved = [r for r in saved if (os.path.basename(r["case"]), r["refine"]) not in done]  # a rerun replaces its row
+    commands.append("python scripts/bench_meshes.py " + " ".join(argv))
     warmup = None
     if not args.no_warmup:
         warmup = f"one untimed run of {os.path.basename(args.cases[0])} at refine 0"
@@ -216,7 +232,7 @@ def main(argv=None) -> int:
                 ),
                 flush=True,
             )
-            save(base, rows, command, warmup)
+            save(base, saved + rows, commands, warmup)
     print(table(rows))
     return 0
 

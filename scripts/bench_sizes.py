@@ -35,7 +35,7 @@ from gpucfd.errors import ArgumentParser, InputError, run_cli
 from bench_solvers import WARMUP_ENV, WARMUP_N, run, run_folder
 from gpucfd.output import atomic_path, saved_record, write_record
 from script_options import check_each, check_tag
-from timed_runs import DEVICE_MIB, record_memory
+from timed_runs import add_device_mib, device_mib_environment, device_mib_note, record_memory
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WARMUP = f"two untimed {WARMUP_N}^3 runs, with stored element matrices and with partial assembly"
@@ -102,13 +102,6 @@ def save(base: str, rows: list, commands: list, re: float, grading: float) -> No
     rows = rows_with_ratios(sorted(rows, key=lambda r: r["n"]))
     text = table(rows)
     device = rows[0]["device"]
-    seen = sorted({r["device_mib"] for r in rows if r.get("device_mib")})
-    memory = (
-        f"the GPU's memory seen as {', '.join(map(str, seen))} MiB (`--device-mib`: the rest held outside "
-        "CuPy's pool); "
-        if seen
-        else ""
-    )
     write_record(
         base,
         {"commands": commands, "warmup": WARMUP, "rows": rows},
@@ -116,7 +109,7 @@ def save(base: str, rows: list, commands: list, re: float, grading: float) -> No
         + "".join(f"`{c}`\n\n" for c in commands)
         + f"`--solver auto`, grading {grading:g}; after {WARMUP} (kernels compiled and cached, "
         "Python bytecode written); "
-        + memory
+        + device_mib_note(rows)
         + "wall s: the process's, as a user runs it; cold-cache wall s: the same run with an empty kernel cache "
         "(`--cold`: every kernel compiled first, as on a fresh machine); kB per element: the device memory "
         "over the elements.\n\n" + text + "\n",
@@ -147,18 +140,11 @@ def main(argv=None) -> int:
     ap.add_argument("--tag", required=True, help="suffix of the result files, e.g. cpu or h100")
     ap.add_argument("--add", action="store_true", help="add the rows to the tag's saved record")
     ap.add_argument("--cold", action="store_true", help="run each N with an empty kernel cache first")
-    ap.add_argument(
-        "--device-mib",
-        type=int,
-        help="the GPU's memory as the runs see it, in MiB (the rest held outside CuPy's pool: a smaller GPU's, "
-        "e.g. 81559 for an H100 80GB)",
-    )
+    add_device_mib(ap)
     args = ap.parse_args(argv)
     check_each("--n", args.n, 2, 200, integer=True)
     check_each("--re", [args.re], 0, 1e5, low_open=True)
-    if args.device_mib is not None:
-        check_each("--device-mib", [args.device_mib], 1024, 10**7, integer=True)
-    env = None if args.device_mib is None else {DEVICE_MIB: str(args.device_mib)}
+    env = device_mib_environment(args.device_mib)
     tag = check_tag(args.tag)
     base = os.path.join(args.results, f"bench_sizes_{tag}")
     if args.add and not os.path.exists(base + ".json"):

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 
+from script_options import check_each
 
 DEVICE_MIB = "FEM3D_BENCH_DEVICE_MIB"  # environment: the MiB of GPU memory a run sees (hold_beyond)
 
@@ -30,6 +31,35 @@ def hold_beyond(mib: int):
     if held <= 0 or held > free:
         raise SystemExit(f"{DEVICE_MIB}={mib}: the GPU has {total / 2**20:.0f} MiB, {free / 2**20:.0f} MiB free")
     return cupy.cuda.runtime.malloc(held)
+
+
+def add_device_mib(ap) -> None:
+    """The --device-mib option of a benchmark whose runs may see a smaller GPU (:func:`hold_beyond`)."""
+    ap.add_argument(
+        "--device-mib",
+        type=int,
+        help="the GPU's memory as the runs see it, in MiB (the rest held outside CuPy's pool: a smaller GPU's, "
+        "e.g. 81559 for an H100 80GB)",
+    )
+
+
+def device_mib_environment(mib: int | None) -> dict | None:
+    """The environment a run adds for --device-mib ``mib`` (None: none added); InputError for a
+    value outside 1024 to 10^7."""
+    if mib is None:
+        return None
+    check_each("--device-mib", [mib], 1024, 10**7, integer=True)
+    return {DEVICE_MIB: str(mib)}
+
+
+def device_mib_note(rows: list) -> str:
+    """The words of a record's header on the GPU memory its ``rows`` saw (their "device_mib";
+    empty where every run saw the whole GPU)."""
+    seen = sorted({r["device_mib"] for r in rows if r.get("device_mib")})
+    if not seen:
+        return ""
+    shown = ", ".join(map(str, seen))
+    return f"the GPU's memory seen as {shown} MiB (`--device-mib`: the rest held outside CuPy's pool); "
 
 
 def record_memory(main, argv) -> int:

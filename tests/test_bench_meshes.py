@@ -70,3 +70,27 @@ def test_failed_run_is_a_row(tmp_path):
     [row] = json.loads((tmp_path / "meshes_bad.json").read_text())["rows"]
     assert row["error"].startswith("exit 2: ") and "missing.msh" in row["error"]
     assert "| bad.toml | 0 | failed: exit 2: " in (tmp_path / "meshes_bad.md").read_text()
+
+
+def test_add_keeps_the_saved_rows_and_replaces_a_rerun(tmp_path):
+    def bench(*cases, add=False):
+        cmd = [sys.executable, os.path.join(ROOT, "scripts", "bench_meshes.py"), "--device", "cpu", "--no-warmup"]
+        cmd += ["--cases", *map(str, cases), "--runs", str(tmp_path / "runs"), "--results", str(tmp_path)]
+        p = subprocess.run(cmd + ["--tag", "t"] + (["--add"] if add else []), capture_output=True, text=True)
+        assert p.returncode == 0, p.stderr
+        return json.loads((tmp_path / "meshes_t.json").read_text())
+
+    first, second = tmp_path / "first.toml", tmp_path / "second.toml"
+    for case in (first, second):
+        case.write_text(f'[mesh]\nfile = "{case.stem}.msh"\n[fluid]\nnu = 0.01\n[boundary]\nwalls = "wall"\n')
+    bench(first, second)
+    record = bench(second, add=True)
+    assert [os.path.basename(r["case"]) for r in record["rows"]] == ["first.toml", "second.toml"]
+    assert len(record["commands"]) == 2 and "--add" in record["commands"][1]
+    p = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "scripts", "bench_meshes.py"), "--cases", str(first), "--tag", "u"]
+        + ["--results", str(tmp_path), "--add"],
+        capture_output=True,
+        text=True,
+    )
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "--add: no saved record" in p.stderr

@@ -11,10 +11,11 @@ import pytest
 import broken_drawings
 from fem3d import cavity
 from fem3d.commands import plots
-from gpucfd.backend import cupy_module
+from gpucfd.backend import cupy_module, get_backend
 from gpucfd.errors import InputError, run_cli
 from fem3d.discretisation.fields import centre_line, evaluate, locate, mid_plane
 from fem3d.discretisation.mesh import box_mesh
+from fem3d.problems import memory
 from fem3d.problems.lid_driven import lid_driven_problem
 from fem3d.problems.references import PROFILE_POINTS
 from fem3d.solvers.nonlinear import continuation_steps
@@ -297,6 +298,22 @@ def test_auto_assembly_takes_partial_assembly_where_stored_matrices_do_not_fit(t
         == 2
     )
     assert "(partial assembly), 0.279 GiB is free: --n 11 fits at most" in capsys.readouterr().err
+
+
+def test_a_run_in_time_needs_its_step_vectors(tmp_path, monkeypatch, capsys):
+    """0.3325 GB free on the CPU: 12^3 elements with partial assembly need 0.3316 GB steady
+    (134e3 bytes each and 0.1 GB) and 0.3337 GB in time (6 more vectors of 25 unknowns per
+    element: 1,200 bytes each): the steady run fits, the run in time is refused before any work."""
+    monkeypatch.setattr("gpucfd.backend.host_free_bytes", lambda: 0.3325e9)
+    cpu = get_backend("cpu")
+    assert memory.check_fits(cpu, "float64", "mg", 12**3, 1, str, "partial") == "partial"
+    with pytest.raises(InputError, match=r"0\.311 GiB of host memory \(partial assembly\), 0\.31 GiB is free: 1719$"):
+        memory.check_fits(cpu, "float64", "mg", 12**3, 1, str, "partial", in_time=True)
+    args = ["--n", "12", "--t-end", "0.1", "--dt", "0.05", "--device", "cpu", "--out", str(tmp_path / "out")]
+    assert run_cli(cavity.main, args, prog="fem3d.cavity") == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.rstrip().endswith("(partial assembly), 0.31 GiB is free: --n 11 fits at most")
+    assert not (tmp_path / "out").exists()
 
 
 def test_not_converged_still_writes_marked_results(tmp_path):

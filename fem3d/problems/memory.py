@@ -7,7 +7,9 @@ point data of the sum-factorised products, no element matrix kept on the finest 
 a fixed part (the NumPy path's batched diag(A^T A), the CUDA context and modules), fitted to
 the peak memory of runs (docs/fem3d.md, memory); for mg, a hierarchy with more coarse
 elements than a box's (semi-coarsened meshes: up to twice the finest level's) adds
-COARSE_BYTES per element beyond. The host also holds the whole mesh.
+COARSE_BYTES per element beyond; a run in time keeps TIME_VECTORS more vectors of the
+unknowns (the states of earlier steps, the extrapolated guess, the step's history term).
+The host also holds the whole mesh.
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ DEVICE_BYTES = {
 HOST_MESH_BYTES = 4e3  # per element of the whole mesh: connectivity, coordinates, geometry, boundary faces
 BOX_COARSE = 1.0 / 7.0  # coarse elements per element of a box's hierarchy, which DEVICE_BYTES's mg entries hold
 COARSE_BYTES = {"gpu": 49e3, "cpu": 70e3}  # per coarse element beyond BOX_COARSE: its Galerkin matrix, smoother, tables
+TIME_VECTORS = 6  # float64 vectors of the unknowns a run in time holds beyond a steady run's (docs/fem3d.md, memory)
+UNKNOWNS_PER_ELEMENT = 25  # of a large hexahedral mesh: 8 Q2 nodes (3 velocity components) and 1 pressure vertex each
 
 
 def check_fits(
@@ -46,6 +50,7 @@ def check_fits(
     largest,
     assembly: str = "element",
     coarse: float = BOX_COARSE,
+    in_time: bool = False,
 ) -> str:
     """InputError unless this rank's share of a mesh of ``mesh_elements`` elements split
     over ``ranks`` fits its device, and the whole mesh its host, with the linear solver
@@ -54,23 +59,27 @@ def check_fits(
     for a mesh of n elements, e.g. "--n 92 fits at most". Returns the assembly that fits:
     for "auto" the stored element matrices where they fit, else partial assembly (not for
     the paper solver); the error is then partial assembly's. ``coarse``: the multigrid
-    hierarchy's coarse elements per element of the mesh, where known (default: a box's)."""
+    hierarchy's coarse elements per element of the mesh, where known (default: a box's);
+    ``in_time``: a run in time (TIME_VECTORS more vectors)."""
     options = [assembly] if assembly != "auto" else ["element"] if solver == "paper" else ["element", "partial"]
     for k, option in enumerate(options):
         try:
             storage = "partial" if option == "partial" else matrix_dtype
-            _check(backend, storage, solver, mesh_elements, ranks, largest, coarse)
+            _check(backend, storage, solver, mesh_elements, ranks, largest, coarse, in_time)
             return option
         except InputError:
             if k == len(options) - 1:
                 raise
 
 
-def fitting_assembly(backend, linear, mesh_elements: int, ranks: int, coarse: float = BOX_COARSE) -> tuple:
+def fitting_assembly(
+    backend, linear, mesh_elements: int, ranks: int, coarse: float = BOX_COARSE, in_time: bool = False
+) -> tuple:
     """(options, warning line or None): ``linear`` (fem3d.solvers.linear.LinearOptions, its
     solver resolved by for_mesh) with its assembly checked by :func:`check_fits` for a mesh of
-    ``mesh_elements`` elements whose hierarchy has ``coarse`` coarse elements per element,
-    "auto" resolved, and a line saying so where that took partial assembly."""
+    ``mesh_elements`` elements whose hierarchy has ``coarse`` coarse elements per element
+    (``in_time``: a run in time), "auto" resolved, and a line saying so where that took
+    partial assembly."""
     chosen = check_fits(
         backend,
         linear.matrix_dtype,
@@ -80,6 +89,7 @@ def fitting_assembly(backend, linear, mesh_elements: int, ranks: int, coarse: fl
         lambda e: f"{e:,} elements fit",
         linear.assembly,
         coarse,
+        in_time,
     )
     note = (
         None
@@ -92,13 +102,17 @@ def fitting_assembly(backend, linear, mesh_elements: int, ranks: int, coarse: fl
     return replace(linear, assembly=chosen), note
 
 
-def _check(backend, storage: str, solver: str, mesh_elements: int, ranks: int, largest, coarse: float) -> None:
-    """InputError unless the mesh fits with ``storage`` (a matrix dtype, or partial) and a
-    hierarchy of ``coarse`` coarse elements per element."""
+def _check(
+    backend, storage: str, solver: str, mesh_elements: int, ranks: int, largest, coarse: float, in_time: bool
+) -> None:
+    """InputError unless the mesh fits with ``storage`` (a matrix dtype, or partial), a
+    hierarchy of ``coarse`` coarse elements per element and, ``in_time``, a run in time's vectors."""
     elements = -(-mesh_elements // ranks)
     per_element, fixed = DEVICE_BYTES[(backend.kind, storage, "paper" if solver == "paper" else "mg")]
     if solver != "paper":
         per_element += COARSE_BYTES[backend.kind] * max(0.0, coarse - BOX_COARSE)
+    if in_time:
+        per_element += TIME_VECTORS * 8.0 * UNKNOWNS_PER_ELEMENT
     if backend.is_gpu:
         checks = [
             (per_element, fixed, elements, ranks, backend.free_bytes(), "GPU"),

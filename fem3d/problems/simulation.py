@@ -83,7 +83,9 @@ class Simulation:
         sequence_limits(self.sequence, backend.kind)  # checked also where an initial guess leaves it unused
         self.linear = self.linear.for_mesh(mesh)
         coarse = coarse_elements(mesh) / mesh.n_elements if self.linear.solver == "mg" else BOX_COARSE
-        self.linear, note = fitting_assembly(backend, self.linear, mesh.n_elements, comm.size, coarse)
+        self.linear, note = fitting_assembly(
+            backend, self.linear, mesh.n_elements, comm.size, coarse, self.time is not None
+        )
         self.notes += [note] if note else []
         if self.initial is not None:
             self.initial = _solution("initial=", self.initial, mesh.n_dofs)
