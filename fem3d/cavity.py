@@ -218,6 +218,7 @@ def main(argv=None) -> int:
                     largest,
                     linear.assembly,
                     in_time=in_time is not None,
+                    whole_mesh=args.mesh is not None,  # a box: each rank builds its part alone
                 )
 
             mesh, mesh_info = build_mesh(args, fits, backend.kind, comm.size, notes.append)

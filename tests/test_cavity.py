@@ -316,6 +316,17 @@ def test_a_run_in_time_needs_its_step_vectors(tmp_path, monkeypatch, capsys):
     assert not (tmp_path / "out").exists()
 
 
+def test_ranks_that_build_their_part_of_a_box_alone_need_less_host_memory(monkeypatch):
+    """0.335 GB free on the CPU, 3,456 elements on 2 ranks with partial assembly: every rank
+    holding the whole mesh needs 0.1 GB + 1,728 x (130e3 + 2 x 4e3) bytes = 0.3385 GB, each
+    holding its part (a box) 0.1 GB + 1,728 x 134e3 = 0.3316 GB."""
+    monkeypatch.setattr("gpucfd.backend.host_free_bytes", lambda: 0.335e9)
+    cpu = get_backend("cpu")
+    assert memory.check_fits(cpu, "float64", "mg", 3456, 2, str, "partial", whole_mesh=False) == "partial"
+    with pytest.raises(InputError, match=r"about 0\.315 GiB of host memory per rank \(partial assembly\)"):
+        memory.check_fits(cpu, "float64", "mg", 3456, 2, str, "partial")
+
+
 def test_not_converged_still_writes_marked_results(tmp_path):
     p = run("--n", "2", "--max-steps", "2", "--device", "cpu", "--out", str(tmp_path), "--no-plots")
     assert p.returncode == 3 and "not converged (max_steps)" in p.stderr

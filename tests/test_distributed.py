@@ -410,10 +410,12 @@ def test_sequenced_cavity_matches_single_process(ranks, tmp_path, monkeypatch, c
     every rank (sequencing.redundant), or cut among the ranks (a REDUNDANT_MAX of 0, and the
     products overlapping their interface sums: --overlap) and gathered, each rank
     interpolating its part of the fine mesh, the fine solve cut among the ranks from it with
-    Newton steps; the same solution as one process doing the same with the library."""
+    Newton steps; the same solution as one process doing the same with the library. No rank
+    made the whole fine box's arrays: each built its part from its slab."""
     from dataclasses import replace
 
     from fem3d import cavity
+    from fem3d.discretisation.mesh import Box
     from fem3d.solvers import sequencing
     from fem3d.solvers.sequencing import coarsening, interpolate
 
@@ -421,6 +423,13 @@ def test_sequenced_cavity_matches_single_process(ranks, tmp_path, monkeypatch, c
     n = 8 if cut else 6
     if cut:
         monkeypatch.setattr(sequencing, "REDUNDANT_MAX", 0)
+    built, make = [], Box.__getattr__
+
+    def recorded(box, name):
+        built.append(box.grid)
+        return make(box, name)
+
+    monkeypatch.setattr(Box, "__getattr__", recorded)
     out = comm.bcast(str(tmp_path))
     assert (
         cavity.main(
@@ -448,6 +457,7 @@ def test_sequenced_cavity_matches_single_process(ranks, tmp_path, monkeypatch, c
         )
         == 0
     )
+    assert (n, n, n) not in built, built
     if comm.rank != 0:
         return
     summary, x = json.load(open(os.path.join(out, "summary.json"))), np.load(os.path.join(out, "solution.npy"))

@@ -9,7 +9,9 @@ import pytest
 from fem3d.discretisation.element import Q1, Q2
 from gpucfd.errors import InputError, run_cli
 from fem3d.discretisation.mesh import (
+    Q2_FACE_NODES,
     VTK_HEX8_TO_TENSOR,
+    _box_block,
     box_mesh,
     face_keys,
     graded_coordinates,
@@ -113,6 +115,53 @@ def test_box_boundary_by_index_is_the_one_matched_by_face_keys(n, grading):
         tags[np.all(xyz[:, :, d] == hi[d], axis=1)] = 2 * d + 1
     assert np.array_equal(m.boundary_tags, tags) and m.boundary_tags.dtype == np.int64
     assert len(once) == 2 * (n[0] * n[1] + n[1] * n[2] + n[0] * n[2])
+
+
+@pytest.mark.parametrize(
+    "n, grading", [((5, 3, 4), (0.5, 1.0, 2.0)), ((1, 2, 3), 0.0), ((1, 1, 1), 1.0), ((2, 1, 4), 0.0)]
+)
+def test_a_box_answers_from_its_grid_and_vertices_what_its_arrays_say(n, grading):
+    """A whole box's counts, bounds, element ids, boundary faces and the nodes, geometry and
+    coordinates of any elements or nodes, found without its arrays, are the arrays' (made
+    afterwards, at their first use)."""
+    box = box_mesh(*n, grading=grading)
+    rng = np.random.default_rng(3)
+    elements, nodes = rng.integers(0, box.n_elements, 40), rng.integers(0, box.n_nodes, (5, 4))
+    faces = box.boundary_faces[rng.integers(0, len(box.boundary_faces), 30)]
+    found = (
+        (box.n_elements, box.n_nodes, box.n_pressure),
+        box.colour_offsets,
+        box.bounds(),
+        box.element_ids,
+        box.boundary_faces,
+        box.boundary_tags,
+        box.cells_of(elements),
+        box.pressure_cells_of(elements),
+        box.geometry_of(elements),
+        box.points_of(nodes),
+        box.face_nodes_of(faces),
+        box.elements_with_ids(box.element_ids[elements]),
+    )
+    assert not box.built
+    whole = _box_block(box.grid, box.box_vertices, (0, 0, 0), box.grid)  # the arrays, as box_piece makes a block's
+    expected = (
+        (whole.n_elements, whole.n_nodes, whole.n_pressure),
+        whole.colour_offsets,
+        whole._bounds,
+        whole.element_ids,
+        whole.boundary_faces,
+        whole.boundary_tags,
+        whole.cells[elements],
+        whole.pressure_cells[elements],
+        whole.geometry[elements],
+        whole.points[nodes],
+        whole.cells[faces[:, :1], Q2_FACE_NODES[faces[:, 1]]],
+        elements,
+    )
+    for a, b in zip(found, expected):
+        assert all(np.array_equal(x, y) for x, y in zip(a, b)) if isinstance(a, tuple) else np.array_equal(a, b)
+    assert np.array_equal(box.cells, whole.cells) and box.built  # made at the first use
+    assert all(np.array_equal(getattr(box, k), getattr(whole, k)) for k in ("points", "geometry", "pressure_nodes"))
 
 
 def test_box_numbering_dofs_valence_and_bounds():

@@ -127,8 +127,8 @@ def _reference(mesh, points, elements):
     ``elements`` (m,) by Newton's method (clipped to [-2, 2]: far outside is outside)."""
     from .element import Q1, Q2
 
-    geo = Q1 if mesh.geometry.shape[1] == 8 else Q2
-    X = mesh.geometry[elements]  # (m, g, 3)
+    X = mesh.geometry_of(elements)  # (m, g, 3)
+    geo = Q1 if X.shape[1] == 8 else Q2
     xi = np.zeros((len(elements), 3))
     for _ in range(30):
         G, dG = geo.values(xi), geo.gradients(xi)  # (m, g), (m, g, 3)
@@ -148,10 +148,10 @@ def evaluate(mesh, x: np.ndarray, elem: np.ndarray, xi: np.ndarray):
     from .element import Q1, Q2
 
     e = np.maximum(elem, 0)
-    nodes, n = mesh.cells[e], mesh.n_nodes
+    nodes, n = mesh.cells_of(e), mesh.n_nodes
     u = einsum(np, "pn,pni->pi", Q2.values(xi), np.stack([x[nodes + d * n] for d in range(3)], axis=-1))
     p = split(x, n)[3]
-    pr = einsum(np, "pl,pl->p", Q1.values(xi), p[mesh.pressure_cells[e]])
+    pr = einsum(np, "pl,pl->p", Q1.values(xi), p[mesh.pressure_cells_of(e)])
     u[elem < 0] = np.nan
     pr[elem < 0] = np.nan
     return u, pr

@@ -145,6 +145,27 @@ class HexMesh:
         pressure = self.pressure_cells if elements is None else self.pressure_cells[elements]
         return element_dofs(np, cells, pressure, self.n_nodes)
 
+    def cells_of(self, elements) -> np.ndarray:
+        """(m, 27) int64 the Q2 nodes of ``elements`` (m,) (indices or a slice)."""
+        return self.cells[elements]
+
+    def pressure_cells_of(self, elements) -> np.ndarray:
+        """(m, 8) int64 the pressure nodes of ``elements`` (m,)."""
+        return self.pressure_cells[elements]
+
+    def geometry_of(self, elements) -> np.ndarray:
+        """(m, 8|27, 3) the geometry nodes of ``elements`` (m,)."""
+        return self.geometry[elements]
+
+    def points_of(self, nodes) -> np.ndarray:
+        """(..., 3) the coordinates of the Q2 nodes ``nodes`` (any shape)."""
+        return self.points[nodes]
+
+    def face_nodes_of(self, faces: np.ndarray) -> np.ndarray:
+        """(F, 9) int64 the Q2 nodes of the faces ``faces`` (F, 2) (element, local face in FACES order)."""
+        faces = np.asarray(faces, dtype=np.int64).reshape(-1, 2)
+        return self.cells_of(faces[:, 0])[np.arange(len(faces))[:, None], Q2_FACE_NODES[faces[:, 1]]]
+
     def tag_ids(self, tags) -> np.ndarray:
         """Tag numbers of ``tags`` (names or ints); InputError for an unknown name."""
         out = []
@@ -163,7 +184,7 @@ class HexMesh:
         faces = self.boundary_faces
         if tags is not None:
             faces = faces[np.isin(self.boundary_tags, self.tag_ids(tags))]
-        return distinct(self.cells[faces[:, 0][:, None], Q2_FACE_NODES[faces[:, 1]]])
+        return distinct(self.face_nodes_of(faces))
 
     def bounds(self) -> tuple[np.ndarray, np.ndarray]:
         """(lo (3,), hi (3,)): the bounding box of the Q2 nodes (new arrays at each call)."""
@@ -419,9 +440,125 @@ def box_mesh(
     ):  # increasing coordinates: every element is a box of positive volume (no Jacobians to check)
         if v.shape != (n[d] + 1,) or not (np.isfinite(v).all() and (np.diff(v) > 0).all()):
             raise InputError(f"box vertices along {'xyz'[d]} must be {n[d] + 1} increasing finite numbers")
-    mesh = _box_block(n, vert, (0, 0, 0), n)
-    mesh.box_vertices = [v.copy() for v in vert]  # what the property reads back from the geometry, known here
-    return mesh
+    return Box(n, [v.copy() for v in vert])
+
+
+class Box(HexMesh):
+    """A whole structured box (:func:`box_mesh`) known by its elements per side ``grid`` and
+    its vertex coordinates ``box_vertices``: its counts, bounds, colours, element ids, boundary
+    faces and the nodes, geometry and coordinates of any elements or nodes are computed from
+    those; the arrays of the whole mesh (points, cells, pressure_cells, pressure_nodes,
+    geometry) are made at their first use (:attr:`built`), and from then on they answer. Under MPI each
+    rank builds its part from its slab alone (fem3d.parallel.partition.box_part), and no
+    rank needs the whole box's arrays."""
+
+    _ARRAYS = ("points", "cells", "pressure_cells", "pressure_nodes", "geometry")
+
+    def __new__(cls, *args, **fields):
+        if fields:  # dataclasses.replace(box, ...): the changed mesh is a HexMesh, no longer known by its grid
+            return HexMesh(**fields)
+        return super().__new__(cls)
+
+    def __init__(self, grid, vertices):
+        self.grid, self.box_vertices, self.tag_names = tuple(int(v) for v in grid), vertices, dict(BOX_TAGS)
+        self.merged_nodes, self.coarser, self.parent, self.child_position, self.whole = 0, None, None, None, None
+
+    def __getattr__(self, name):
+        if name not in Box._ARRAYS:
+            raise AttributeError(name)
+        whole = _box_block(self.grid, self.box_vertices, (0, 0, 0), self.grid)
+        for field_name in Box._ARRAYS:
+            self.__dict__[field_name] = getattr(whole, field_name)
+        return self.__dict__[name]
+
+    @property
+    def built(self) -> bool:
+        """Whether the whole box's arrays have been made."""
+        return "cells" in self.__dict__
+
+    @property
+    def n_elements(self) -> int:
+        return int(np.prod(self.grid))
+
+    @property
+    def n_nodes(self) -> int:
+        return int(np.prod([2 * v + 1 for v in self.grid]))
+
+    @property
+    def n_pressure(self) -> int:
+        return int(np.prod([v + 1 for v in self.grid]))
+
+    @cached_property
+    def _bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        return np.array([v[0] for v in self.box_vertices]), np.array([v[-1] for v in self.box_vertices])
+
+    @cached_property
+    def colour_offsets(self) -> np.ndarray:
+        """(n_colours + 1,) int64 as _finish makes them: colour i % 2 + 2 (j % 2) + 4 (k % 2) of
+        element (i, j, k), as many colours as the sides of more than one element allow."""
+        n = np.array(self.grid)
+        colours = 1 + (n[0] > 1) + 2 * (n[1] > 1) + 4 * (n[2] > 1)
+        counts = [int(np.prod((n - [c & 1, (c >> 1) & 1, c >> 2] + 1) // 2)) for c in range(colours)]
+        return np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+
+    @cached_property
+    def element_ids(self) -> np.ndarray:
+        """(E,) int64 the box number i + nx (j + ny k) of each element, in the box's element order."""
+        nx, ny, nz = self.grid
+        return _colour_order(np.arange(nx * ny * nz, dtype=np.int64).reshape(nz, ny, nx), (0, 0, 0))
+
+    def elements_with_ids(self, ids) -> np.ndarray:
+        return box_order(self.grid, ids)
+
+    @cached_property
+    def _boundary(self) -> tuple[np.ndarray, np.ndarray]:
+        """(boundary_faces (F, 2), boundary_tags (F,)) as _finish makes them, from the box
+        numbers on the box's sides alone."""
+        nx, ny, nz = self.grid
+        sides = []
+        for d, m in enumerate(self.grid):
+            shape = [nz, ny, nx]
+            shape[2 - d] = 1
+            for layer in (0, m - 1):
+                at = [np.arange(nx), np.arange(ny), np.arange(nz)]
+                at[d] = np.array([layer])
+                sides.append((at[0][None, None, :] + nx * (at[1][None, :, None] + ny * at[2][:, None, None])).ravel())
+        ids = distinct(np.concatenate(sides))
+        flags = _box_elements(self.grid, self.box_vertices, ids)[2]  # (m, 6)
+        element, face = np.nonzero(flags)
+        idx = np.sort(6 * box_order(self.grid, ids)[element] + face)
+        return np.stack([idx // 6, idx % 6], axis=1).astype(np.int64), idx % 6
+
+    @property
+    def boundary_faces(self) -> np.ndarray:
+        return self._boundary[0]
+
+    @property
+    def boundary_tags(self) -> np.ndarray:
+        return self._boundary[1]
+
+    def cells_of(self, elements) -> np.ndarray:  # once made, the arrays are the mesh (a caller may change them)
+        if self.built:
+            return super().cells_of(elements)
+        return _box_cells(self.grid, self.element_ids[elements], (0, 0, 0), self.grid)[0]
+
+    def pressure_cells_of(self, elements) -> np.ndarray:
+        if self.built:
+            return super().pressure_cells_of(elements)
+        return _box_cells(self.grid, self.element_ids[elements], (0, 0, 0), self.grid)[1]
+
+    def geometry_of(self, elements) -> np.ndarray:
+        if self.built:
+            return super().geometry_of(elements)
+        return _box_elements(self.grid, self.box_vertices, self.element_ids[elements])[0]
+
+    def points_of(self, nodes) -> np.ndarray:
+        if self.built:
+            return super().points_of(nodes)
+        nodes = np.asarray(nodes, dtype=np.int64)
+        mx, my, _ = (2 * v + 1 for v in self.grid)
+        index = (nodes % mx, (nodes // mx) % my, nodes // (mx * my))
+        return np.stack([_with_midpoints(v)[i] for v, i in zip(self.box_vertices, index)], axis=-1)
 
 
 def _colour_order(grid_ids, lo) -> np.ndarray:

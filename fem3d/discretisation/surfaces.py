@@ -43,7 +43,6 @@ def face_rule(mesh, faces: np.ndarray, n: int = 3):
     elements (F, Q), reference points (F, Q, 3), physical points (F, Q, 3) and outward area
     vectors (F, Q, 3), the weights included (length units squared: a face's sum over Q is its
     area vector), Q = n^2."""
-    geo = geometry_element(mesh.geometry.shape[1])
     g, w = gauss_legendre(n)
     s, t = np.repeat(g, n), np.tile(g, n)
     weights = np.repeat(w, n) * np.tile(w, n)
@@ -54,7 +53,8 @@ def face_rule(mesh, faces: np.ndarray, n: int = 3):
         a, b = (k + 1) % 3, (k + 2) % 3  # e_a x e_b = e_k
         ref = np.empty((n * n, 3))
         ref[:, k], ref[:, a], ref[:, b] = 2 * side - 1, s, t
-        X = mesh.geometry[faces[rows, 0]]
+        X = mesh.geometry_of(faces[rows, 0])
+        geo = geometry_element(X.shape[1])
         J = einsum(np, "qgk,egi->eqik", geo.gradients(ref), X)
         xi[rows] = ref
         points[rows] = einsum(np, "qg,egi->eqi", geo.values(ref), X)

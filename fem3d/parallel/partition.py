@@ -24,7 +24,7 @@ from gpucfd.sets import distinct, members
 from .comm import SerialComm
 from gpucfd.errors import InputError
 from ..kernels import interface
-from ..discretisation.mesh import HexMesh
+from ..discretisation.mesh import Box, HexMesh
 
 AXES = "xyz"
 FACE_NODES = 9  # Q2 nodes two hexahedra share across a face (3 across an edge, 1 at a corner)
@@ -346,6 +346,8 @@ def distribute(mesh: HexMesh, comm, backend, align: int = 1) -> Partition:
         return Partition(
             mesh, Distribution.serial(backend, mesh.n_dofs), np.arange(mesh.n_nodes), np.arange(mesh.n_elements)
         )
+    if isinstance(mesh, Box):  # cut from this rank's slab: no rank needs the whole box's arrays
+        return box_part(mesh.grid, mesh.box_vertices, comm, backend, align)
     return distribute_owned(mesh, partition_elements(mesh, comm.size, align), comm, backend)
 
 

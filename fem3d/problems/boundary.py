@@ -31,7 +31,7 @@ from .expressions import Expression
 from gpucfd.backend import einsum
 from ..discretisation.element import Q2
 from ..discretisation.surfaces import face_rule
-from ..discretisation.mesh import Q2_FACE_NODES, point_text
+from ..discretisation.mesh import point_text
 
 PLANE_TOL = 1e-9  # a slip face lies in a plane when its nodes' spread is below this times the mesh size
 
@@ -174,12 +174,12 @@ def constraints(mesh, groups: list) -> Constraints:
     docstring)."""
     rank = {Wall: 0, Velocity: 1, Slip: 2, Outflow: 3}
     faces = mesh.boundary_faces
-    boundary = distinct(mesh.cells[faces[:, :1], Q2_FACE_NODES[faces[:, 1]]])  # every boundary node, sorted
+    boundary = distinct(mesh.face_nodes_of(faces))  # every boundary node, sorted
     value = np.zeros((len(boundary), 3))  # by row of ``boundary``: no array over all the mesh's nodes
     mask = np.zeros((len(boundary), 3), dtype=bool)
     timed = []  # (rows, Velocity) of the velocities in t
     for name, sel, condition in sorted(groups, key=lambda g: rank[type(g[2])]):
-        face_nodes = mesh.cells[faces[sel, 0][:, None], Q2_FACE_NODES[faces[sel, 1]]]  # (F, 9)
+        face_nodes = mesh.face_nodes_of(faces[sel])  # (F, 9)
         if isinstance(condition, Outflow):
             continue
         if isinstance(condition, Slip):
@@ -191,12 +191,12 @@ def constraints(mesh, groups: list) -> Constraints:
         rows = np.searchsorted(boundary, distinct(face_nodes))
         free = rows[~mask[rows].any(axis=1)]
         if isinstance(condition, Velocity):
-            v = condition.values(mesh.points[boundary[free]])
+            v = condition.values(mesh.points_of(boundary[free]))
             bad = ~np.isfinite(v).all(axis=1)
             if bad.any():
                 raise InputError(
                     f'boundary "{cut(name)}": the velocity {shown(condition)} is not finite at '
-                    f"{point_text(mesh.points[boundary[free[bad][0]]])}"
+                    f"{point_text(mesh.points_of(boundary[free[bad][0]]))}"
                 )
             value[free] = v
             if condition.in_time:
@@ -204,7 +204,7 @@ def constraints(mesh, groups: list) -> Constraints:
         mask[free] = True
     kept = np.flatnonzero(mask[:, 0] | mask[:, 1] | mask[:, 2])  # 10 times faster than mask.any(axis=1)
     enclosed = not any(isinstance(c, Outflow) and sel.any() for _, sel, c in groups)
-    timed = [(np.searchsorted(kept, free), mesh.points[boundary[free]], c) for free, c in timed]
+    timed = [(np.searchsorted(kept, free), mesh.points_of(boundary[free]), c) for free, c in timed]
     return Constraints(boundary[kept], value[kept], mask[kept], enclosed, timed)
 
 
@@ -223,9 +223,9 @@ def outflow_and_inflow(mesh, nodes: np.ndarray, velocity: np.ndarray) -> tuple[f
         return np.where((nodes[rows] == ids)[..., None], velocity[rows], 0.0)
 
     faces = mesh.boundary_faces
-    moving = at(mesh.cells[faces[:, :1], Q2_FACE_NODES[faces[:, 1]]]).any(axis=(1, 2))
+    moving = at(mesh.face_nodes_of(faces)).any(axis=(1, 2))
     elements, xi, _, area = face_rule(mesh, faces[moving])
-    nodal = np.repeat(at(mesh.cells[elements[:, 0]]), elements.shape[1], axis=0)  # (P, 27, 3): each face's element
+    nodal = np.repeat(at(mesh.cells_of(elements[:, 0])), elements.shape[1], axis=0)  # (P, 27, 3): each face's element
     u = einsum(np, "pn,pni->pi", Q2.values(xi.reshape(-1, 3)), nodal).reshape(area.shape)
     flux = (u * area).sum(axis=(1, 2))
     size = (np.linalg.norm(u, axis=2) * np.linalg.norm(area, axis=2)).sum()
@@ -234,7 +234,7 @@ def outflow_and_inflow(mesh, nodes: np.ndarray, velocity: np.ndarray) -> tuple[f
 
 def _slip_components(mesh, name: str, face_nodes: np.ndarray):
     """(nodes, component) pairs: each slip face's nodes with the axis normal to its plane."""
-    xyz = mesh.points[face_nodes]  # (F, 9, 3)
+    xyz = mesh.points_of(face_nodes)  # (F, 9, 3)
     spread = np.ptp(xyz, axis=1)  # (F, 3)
     lo, hi = mesh.bounds()
     tol = PLANE_TOL * float((hi - lo).max())
@@ -249,5 +249,4 @@ def _slip_components(mesh, name: str, face_nodes: np.ndarray):
 
 
 def _face_centre(mesh, face: int) -> str:
-    e, f = mesh.boundary_faces[face]
-    return point_text(mesh.points[mesh.cells[e, Q2_FACE_NODES[f]]].mean(axis=0))
+    return point_text(mesh.points_of(mesh.face_nodes_of(mesh.boundary_faces[face]))[0].mean(axis=0))

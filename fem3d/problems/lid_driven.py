@@ -11,8 +11,9 @@ import numpy as np
 
 from gpucfd.errors import InputError
 from .boundary import Velocity, Wall, constraints
-from ..discretisation.mesh import Q1_FACE_NODES
 from .navier_stokes import FlowProblem
+
+FACE_CORNERS = [0, 2, 6, 8]  # the vertices among a face's 9 Q2 nodes (3 x 3, tensor order)
 
 
 def lid_faces(mesh, lid: str) -> np.ndarray:
@@ -28,7 +29,7 @@ def lid_faces(mesh, lid: str) -> np.ndarray:
             raise InputError(f"--lid {lid}: {value!r} is not a number") from None
         d = "xyz".index(axis.strip())
         faces = mesh.boundary_faces
-        verts = mesh.points[mesh.pressure_nodes[mesh.pressure_cells[faces[:, 0][:, None], Q1_FACE_NODES[faces[:, 1]]]]]
+        verts = mesh.points_of(mesh.face_nodes_of(faces)[:, FACE_CORNERS])  # (F, 4, 3) the faces' vertices
         lo, hi = mesh.bounds()
         tol = 1e-9 * float((hi - lo).max())
         mask = np.all(np.abs(verts[..., d] - level) <= tol, axis=1)

@@ -9,7 +9,8 @@ the peak memory of runs (docs/fem3d.md, memory); for mg, a hierarchy with more c
 elements than a box's (semi-coarsened meshes: up to twice the finest level's) adds
 COARSE_BYTES per element beyond; a run in time keeps TIME_VECTORS more vectors of the
 unknowns (the states of earlier steps, the extrapolated guess, the step's history term).
-The host also holds the whole mesh.
+Each rank's host also holds the whole mesh, or under MPI a box's part alone
+(fem3d.discretisation.mesh.Box).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ DEVICE_BYTES = {
     ("gpu", "partial", "mg"): (38.5e3, 2.9e9),  # no element matrix stored, float32 point data, float16 inverses
     ("cpu", "partial", "mg"): (130e3, 0.1e9),
 }
-HOST_MESH_BYTES = 4e3  # per element of the whole mesh: connectivity, coordinates, geometry, boundary faces
+HOST_MESH_BYTES = 4e3  # per element of the mesh a rank holds on the host: connectivity, coordinates, geometry, faces
 BOX_COARSE = 1.0 / 7.0  # coarse elements per element of a box's hierarchy, which DEVICE_BYTES's mg entries hold
 COARSE_BYTES = {"gpu": 49e3, "cpu": 70e3}  # per coarse element beyond BOX_COARSE: its Galerkin matrix, smoother, tables
 TIME_VECTORS = 6  # float64 vectors of the unknowns a run in time holds beyond a steady run's (docs/fem3d.md, memory)
@@ -51,21 +52,23 @@ def check_fits(
     assembly: str = "element",
     coarse: float = BOX_COARSE,
     in_time: bool = False,
+    whole_mesh: bool = True,
 ) -> str:
     """InputError unless this rank's share of a mesh of ``mesh_elements`` elements split
-    over ``ranks`` fits its device, and the whole mesh its host, with the linear solver
+    over ``ranks`` fits its device, and the mesh its host, with the linear solver
     ``solver`` (fem3d.solvers.linear.SOLVERS; auto is counted as mg, the larger) and
     ``assembly`` (fem3d.solvers.linear.LinearOptions.assembly). ``largest(n)`` words the hint
     for a mesh of n elements, e.g. "--n 92 fits at most". Returns the assembly that fits:
     for "auto" the stored element matrices where they fit, else partial assembly (not for
     the paper solver); the error is then partial assembly's. ``coarse``: the multigrid
     hierarchy's coarse elements per element of the mesh, where known (default: a box's);
-    ``in_time``: a run in time (TIME_VECTORS more vectors)."""
+    ``in_time``: a run in time (TIME_VECTORS more vectors); ``whole_mesh``: every rank's host
+    holds the whole mesh (False: its part, as a box under MPI)."""
     options = [assembly] if assembly != "auto" else ["element"] if solver == "paper" else ["element", "partial"]
     for k, option in enumerate(options):
         try:
             storage = "partial" if option == "partial" else matrix_dtype
-            _check(backend, storage, solver, mesh_elements, ranks, largest, coarse, in_time)
+            _check(backend, storage, solver, mesh_elements, ranks, largest, coarse, in_time, whole_mesh)
             return option
         except InputError:
             if k == len(options) - 1:
@@ -73,13 +76,19 @@ def check_fits(
 
 
 def fitting_assembly(
-    backend, linear, mesh_elements: int, ranks: int, coarse: float = BOX_COARSE, in_time: bool = False
+    backend,
+    linear,
+    mesh_elements: int,
+    ranks: int,
+    coarse: float = BOX_COARSE,
+    in_time: bool = False,
+    whole_mesh: bool = True,
 ) -> tuple:
     """(options, warning line or None): ``linear`` (fem3d.solvers.linear.LinearOptions, its
     solver resolved by for_mesh) with its assembly checked by :func:`check_fits` for a mesh of
     ``mesh_elements`` elements whose hierarchy has ``coarse`` coarse elements per element
-    (``in_time``: a run in time), "auto" resolved, and a line saying so where that took
-    partial assembly."""
+    (``in_time``, ``whole_mesh``: :func:`check_fits`), "auto" resolved, and a line saying so
+    where that took partial assembly."""
     chosen = check_fits(
         backend,
         linear.matrix_dtype,
@@ -90,6 +99,7 @@ def fitting_assembly(
         linear.assembly,
         coarse,
         in_time,
+        whole_mesh,
     )
     note = (
         None
@@ -103,23 +113,33 @@ def fitting_assembly(
 
 
 def _check(
-    backend, storage: str, solver: str, mesh_elements: int, ranks: int, largest, coarse: float, in_time: bool
+    backend,
+    storage: str,
+    solver: str,
+    mesh_elements: int,
+    ranks: int,
+    largest,
+    coarse: float,
+    in_time: bool,
+    whole_mesh: bool,
 ) -> None:
     """InputError unless the mesh fits with ``storage`` (a matrix dtype, or partial), a
-    hierarchy of ``coarse`` coarse elements per element and, ``in_time``, a run in time's vectors."""
+    hierarchy of ``coarse`` coarse elements per element and, ``in_time``, a run in time's
+    vectors, its host holding the whole mesh or (not ``whole_mesh``) its part."""
     elements = -(-mesh_elements // ranks)
     per_element, fixed = DEVICE_BYTES[(backend.kind, storage, "paper" if solver == "paper" else "mg")]
     if solver != "paper":
         per_element += COARSE_BYTES[backend.kind] * max(0.0, coarse - BOX_COARSE)
     if in_time:
         per_element += TIME_VECTORS * 8.0 * UNKNOWNS_PER_ELEMENT
+    held, share = (mesh_elements, 1) if whole_mesh else (elements, ranks)  # the mesh on each rank's host
     if backend.is_gpu:
         checks = [
             (per_element, fixed, elements, ranks, backend.free_bytes(), "GPU"),
-            (HOST_MESH_BYTES, 0.0, mesh_elements, 1, host_free_bytes(), "host"),
+            (HOST_MESH_BYTES, 0.0, held, share, host_free_bytes(), "host"),
         ]
     else:
-        per = per_element + HOST_MESH_BYTES * ranks
+        per = per_element + HOST_MESH_BYTES * (ranks if whole_mesh else 1)
         checks = [(per, fixed, elements, ranks, backend.free_bytes(), "host")]
     what = "partial assembly" if storage == "partial" else f"{storage} element matrices"
     for per, base, count, share, free, where in checks:

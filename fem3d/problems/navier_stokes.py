@@ -99,7 +99,7 @@ class FlowProblem:
         """Velocity velocity(x) -> (n, 3) at host points x (n, 3), prescribed at every Q2
         node of the boundary faces tagged ``tags`` (None: all boundary faces)."""
         nodes = mesh.boundary_nodes(tags)
-        return cls(mesh, re, nodes, velocity(mesh.points[nodes]), force)
+        return cls(mesh, re, nodes, velocity(mesh.points_of(nodes)), force)
 
     @classmethod
     def with_conditions(cls, mesh: HexMesh, re: float, conditions: dict, force=None) -> "FlowProblem":

@@ -32,7 +32,7 @@ from ..solvers.sequencing import interpolate, redundant
 from ..solvers.sequencing import limits as sequence_limits
 from ..solvers.sequencing import plan as sequence_plan
 from ..solvers.time_stepping import TimeOptions, TimeState, TimeStepper, check_alone
-from ..discretisation.mesh import HexMesh
+from ..discretisation.mesh import Box, HexMesh
 from gpucfd.errors import InputError
 from gpucfd.options import spelt
 from .distributed import partitioned_system, rank_report
@@ -84,7 +84,7 @@ class Simulation:
         self.linear = self.linear.for_mesh(mesh)
         coarse = coarse_elements(mesh) / mesh.n_elements if self.linear.solver == "mg" else BOX_COARSE
         self.linear, note = fitting_assembly(
-            backend, self.linear, mesh.n_elements, comm.size, coarse, self.time is not None
+            backend, self.linear, mesh.n_elements, comm.size, coarse, self.time is not None, not isinstance(mesh, Box)
         )
         self.notes += [note] if note else []
         if self.initial is not None:

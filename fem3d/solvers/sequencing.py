@@ -90,19 +90,20 @@ def interpolate(xp, x, fine: HexMesh, c: Coarsening, part=None):
         elements, local, n = np.arange(fine.n_elements), fine, fine.n_dofs
     else:
         elements, local, n = part.elements, part.mesh, part.dist.n
-    coarse = [xp.asarray(a) for a in (c.coarse.cells, c.coarse.pressure_cells)]  # gathered by parent there
     out = xp.empty(n, dtype=np.float64)
     for s in range(0, len(elements), CHUNK):
         e = elements[s : s + CHUNK]
-        parent = xp.asarray(c.parent[e])
-        parent_values = x[element_dofs(xp, coarse[0][parent], coarse[1][parent], c.coarse.n_nodes)]  # (m, 89)
+        parent = c.parent[e]
+        cells, pressure_cells = (xp.asarray(a) for a in (c.coarse.cells_of(parent), c.coarse.pressure_cells_of(parent)))
+        parent_values = x[element_dofs(xp, cells, pressure_cells, c.coarse.n_nodes)]  # (m, 89)
         m = parent_values.shape[0]
         scale, shift = xp.asarray(c.scale[e]), xp.asarray(c.shift[e])
         velocity = _tensor_interpolate(xp, parent_values[:, :81].reshape(m, 3, 3, 3, 3), _tables(xp, Q2, scale, shift))
         pressure = _tensor_interpolate(xp, parent_values[:, 81:].reshape(m, 1, 2, 2, 2), _tables(xp, Q1, scale, shift))
         at = slice(s, s + m)
-        out[element_dofs(xp, xp.asarray(local.cells[at]), xp.asarray(local.pressure_cells[at]), local.n_nodes)] = (
-            xp.concatenate([velocity.reshape(m, 81), pressure.reshape(m, 8)], axis=1)
+        local_cells = [xp.asarray(a) for a in (local.cells_of(at), local.pressure_cells_of(at))]
+        out[element_dofs(xp, *local_cells, local.n_nodes)] = xp.concatenate(
+            [velocity.reshape(m, 81), pressure.reshape(m, 8)], axis=1
         )
     return out
 
