@@ -147,18 +147,18 @@ def test_each_rank_finds_its_owners_and_shared_unknowns_as_a_table_of_the_whole_
 @pytest.mark.parametrize("grid, grading, align", [((6, 4, 5), 0.0, 1), ((5, 7, 4), 0.8, 1), ((4, 5, 12), 0.0, 2)])
 @pytest.mark.parametrize("parts", [2, 3, 4])
 def test_each_rank_builds_its_box_part_alone_as_cut_from_the_whole_box(grid, grading, align, parts):
-    """fem3d.parallel.partition.box_part, from the rank's slab and the layers beside it only,
-    gives every rank the part distribute cuts from the whole box: nodes, elements (and their
+    """fem3d.parallel.partition.box_part, from the rank's slab only, gives every rank the part
+    that distribute_owned cuts from the whole box's arrays: nodes, elements (and their
     order), points, cells, pressure numbering, geometry, colours, element ids, boundary faces
     and tags, unknowns, owners and shared lists (the halo); graded boxes, slabs along x, y and
     z, slabs of whole pairs of layers (multigrid's alignment)."""
-    from fem3d.parallel.partition import box_part, distribute
+    from fem3d.parallel.partition import box_part, distribute_owned
     from gpucfd.backend import get_backend
 
     whole = box_mesh(*grid, grading=grading)
     cpu = get_backend("cpu")
     for r in range(parts):
-        cut = distribute(whole, _Rank(r, parts), cpu, align)
+        cut = distribute_owned(whole, partition_elements(whole, parts, align), _Rank(r, parts), cpu)
         alone = box_part(grid, whole.box_vertices, _Rank(r, parts), cpu, align)
         assert alone.mesh.whole is None and cut.mesh.whole is whole
         assert np.array_equal(alone.nodes, cut.nodes) and np.array_equal(alone.elements, cut.elements)

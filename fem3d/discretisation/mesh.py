@@ -612,14 +612,22 @@ def box_order(grid, ids) -> np.ndarray:
     return start + half[:, 0] + count[:, 0] * (half[:, 1] + count[:, 1] * half[:, 2])
 
 
-def _box_block(n, vert, lo, hi) -> HexMesh:
+def box_block_ids(n, lo, hi) -> np.ndarray:
+    """(m,) int64 the box numbers of the elements of the box of ``n`` elements per side whose
+    indices lie in [lo[d], hi[d]) along each axis d, in the box's element order (colour by
+    colour, each by box number)."""
+    r = [np.arange(a, b, dtype=np.int64) for a, b in zip(lo, hi)]
+    return _colour_order(r[0][None, None, :] + n[0] * (r[1][None, :, None] + n[1] * r[2][:, None, None]), lo)
+
+
+def _box_block(n, vert, lo, hi, ids=None) -> HexMesh:
     """The HexMesh of the elements of the box of ``n`` elements per side (vertex coordinates
     ``vert``) whose indices lie in [lo[d], hi[d]) along each axis d (the whole box for lo 0 and
     hi n): in the box's element order (colour by colour, each by box number: its
-    ``element_ids``), its nodes numbered in the box's order, its colours and boundary faces
-    the box's (faces inside the box are none)."""
-    r = [np.arange(a, b) for a, b in zip(lo, hi)]
-    ids = _colour_order(r[0][None, None, :] + n[0] * (r[1][None, :, None] + n[1] * r[2][:, None, None]), lo)
+    ``element_ids``; or ``ids``, those box numbers in another order, colour by colour), its
+    nodes numbered in the box's order, its colours and boundary faces the box's (faces
+    inside the box are none)."""
+    ids = box_block_ids(n, lo, hi) if ids is None else ids
     cells, pressure_cells = _box_cells(n, ids, lo, hi)
     geometry, colours, boundary = _box_elements(n, vert, ids)
     size = [b - a for a, b in zip(lo, hi)]
@@ -642,15 +650,15 @@ def _box_block(n, vert, lo, hi) -> HexMesh:
     )
 
 
-def box_piece(grid, vertices, lo, hi):
+def box_piece(grid, vertices, lo, hi, ids=None):
     """The block of the structured box of ``grid`` elements with vertex coordinates
     ``vertices`` whose element indices lie in [lo[d], hi[d]) along each axis d, alone, without
     the whole box: (mesh, nodes, pressure), mesh as box_mesh numbers and colours it
-    (``element_ids`` the box numbers), and the box's Q2 node and pressure node of each of its
-    nodes."""
+    (``element_ids`` the box numbers; its elements in the order of ``ids``, box numbers colour
+    by colour, where given), and the box's Q2 node and pressure node of each of its nodes."""
     n = [int(v) for v in grid]
     lo, hi = [int(v) for v in lo], [int(v) for v in hi]
-    mesh = _box_block(n, [np.asarray(v, dtype=float) for v in vertices], lo, hi)
+    mesh = _box_block(n, [np.asarray(v, dtype=float) for v in vertices], lo, hi, ids)
     g = [np.arange(2 * a, 2 * b + 1) for a, b in zip(lo, hi)]  # the block's node indices along each axis
     p = [np.arange(a, b + 1) for a, b in zip(lo, hi)]
     m, pm = [2 * v + 1 for v in n], [v + 1 for v in n]

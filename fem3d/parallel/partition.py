@@ -354,22 +354,53 @@ def distribute(mesh: HexMesh, comm, backend, align: int = 1) -> Partition:
 def box_part(grid, vertices, comm, backend, align: int = 1) -> Partition:
     """This rank's part of the structured box of ``grid`` elements with vertex coordinates
     ``vertices`` (three arrays) cut into slabs (:func:`slab_layers`), built from its own element
-    layers and the two beside them alone (fem3d.discretisation.mesh.box_piece), not from the
-    whole box: the Partition distribute(box_mesh(*grid, vertices=vertices), comm, backend,
-    align) gives, its mesh's ``whole`` None (collective)."""
-    from ..discretisation.mesh import box_order, box_piece
+    layers alone (fem3d.discretisation.mesh.box_piece), not from the whole box: the Partition
+    distribute_owned cuts from box_mesh(*grid, vertices=vertices) with the slab owners, its
+    mesh's ``whole`` None (collective). A slab shares with the slabs beside it exactly the
+    nodes of its two end planes, each owned by the lower rank; the elements on those planes
+    come first in each colour (distribute_owned's order)."""
+    from ..discretisation.mesh import box_block_ids, box_order, box_piece
 
     n = [int(v) for v in grid]
     axis, owner = slab_layers(n, comm.size, align)
     mine = np.flatnonzero(owner == comm.rank)
     lo, hi = [0, 0, 0], list(n)
-    lo[axis], hi[axis] = max(int(mine[0]) - 1, 0), min(int(mine[-1]) + 2, n[axis])
-    piece, nodes, pressure = box_piece(n, vertices, lo, hi)
-    ids = piece.element_ids
-    ranks = owner[(ids % n[0], (ids // n[0]) % n[1], ids // (n[0] * n[1]))[axis]]
-    counts = (int(np.prod([2 * v + 1 for v in n])), int(np.prod([v + 1 for v in n])))
-    order = box_order(n, ids)  # increasing: the piece is in the box's element order
-    return distribute_owned(piece, ranks, comm, backend, (nodes, pressure, *counts, order))
+    lo[axis], hi[axis] = int(mine[0]), int(mine[-1]) + 1
+    ids = box_block_ids(n, lo, hi)  # the slab's elements colour by colour
+    e = (ids % n[0], (ids // n[0]) % n[1], ids // (n[0] * n[1]))
+    ends = [(lo[axis], 0, int(owner[lo[axis] - 1]))] if lo[axis] > 0 else []  # (layer, plane, peer) of each end
+    ends += [(hi[axis] - 1, hi[axis] - lo[axis], int(owner[hi[axis]]))] if hi[axis] < n[axis] else []
+    inner = np.ones(len(ids), dtype=bool)
+    for layer, _, _ in ends:
+        inner &= e[axis] != layer
+    order = np.lexsort((np.arange(len(ids)), inner, e[0] % 2 + 2 * (e[1] % 2) + 4 * (e[2] % 2)))
+    local, nodes, pressure = box_piece(n, vertices, lo, hi, ids[order])
+    faces = np.argsort(6 * order[local.boundary_faces[:, 0]] + local.boundary_faces[:, 1])  # distribute_owned's order
+    local.boundary_faces, local.boundary_tags = local.boundary_faces[faces], local.boundary_tags[faces]
+    size = [b - a for a, b in zip(lo, hi)]
+    n_nodes, n_pressure = int(np.prod([2 * v + 1 for v in n])), int(np.prod([v + 1 for v in n]))
+    m = len(nodes)
+    gdofs = np.concatenate([nodes, nodes + n_nodes, nodes + 2 * n_nodes, pressure + 3 * n_nodes])
+    owned, shared = np.ones(len(gdofs), dtype=bool), {}
+    for _, plane, peer in ends:
+        at = [
+            _plane_indices([2 * v + 1 for v in size], axis, 2 * plane),
+            _plane_indices([v + 1 for v in size], axis, plane),
+        ]
+        idx = np.concatenate([at[0] + d * m for d in range(3)] + [at[1] + 3 * m])
+        shared[peer] = idx[np.argsort(gdofs[idx], kind="stable")]
+        owned[idx] = peer > comm.rank  # the lowest rank touching an unknown owns it
+    dist = Distribution(comm, backend, gdofs, owned, shared, 3 * n_nodes + n_pressure)
+    comm.connect(dist.shared)
+    return Partition(local, dist, nodes, box_order(n, local.element_ids))
+
+
+def _plane_indices(shape, axis: int, at: int) -> np.ndarray:
+    """(k,) int64 the indices (x fastest) of the points of a block of ``shape`` (x, y, z) points
+    whose index along ``axis`` is ``at``, increasing."""
+    r = [np.arange(v) for v in shape]
+    r[axis] = np.array([at])
+    return (r[0][None, None, :] + shape[0] * (r[1][None, :, None] + shape[1] * r[2][:, None, None])).ravel()
 
 
 def peer_touches(cells: np.ndarray, n: int, part: np.ndarray, rank: int) -> tuple[np.ndarray, np.ndarray]:
