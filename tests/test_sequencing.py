@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from fem3d import cavity
+from fem3d.discretisation.element import Q1
 from fem3d.discretisation.mesh import box_mesh
 from fem3d.solvers.multigrid import REFINED, child_prolongations
 from fem3d.solvers.sequencing import SEQUENCE_MIN, chain, coarsening, interpolate, plan, redundant
@@ -29,7 +30,11 @@ def test_coarser_box_has_the_fine_box_graded_vertices_and_the_interpolation_is_e
     assert c.coarse.grid == (3, 3, 4) and c.coarse.tag_names == fine.tag_names
     for d in range(3):  # the coarse vertices are fine vertices: the graded coordinates kept
         assert np.isin(np.unique(c.coarse.geometry[:, :, d]), np.unique(fine.geometry[:, :, d])).all()
-    assert c.scale.min() < 0.45 and c.scale.max() == 1.0  # graded halves, and the odd sides' whole layer
+    parent, scale, shift = c.at(fine.element_ids)
+    assert scale.min() < 0.45 and scale.max() == 1.0  # graded halves, and the odd sides' whole layer
+    for e in range(fine.n_elements):  # each element's nodes are its parent's map at scale * xi + shift
+        xi = scale[e] * Q1.nodes + shift[e]
+        assert np.allclose(Q1.values(xi) @ c.coarse.geometry[parent[e]], fine.geometry[e], atol=1e-14)
     got = backend.to_numpy(interpolate(backend.xp, backend.asarray(fields(c.coarse)), fine, c))
     assert np.abs(got - fields(fine)).max() < 1e-14
 
@@ -55,7 +60,9 @@ def test_interpolation_on_a_refined_mesh_is_the_multigrid_prolongation():
     x = np.random.default_rng(2).standard_normal(c.coarse.n_dofs)
     got = interpolate(np, x, fine, c)[fine.dofs()]
     P = child_prolongations()[REFINED[fine.child_position]]  # (E, 89, 89) dense, from the 3D bases
-    assert np.abs(got - np.einsum("enm,em->en", P, x[c.coarse.dofs()[c.parent]])).max() < 1e-13
+    parent = c.at(fine.element_ids)[0]
+    assert np.array_equal(parent, fine.parent)
+    assert np.abs(got - np.einsum("enm,em->en", P, x[c.coarse.dofs()[parent]])).max() < 1e-13
 
 
 class _Rank:

@@ -22,7 +22,7 @@ import numpy as np
 from gpucfd.errors import InputError, check_range
 from ..discretisation.element import Q1, Q2, lagrange_values
 from ..discretisation.mesh import HexMesh, box_mesh, element_dofs
-from .multigrid import REFINED, box_coarsening, child_boxes, split
+from .multigrid import REFINED, child_boxes, split
 
 SEQUENCE_MIN = {  # elements of the coarsest mesh that --sequence auto solves, by device kind: where a coarse solve
     "gpu": 1000,  # stops paying for itself (a GPU's small solves cost their launches whatever the mesh; a CPU's steps
@@ -35,37 +35,49 @@ CHUNK = 65536  # elements per batch of the interpolation
 
 @dataclass
 class Coarsening:
-    """A mesh's next coarser mesh ``coarse`` in its true geometry, each element's ``parent``
-    (E,) in it and its place there: the parent's reference coordinates are
-    ``scale`` * xi + ``shift`` (E, 3) along each axis at the element's reference xi."""
+    """A mesh's next coarser mesh ``coarse`` in its true geometry, and where the mesh's
+    elements lie in it (:meth:`at`): for a refined mesh its refinement (``layers`` None), for
+    a box of ``grid`` elements per side, along each axis each element layer's parent layer,
+    scale and shift (``layers``: three (parent, scale, shift) of arrays (n_d,))."""
 
     coarse: HexMesh
-    parent: np.ndarray
-    scale: np.ndarray
-    shift: np.ndarray
+    grid: tuple | None = None
+    layers: list | None = None
+
+    def at(self, ids) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(parent (m,), scale (m, 3), shift (m, 3)) of the fine elements of element_ids
+        ``ids`` (m,): each one's parent (an element index of ``coarse``) and its place there,
+        the parent's reference coordinates being scale * xi + shift along each axis at the
+        element's reference xi. From the ids alone: no array over the whole fine mesh."""
+        ids = np.asarray(ids, dtype=np.int64)
+        if self.layers is None:  # refined: child c of the element of id k has id 8 k + c
+            return (self.coarse.elements_with_ids(ids // 8), *child_boxes(REFINED[ids % 8]))
+        nx, ny, _ = self.grid
+        e = (ids % nx, (ids // nx) % ny, ids // (nx * ny))
+        parent, scale, shift = (np.stack([t[k][i] for t, i in zip(self.layers, e)], axis=1) for k in range(3))
+        cx, cy, _ = self.coarse.grid
+        return self.coarse.elements_with_ids(parent[:, 0] + cx * (parent[:, 1] + cy * parent[:, 2])), scale, shift
 
 
 def coarsening(mesh: HexMesh) -> Coarsening | None:
     """The next coarser mesh of the whole mesh ``mesh``: the mesh it refines, else the
     coarser box of a structured box; None for a mesh that is neither."""
     if mesh.coarser is not None:
-        return Coarsening(mesh.coarser, mesh.parent, *child_boxes(REFINED[mesh.child_position]))
-    if mesh.grid is None:
-        return None
-    grid, kept, parents, _ = box_coarsening(mesh)
+        return Coarsening(mesh.coarser)
     vertices = mesh.box_vertices
-    if np.prod(grid) == mesh.n_elements or vertices is None:
-        return None  # no coarser box, or not a whole box
-    coarse_vertices = [v[k] for v, k in zip(vertices, kept)]
-    coarse = box_mesh(*grid, vertices=coarse_vertices)
-    nx, ny, _ = mesh.grid
-    ids = mesh.element_ids
-    scale, shift = np.empty((mesh.n_elements, 3)), np.empty((mesh.n_elements, 3))
-    for d, (v, w, layer) in enumerate(zip(vertices, coarse_vertices, (ids % nx, (ids // nx) % ny, ids // (nx * ny)))):
-        p = split(len(v) - 1)[0]  # each layer's parent layer: the layers' extents along the axis, then the elements'
+    if mesh.grid is None or vertices is None:
+        return None  # not a whole box
+    layers, coarse_vertices = [], []
+    for v in vertices:  # each layer's parent layer, then the layers' extents along the axis
+        p = split(len(v) - 1)[0]
+        w = v[np.append(np.flatnonzero(np.diff(p, prepend=-1)), len(p))]  # the fine vertices the coarse box keeps
         lo, hi, plo, phi = v[:-1], v[1:], w[p], w[p + 1]
-        scale[:, d], shift[:, d] = ((hi - lo) / (phi - plo))[layer], ((hi + lo - phi - plo) / (phi - plo))[layer]
-    return Coarsening(coarse, coarse.elements_with_ids(parents), scale, shift)
+        layers.append((p, (hi - lo) / (phi - plo), (hi + lo - phi - plo) / (phi - plo)))
+        coarse_vertices.append(w)
+    grid = tuple(len(w) - 1 for w in coarse_vertices)
+    if grid == tuple(mesh.grid):
+        return None  # no coarser box
+    return Coarsening(box_mesh(*grid, vertices=coarse_vertices), tuple(mesh.grid), layers)
 
 
 def chain(mesh: HexMesh, levels: int, min_elements: int = 1) -> list[Coarsening]:
@@ -86,18 +98,14 @@ def interpolate(xp, x, fine: HexMesh, c: Coarsening, part=None):
     that rank's part, (part.dist.n,) in its local numbering: each rank interpolates its own
     elements."""
     x = xp.asarray(x, dtype=np.float64)
-    if part is None:
-        elements, local, n = np.arange(fine.n_elements), fine, fine.n_dofs
-    else:
-        elements, local, n = part.elements, part.mesh, part.dist.n
+    local, n = (fine, fine.n_dofs) if part is None else (part.mesh, part.dist.n)
     out = xp.empty(n, dtype=np.float64)
-    for s in range(0, len(elements), CHUNK):
-        e = elements[s : s + CHUNK]
-        parent = c.parent[e]
+    for s in range(0, local.n_elements, CHUNK):
+        parent, scale, shift = c.at(local.element_ids[s : s + CHUNK])
         cells, pressure_cells = (xp.asarray(a) for a in (c.coarse.cells_of(parent), c.coarse.pressure_cells_of(parent)))
         parent_values = x[element_dofs(xp, cells, pressure_cells, c.coarse.n_nodes)]  # (m, 89)
         m = parent_values.shape[0]
-        scale, shift = xp.asarray(c.scale[e]), xp.asarray(c.shift[e])
+        scale, shift = xp.asarray(scale), xp.asarray(shift)
         velocity = _tensor_interpolate(xp, parent_values[:, :81].reshape(m, 3, 3, 3, 3), _tables(xp, Q2, scale, shift))
         pressure = _tensor_interpolate(xp, parent_values[:, 81:].reshape(m, 1, 2, 2, 2), _tables(xp, Q1, scale, shift))
         at = slice(s, s + m)
