@@ -504,8 +504,11 @@ class Box(HexMesh):
     @cached_property
     def element_ids(self) -> np.ndarray:
         """(E,) int64 the box number i + nx (j + ny k) of each element, in the box's element order."""
-        nx, ny, nz = self.grid
-        return _colour_order(np.arange(nx * ny * nz, dtype=np.int64).reshape(nz, ny, nx), (0, 0, 0))
+        return box_ids(self.grid, np.arange(self.n_elements))
+
+    def _ids(self, elements) -> np.ndarray:
+        """The box numbers of ``elements`` (indices or a slice), without the whole element_ids."""
+        return box_ids(self.grid, np.arange(self.n_elements)[elements] if isinstance(elements, slice) else elements)
 
     def elements_with_ids(self, ids) -> np.ndarray:
         return box_order(self.grid, ids)
@@ -540,17 +543,17 @@ class Box(HexMesh):
     def cells_of(self, elements) -> np.ndarray:  # once made, the arrays are the mesh (a caller may change them)
         if self.built:
             return super().cells_of(elements)
-        return _box_cells(self.grid, self.element_ids[elements], (0, 0, 0), self.grid)[0]
+        return _box_cells(self.grid, self._ids(elements), (0, 0, 0), self.grid)[0]
 
     def pressure_cells_of(self, elements) -> np.ndarray:
         if self.built:
             return super().pressure_cells_of(elements)
-        return _box_cells(self.grid, self.element_ids[elements], (0, 0, 0), self.grid)[1]
+        return _box_cells(self.grid, self._ids(elements), (0, 0, 0), self.grid)[1]
 
     def geometry_of(self, elements) -> np.ndarray:
         if self.built:
             return super().geometry_of(elements)
-        return _box_elements(self.grid, self.box_vertices, self.element_ids[elements])[0]
+        return _box_elements(self.grid, self.box_vertices, self._ids(elements))[0]
 
     def points_of(self, nodes) -> np.ndarray:
         if self.built:
@@ -618,6 +621,21 @@ def box_block_ids(n, lo, hi) -> np.ndarray:
     colour, each by box number)."""
     r = [np.arange(a, b, dtype=np.int64) for a, b in zip(lo, hi)]
     return _colour_order(r[0][None, None, :] + n[0] * (r[1][None, :, None] + n[1] * r[2][:, None, None]), lo)
+
+
+def box_ids(grid, order) -> np.ndarray:
+    """(m,) int64 the box numbers i + nx (j + ny k) of the elements at the places ``order``
+    (m,) of box_mesh(*grid)'s element order: the inverse of :func:`box_order`."""
+    n = np.asarray(grid, dtype=np.int64)
+    order = np.asarray(order, dtype=np.int64)
+    parities = np.array([[c & 1, (c >> 1) & 1, c >> 2] for c in range(8)])
+    counts = (n[None, :] - parities + 1) // 2  # (8, 3) elements of each colour along each axis
+    start = np.concatenate([[0], np.cumsum(counts.prod(axis=1))])
+    colour = np.searchsorted(start, order, side="right") - 1
+    local, p, c = order - start[colour], parities[colour], counts[colour]
+    half = np.stack([local % c[:, 0], (local // c[:, 0]) % c[:, 1], local // (c[:, 0] * c[:, 1])], axis=1)
+    e = 2 * half + p
+    return e[:, 0] + n[0] * (e[:, 1] + n[1] * e[:, 2])
 
 
 def _box_block(n, vert, lo, hi, ids=None) -> HexMesh:
