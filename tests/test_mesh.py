@@ -142,7 +142,7 @@ def test_a_box_answers_from_its_grid_and_vertices_what_its_arrays_say(n, grading
         box.face_nodes_of(faces),
         box.elements_with_ids(box.element_ids[elements]),
     )
-    assert not box.built
+    assert not box.built and repr(box).endswith("built=False)")  # nothing above, not even its repr, made the arrays
     whole = _box_block(box.grid, box.box_vertices, (0, 0, 0), box.grid)  # the arrays, as box_piece makes a block's
     expected = (
         (whole.n_elements, whole.n_nodes, whole.n_pressure),

@@ -476,6 +476,10 @@ class Box(HexMesh):
         """Whether the whole box's arrays have been made."""
         return "cells" in self.__dict__
 
+    def __repr__(self) -> str:  # the dataclass's would make and print every array
+        lo, hi = self.bounds()
+        return f"Box(grid={self.grid}, from {lo.tolist()} to {hi.tolist()}, built={self.built})"
+
     @property
     def n_elements(self) -> int:
         return int(np.prod(self.grid))
