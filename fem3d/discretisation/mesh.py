@@ -448,9 +448,10 @@ class Box(HexMesh):
     its vertex coordinates ``box_vertices``: its counts, bounds, colours, element ids, boundary
     faces and the nodes, geometry and coordinates of any elements or nodes are computed from
     those; the arrays of the whole mesh (points, cells, pressure_cells, pressure_nodes,
-    geometry) are made at their first use (:attr:`built`), and from then on they answer. Under MPI each
-    rank builds its part from its slab alone (fem3d.parallel.partition.box_part), and no
-    rank needs the whole box's arrays."""
+    geometry) are made at their first use (:attr:`built`), and from then on they answer (a
+    caller may change them). Under MPI each rank builds its part from its slab alone
+    (fem3d.parallel.partition.box_part) while the arrays are not made, and no rank's run
+    needs them; made, they are cut (fem3d.parallel.partition.distribute)."""
 
     _ARRAYS = ("points", "cells", "pressure_cells", "pressure_nodes", "geometry")
 

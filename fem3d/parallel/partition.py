@@ -346,7 +346,7 @@ def distribute(mesh: HexMesh, comm, backend, align: int = 1) -> Partition:
         return Partition(
             mesh, Distribution.serial(backend, mesh.n_dofs), np.arange(mesh.n_nodes), np.arange(mesh.n_elements)
         )
-    if isinstance(mesh, Box):  # cut from this rank's slab: no rank needs the whole box's arrays
+    if isinstance(mesh, Box) and not mesh.built:  # from this rank's slab (made arrays, maybe changed, are cut)
         return box_part(mesh.grid, mesh.box_vertices, comm, backend, align)
     return distribute_owned(mesh, partition_elements(mesh, comm.size, align), comm, backend)
 
