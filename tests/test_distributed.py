@@ -182,6 +182,20 @@ def test_each_rank_builds_its_box_part_alone_as_cut_from_the_whole_box(grid, gra
         assert len(cut.dist.shared) == (r > 0) + (r < parts - 1)  # slabs: the neighbours on each side
 
 
+def test_a_box_is_cut_from_its_slabs_until_its_arrays_are_made_then_from_them():
+    """distribute builds a rank's part of a Box from its slab (the whole box's arrays not made,
+    the part's ``whole`` None); once the arrays are made (and here moved) it cuts them."""
+    from gpucfd.backend import get_backend
+
+    cpu, box = get_backend("cpu"), box_mesh(4, 3, 3)
+    alone = distribute(box, _Rank(1, 2), cpu)
+    assert not box.built and alone.mesh.whole is None
+    box.points[:, 1] += 1.0  # the arrays made, and changed
+    cut = distribute(box, _Rank(1, 2), cpu)
+    assert cut.mesh.whole is box and np.array_equal(cut.mesh.points[:, 1], alone.mesh.points[:, 1] + 1.0)
+    assert np.array_equal(cut.mesh.cells, alone.mesh.cells) and np.array_equal(cut.dist.gdofs, alone.dist.gdofs)
+
+
 def test_more_ranks_than_layers_or_elements_is_an_error():
     with pytest.raises(InputError, match="3 ranks but the mesh has only 2 element layers along x; start at most 2"):
         partition_elements(box_mesh(2, 1, 1), 3)
