@@ -525,8 +525,6 @@ class Box(HexMesh):
         nx, ny, nz = self.grid
         sides = []
         for d, m in enumerate(self.grid):
-            shape = [nz, ny, nx]
-            shape[2 - d] = 1
             for layer in (0, m - 1):
                 at = [np.arange(nx), np.arange(ny), np.arange(nz)]
                 at[d] = np.array([layer])

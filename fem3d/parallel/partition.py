@@ -419,16 +419,12 @@ def peer_touches(cells: np.ndarray, n: int, part: np.ndarray, rank: int) -> tupl
     return key % n, key // n
 
 
-def distribute_owned(mesh: HexMesh, part: np.ndarray, comm, backend, piece=None) -> Partition:
+def distribute_owned(mesh: HexMesh, part: np.ndarray, comm, backend) -> Partition:
     """This rank's part of ``mesh`` whose elements are on the ranks ``part`` (E,). Its
     elements keep the colour order, each colour's interface elements (those touching a
     node or pressure node of another rank's element) first: a product computes them, starts
     the interface sum and computes the interior ones meanwhile
-    (fem3d.solvers.operators.ElementOperator). ``piece``: ``mesh`` is not the whole mesh but
-    this rank's elements and every element touching them (numbered in the whole mesh's
-    order), and ``piece`` = (nodes, pressure, n_nodes, n_pressure, elements) the whole mesh's
-    Q2 node, pressure node and element of each of its own, and the whole mesh's node counts:
-    the part is the same as that cut from the whole mesh (its ``whole`` None)."""
+    (fem3d.solvers.operators.ElementOperator)."""
     if comm.size == 1:
         return distribute(mesh, comm, backend)
     rank = comm.rank
@@ -443,10 +439,6 @@ def distribute_owned(mesh: HexMesh, part: np.ndarray, comm, backend, piece=None)
     local, nodes, pressure = submesh(mesh, elements)
     node_at, pressure_at = np.searchsorted(nodes, node_peers[0]), np.searchsorted(pressure, pressure_peers[0])
     n, npr, m = mesh.n_nodes, mesh.n_pressure, len(nodes)
-    if piece is not None:  # the whole mesh's numbering (the piece's is in the same order)
-        node_ids, pressure_ids, n, npr, element_ids = piece
-        nodes, pressure, elements = node_ids[nodes], pressure_ids[pressure], element_ids[elements]
-        local.whole = None
     gdofs = np.concatenate([nodes, nodes + n, nodes + 2 * n, pressure + 3 * n])
     at = np.concatenate([node_at + d * m for d in range(3)] + [pressure_at + 3 * m])  # local unknowns of the pairs
     peer = np.concatenate([node_peers[1]] * 3 + [pressure_peers[1]])
