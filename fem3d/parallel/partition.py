@@ -1,8 +1,10 @@
 """Elements partitioned across ranks, and how each rank's unknowns relate to the global ones.
 
-Every rank holds the global mesh topology (cheap next to the element matrices),
-partitions it the same way and keeps only its own elements: a local HexMesh whose
-unknowns are the entries its elements touch, in the same block layout [u | v | w | p].
+Every rank holds the global mesh topology of a mesh read from a file or refined (cheap
+next to the element matrices), partitions it the same way and keeps only its own
+elements; a structured box's rank builds its own slab alone (:func:`box_part`). Either
+way a rank's part is a local HexMesh whose unknowns are the entries its elements touch, in
+the same block layout [u | v | w | p].
 Entries on the interface between ranks are copies: after a local element-by-element
 sum, :meth:`Distribution.sum_interface` adds the neighbours' partial sums (point to
 point, interface entries only), so every copy holds the full value. Each unknown is
