@@ -217,9 +217,15 @@ class HexMesh:
     def elements_with_ids(self, ids) -> np.ndarray:
         """The elements whose ``element_ids`` are ``ids`` (a whole box's ids are its box numbers
         i + nx (j + ny k); a refined mesh's 8 e + c of parent id e)."""
+        return self._element_of_id[ids]
+
+    @cached_property
+    def _element_of_id(self) -> np.ndarray:
+        """(largest id + 1,) int64 the element of each element id, made at the first use
+        (mesh sequencing asks it chunk by chunk)."""
         index = np.empty(int(self.element_ids.max()) + 1 if self.n_elements else 0, dtype=np.int64)
         index[self.element_ids] = np.arange(self.n_elements)
-        return index[ids]
+        return index
 
     @cached_property
     def centre_tree(self):
