@@ -682,3 +682,22 @@ def test_the_memory_check_counts_a_hierarchy_deeper_than_a_box(monkeypatch):
     per = 245e3 + 4e3 + 70e3 * (coarse / mesh.n_elements - 1 / 7)
     assert f"need about {(0.05e9 + per * mesh.n_elements) / 2**30:.3g} GiB" in str(error.value)
     assert str(error.value).endswith(f"{int((1.0e9 - 0.05e9) // per):,} elements fit")
+
+
+def test_a_refined_mesh_whose_own_hierarchy_does_not_fit_names_the_refinement_that_fits(tmp_path, monkeypatch, capsys):
+    """The boundary-layer channel refined once (26,880 elements) on the CPU with 5 GB free: the
+    check before reading counts a box's hierarchy and passes with partial assembly (3.65 GB),
+    the run's own check counts its semi-coarsened levels (about twice its elements: 7.1 GB) and
+    stops before any work, naming the refinement of the file's mesh that fits."""
+    import os
+
+    from fem3d import run
+    from gpucfd.errors import run_cli
+
+    monkeypatch.setattr("gpucfd.backend.host_free_bytes", lambda: 5e9)
+    case = os.path.join(os.path.dirname(__file__), "..", "meshes", "dfg3d", "dfg_3d_1z_boundary_layer.toml")
+    code = run_cli(run.main, [case, "--refine", "1", "--device", "cpu", "--out", str(tmp_path / "out")], prog="run")
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1, err
+    assert "26,880 elements need about 6.62 GiB of host memory (partial assembly), 4.66 GiB is free" in err
+    assert err.rstrip().endswith("--refine 0 fits at most") and not (tmp_path / "out").exists()

@@ -78,24 +78,29 @@ def check_fits(
 def fitting_assembly(
     backend,
     linear,
-    mesh_elements: int,
+    mesh,
     ranks: int,
     coarse: float = BOX_COARSE,
     in_time: bool = False,
     whole_mesh: bool = True,
 ) -> tuple:
     """(options, warning line or None): ``linear`` (fem3d.solvers.linear.LinearOptions, its
-    solver resolved by for_mesh) with its assembly checked by :func:`check_fits` for a mesh of
-    ``mesh_elements`` elements whose hierarchy has ``coarse`` coarse elements per element
-    (``in_time``, ``whole_mesh``: :func:`check_fits`), "auto" resolved, and a line saying so
-    where that took partial assembly."""
+    solver resolved by for_mesh) with its assembly checked by :func:`check_fits` for ``mesh``
+    (a whole HexMesh) whose hierarchy has ``coarse`` coarse elements per element (``in_time``,
+    ``whole_mesh``: :func:`check_fits`), "auto" resolved, and a line saying so where that took
+    partial assembly. The error of a refined mesh names the most refinements of the mesh it
+    was refined from that fit (:func:`largest_refinement`), of another the elements."""
+    base = mesh
+    while base.coarser is not None:
+        base = base.coarser
+    mesh_elements = mesh.n_elements
     chosen = check_fits(
         backend,
         linear.matrix_dtype,
         linear.solver,
         mesh_elements,
         ranks,
-        lambda e: f"{e:,} elements fit",
+        (lambda e: f"{e:,} elements fit") if base is mesh else (lambda e: largest_refinement(base.n_elements, e)),
         linear.assembly,
         coarse,
         in_time,

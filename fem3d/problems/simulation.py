@@ -84,7 +84,7 @@ class Simulation:
         self.linear = self.linear.for_mesh(mesh)
         coarse = coarse_elements(mesh) / mesh.n_elements if self.linear.solver == "mg" else BOX_COARSE
         self.linear, note = fitting_assembly(
-            backend, self.linear, mesh.n_elements, comm.size, coarse, self.time is not None, not isinstance(mesh, Box)
+            backend, self.linear, mesh, comm.size, coarse, self.time is not None, not isinstance(mesh, Box)
         )
         self.notes += [note] if note else []
         if self.initial is not None:
