@@ -38,21 +38,29 @@ NEWTON = 10  # iterations putting a point on the plane (converged in 4 or 5 wher
 TOL = 1e-9  # reference distance within which a point counts as on an element's face
 
 
+def face_points(face: int, n: int = 3) -> np.ndarray:
+    """(n^2, 3) the reference points of the n x n Gauss rule on local face ``face`` (FACES order)
+    of the reference cube, as :func:`face_rule` orders them."""
+    k, side = FACES[face]
+    g = gauss_legendre(n)[0]
+    ref = np.empty((n * n, 3))
+    ref[:, k], ref[:, (k + 1) % 3], ref[:, (k + 2) % 3] = 2 * side - 1, np.repeat(g, n), np.tile(g, n)
+    return ref
+
+
 def face_rule(mesh, faces: np.ndarray, n: int = 3):
     """Gauss rule on the faces ``faces`` (F, 2) (element, local face in FACES order) of ``mesh``:
     elements (F, Q), reference points (F, Q, 3), physical points (F, Q, 3) and outward area
     vectors (F, Q, 3), the weights included (length units squared: a face's sum over Q is its
     area vector), Q = n^2."""
-    g, w = gauss_legendre(n)
-    s, t = np.repeat(g, n), np.tile(g, n)
+    w = gauss_legendre(n)[1]
     weights = np.repeat(w, n) * np.tile(w, n)
     elements = np.repeat(faces[:, :1], n * n, axis=1)
     xi, points, area = (np.empty((len(faces), n * n, 3)) for _ in range(3))
     for f, (k, side) in enumerate(FACES):
         rows = np.flatnonzero(faces[:, 1] == f)
         a, b = (k + 1) % 3, (k + 2) % 3  # e_a x e_b = e_k
-        ref = np.empty((n * n, 3))
-        ref[:, k], ref[:, a], ref[:, b] = 2 * side - 1, s, t
+        ref = face_points(f, n)
         X = mesh.geometry_of(faces[rows, 0])
         geo = geometry_element(X.shape[1])
         J = einsum(np, "qgk,egi->eqik", geo.gradients(ref), X)

@@ -30,7 +30,7 @@ from gpucfd.errors import InputError, cut, first_few, shown
 from .expressions import Expression
 from gpucfd.backend import einsum
 from ..discretisation.element import Q2
-from ..discretisation.surfaces import face_rule
+from ..discretisation.surfaces import face_points, face_rule
 from ..discretisation.mesh import point_text
 
 PLANE_TOL = 1e-9  # a slip face lies in a plane when its nodes' spread is below this times the mesh size
@@ -223,10 +223,10 @@ def outflow_and_inflow(mesh, nodes: np.ndarray, velocity: np.ndarray) -> tuple[f
         return np.where((nodes[rows] == ids)[..., None], velocity[rows], 0.0)
 
     faces = mesh.boundary_faces
-    moving = at(mesh.face_nodes_of(faces)).any(axis=(1, 2))
-    elements, xi, _, area = face_rule(mesh, faces[moving])
-    nodal = np.repeat(at(mesh.cells_of(elements[:, 0])), elements.shape[1], axis=0)  # (P, 27, 3): each face's element
-    u = einsum(np, "pn,pni->pi", Q2.values(xi.reshape(-1, 3)), nodal).reshape(area.shape)
+    moving = faces[at(mesh.face_nodes_of(faces)).any(axis=(1, 2))]
+    area = face_rule(mesh, moving)[3]
+    basis = np.stack([Q2.values(face_points(f)) for f in range(6)])[moving[:, 1]]  # (F, Q, 27) by the face's kind
+    u = einsum(np, "fqn,fni->fqi", basis, at(mesh.cells_of(moving[:, 0])))
     flux = (u * area).sum(axis=(1, 2))
     size = (np.linalg.norm(u, axis=2) * np.linalg.norm(area, axis=2)).sum()
     return float(flux[flux > 0].sum()), float(-flux[flux < 0].sum()), float(size)
