@@ -205,10 +205,8 @@ class HexMesh:
         if self.grid is None or self.n_elements != int(np.prod(self.grid)):
             return None
         corners = self.geometry[:, [0, -1]]
-        nx, ny, _ = self.grid
-        ids = self.element_ids
         out = []
-        for d, layer in enumerate((ids % nx, (ids // nx) % ny, ids // (nx * ny))):
+        for d, layer in enumerate(grid_index(self.element_ids, self.grid)):
             v = np.empty(self.grid[d] + 1)
             v[layer], v[layer + 1] = corners[:, 0, d], corners[:, 1, d]
             out.append(v)
@@ -248,9 +246,7 @@ class HexMesh:
         box from its vertex coordinates along each axis: the same numbers, without the (E, 8, 3)
         and (E, 3, 4, 3) arrays of the vertices and edges)."""
         if self.box_vertices is not None:
-            nx, ny, _ = self.grid
-            ids = self.element_ids
-            layers = (ids % nx, (ids // nx) % ny, ids // (nx * ny))
+            layers = grid_index(self.element_ids, self.grid)
             return np.stack([np.diff(v)[layer] for v, layer in zip(self.box_vertices, layers)], axis=1)
         vertices = self.points[self.pressure_nodes[self.pressure_cells]]  # (E, 8, 3)
         edges = vertices[:, AXIS_EDGES[:, :, 1]] - vertices[:, AXIS_EDGES[:, :, 0]]  # (E, 3, 4, 3)
@@ -528,13 +524,12 @@ class Box(HexMesh):
     def _boundary(self) -> tuple[np.ndarray, np.ndarray]:
         """(boundary_faces (F, 2), boundary_tags (F,)) as _finish makes them, from the box
         numbers on the box's sides alone."""
-        nx, ny, nz = self.grid
         sides = []
         for d, m in enumerate(self.grid):
             for layer in (0, m - 1):
-                at = [np.arange(nx), np.arange(ny), np.arange(nz)]
+                at = [np.arange(v) for v in self.grid]
                 at[d] = np.array([layer])
-                sides.append((at[0][None, None, :] + nx * (at[1][None, :, None] + ny * at[2][:, None, None])).ravel())
+                sides.append(grid_block(at, self.grid).ravel())
         ids = distinct(np.concatenate(sides))
         flags = _box_elements(self.grid, self.box_vertices, ids)[2]  # (m, 6)
         element, face = np.nonzero(flags)
@@ -567,9 +562,7 @@ class Box(HexMesh):
     def points_of(self, nodes) -> np.ndarray:
         if self.built:
             return super().points_of(nodes)
-        nodes = np.asarray(nodes, dtype=np.int64)
-        mx, my, _ = (2 * v + 1 for v in self.grid)
-        index = (nodes % mx, (nodes // mx) % my, nodes // (mx * my))
+        index = grid_index(np.asarray(nodes, dtype=np.int64), [2 * v + 1 for v in self.grid])
         return np.stack([_with_midpoints(v)[i] for v, i in zip(self.box_vertices, index)], axis=-1)
 
 
@@ -585,8 +578,7 @@ def _box_cells(n, ids, lo, hi):
     """(cells, pressure_cells) of the elements ``ids`` (box numbers) of the box of ``n``
     elements per side, numbering the nodes of its block of elements [lo[d], hi[d]) along each
     axis d (the whole box for lo 0 and hi n) in the box's order."""
-    nx, ny, _ = n
-    e = [ids % nx - lo[0], (ids // nx) % ny - lo[1], ids // (nx * ny) - lo[2]]
+    e = [i - a for i, a in zip(grid_index(ids, n), lo)]
     m = [2 * (b - a) + 1 for a, b in zip(lo, hi)]
     pm = [b - a + 1 for a, b in zip(lo, hi)]
     cells = _grid_id(2 * e[0], 2 * e[1], 2 * e[2], m)[:, None] + _grid_id(*Q2.node_indices.T, m)
@@ -600,7 +592,7 @@ def _box_elements(n, vert, ids):
     geometry (m, 8, 3), colours by the parity of (i, j, k) and the box faces each lies on
     (m, 6) (FACES order)."""
     nx, ny, nz = n
-    ex, ey, ez = ids % nx, (ids // nx) % ny, ids // (nx * ny)
+    ex, ey, ez = grid_index(ids, n)
     geometry = np.empty((len(ids), 8, 3))
     for d, (v, e) in enumerate(zip(vert, (ex, ey, ez))):
         upper = Q1.node_indices[:, d] == 1
@@ -615,7 +607,7 @@ def box_order(grid, ids) -> np.ndarray:
     order (colour by colour, each colour by box number), found without the mesh."""
     n = np.asarray(grid, dtype=np.int64)
     ids = np.asarray(ids, dtype=np.int64)
-    e = np.stack([ids % n[0], (ids // n[0]) % n[1], ids // (n[0] * n[1])], axis=1)  # (m, 3)
+    e = np.stack(grid_index(ids, n), axis=1)  # (m, 3)
     parity = e % 2
     count = (n[None, :] - parity + 1) // 2  # elements of each parity along each side
     sizes = [int(np.prod((n - p + 1) // 2)) for p in (np.array([c % 2, (c // 2) % 2, c // 4]) for c in range(8))]
@@ -628,8 +620,7 @@ def box_block_ids(n, lo, hi) -> np.ndarray:
     """(m,) int64 the box numbers of the elements of the box of ``n`` elements per side whose
     indices lie in [lo[d], hi[d]) along each axis d, in the box's element order (colour by
     colour, each by box number)."""
-    r = [np.arange(a, b, dtype=np.int64) for a, b in zip(lo, hi)]
-    return _colour_order(r[0][None, None, :] + n[0] * (r[1][None, :, None] + n[1] * r[2][:, None, None]), lo)
+    return _colour_order(grid_block([np.arange(a, b) for a, b in zip(lo, hi)], n), lo)
 
 
 def box_ids(grid, order) -> np.ndarray:
@@ -686,11 +677,8 @@ def box_piece(grid, vertices, lo, hi, ids=None):
     n = [int(v) for v in grid]
     lo, hi = [int(v) for v in lo], [int(v) for v in hi]
     mesh = _box_block(n, [np.asarray(v, dtype=float) for v in vertices], lo, hi, ids)
-    g = [np.arange(2 * a, 2 * b + 1) for a, b in zip(lo, hi)]  # the block's node indices along each axis
-    p = [np.arange(a, b + 1) for a, b in zip(lo, hi)]
-    m, pm = [2 * v + 1 for v in n], [v + 1 for v in n]
-    nodes = (g[0][None, None, :] + m[0] * (g[1][None, :, None] + m[1] * g[2][:, None, None])).ravel()
-    pressure = (p[0][None, None, :] + pm[0] * (p[1][None, :, None] + pm[1] * p[2][:, None, None])).ravel()
+    nodes = grid_block([np.arange(2 * a, 2 * b + 1) for a, b in zip(lo, hi)], [2 * v + 1 for v in n]).ravel()
+    pressure = grid_block([np.arange(a, b + 1) for a, b in zip(lo, hi)], [v + 1 for v in n]).ravel()
     return mesh, nodes, pressure
 
 
@@ -712,6 +700,19 @@ def _vertex_indices(n) -> np.ndarray:
 def _grid_id(i, j, k, m):
     """Id i + m0 (j + m1 k) of the node (i, j, k) of a grid of m = (m0, m1, m2) nodes (arrays broadcast)."""
     return i + m[0] * (j + m[1] * k)
+
+
+def grid_index(ids, m) -> tuple:
+    """(i, j, k) of the ids i + m0 (j + m1 k) in a grid of m = (m0, m1, ...) points or cells:
+    the inverse of :func:`_grid_id`."""
+    return ids % m[0], (ids // m[0]) % m[1], ids // (m[0] * m[1])
+
+
+def grid_block(ranges, m) -> np.ndarray:
+    """(len(ranges[2]), len(ranges[1]), len(ranges[0])) int64 the ids in a grid of m points or
+    cells of the block of indices ``ranges`` (three integer arrays, one per axis), x fastest."""
+    r = [np.asarray(a, dtype=np.int64) for a in ranges]
+    return _grid_id(r[0][None, None, :], r[1][None, :, None], r[2][:, None, None], m)
 
 
 def greedy_colouring(vertex_cells: np.ndarray) -> np.ndarray:

@@ -26,7 +26,7 @@ from gpucfd.sets import distinct, members
 from .comm import SerialComm
 from gpucfd.errors import InputError
 from ..kernels import interface
-from ..discretisation.mesh import Box, HexMesh
+from ..discretisation.mesh import Box, HexMesh, grid_block, grid_index
 
 AXES = "xyz"
 FACE_NODES = 9  # Q2 nodes two hexahedra share across a face (3 across an edge, 1 at a corner)
@@ -52,9 +52,7 @@ def slab_owners(grid, parts: int, align: int = 1) -> np.ndarray:
     """(nx*ny*nz,) rank of each element (by element id i + nx (j + ny k)) of a structured
     box cut into ``parts`` slabs (:func:`slab_layers`)."""
     axis, owner = slab_layers(grid, parts, align)
-    nx, ny, _ = grid
-    ids = np.arange(int(np.prod(grid)))
-    return owner[(ids % nx, (ids // nx) % ny, ids // (nx * ny))[axis]]
+    return owner[grid_index(np.arange(int(np.prod(grid))), grid)[axis]]
 
 
 def partition_elements(mesh: HexMesh, parts: int, align: int = 1) -> np.ndarray:
@@ -369,7 +367,7 @@ def box_part(grid, vertices, comm, backend, align: int = 1) -> Partition:
     lo, hi = [0, 0, 0], list(n)
     lo[axis], hi[axis] = int(mine[0]), int(mine[-1]) + 1
     ids = box_block_ids(n, lo, hi)  # the slab's elements colour by colour
-    e = (ids % n[0], (ids // n[0]) % n[1], ids // (n[0] * n[1]))
+    e = grid_index(ids, n)
     ends = [(lo[axis], 0, int(owner[lo[axis] - 1]))] if lo[axis] > 0 else []  # (layer, plane, peer) of each end
     ends += [(hi[axis] - 1, hi[axis] - lo[axis], int(owner[hi[axis]]))] if hi[axis] < n[axis] else []
     inner = np.ones(len(ids), dtype=bool)
@@ -402,7 +400,7 @@ def _plane_indices(shape, axis: int, at: int) -> np.ndarray:
     whose index along ``axis`` is ``at``, increasing."""
     r = [np.arange(v) for v in shape]
     r[axis] = np.array([at])
-    return (r[0][None, None, :] + shape[0] * (r[1][None, :, None] + shape[1] * r[2][:, None, None])).ravel()
+    return grid_block(r, shape).ravel()
 
 
 def peer_touches(cells: np.ndarray, n: int, part: np.ndarray, rank: int) -> tuple[np.ndarray, np.ndarray]:

@@ -74,7 +74,7 @@ from ..kernels.scatter import ScatterPlan
 from ..kernels.ebe import NL, colour_ranges
 from .krylov import gmres_steps
 from ..discretisation.coarsen import STRONG, child_kinds
-from ..discretisation.mesh import box_mesh, box_order
+from ..discretisation.mesh import box_mesh, box_order, grid_index
 from gpucfd.backend import host_free_bytes
 from gpucfd.graphs import Replayed
 from .operators import ElementOperator
@@ -306,9 +306,7 @@ def box_coarsening(mesh):
     (px, sx), (py, sy), (pz, sz) = sides = [split(n) for n in mesh.grid]
     cx, cy, _ = grid = [int(p[-1]) + 1 for p, _ in sides]
     kept = [np.append(np.flatnonzero(np.diff(p, prepend=-1)), len(p)) for p, _ in sides]
-    nx, ny, _ = mesh.grid
-    ids = mesh.element_ids
-    i, j, k = ids % nx, (ids // nx) % ny, ids // (nx * ny)
+    i, j, k = grid_index(mesh.element_ids, mesh.grid)
     return grid, kept, px[i] + cx * (py[j] + cy * pz[k]), sx[i] + 3 * sy[j] + 9 * sz[k]
 
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from gpucfd.errors import InputError, check_range
 from ..discretisation.element import Q1, Q2, lagrange_values
-from ..discretisation.mesh import HexMesh, box_mesh, element_dofs
+from ..discretisation.mesh import HexMesh, box_mesh, element_dofs, grid_index
 from .multigrid import REFINED, child_boxes, split
 
 SEQUENCE_MIN = {  # elements of the coarsest mesh that --sequence auto solves, by device kind: where a coarse solve
@@ -52,8 +52,7 @@ class Coarsening:
         ids = np.asarray(ids, dtype=np.int64)
         if self.layers is None:  # refined: child c of the element of id k has id 8 k + c
             return (self.coarse.elements_with_ids(ids // 8), *child_boxes(REFINED[ids % 8]))
-        nx, ny, _ = self.grid
-        e = (ids % nx, (ids // nx) % ny, ids // (nx * ny))
+        e = grid_index(ids, self.grid)
         parent, scale, shift = (np.stack([t[k][i] for t, i in zip(self.layers, e)], axis=1) for k in range(3))
         cx, cy, _ = self.coarse.grid
         return self.coarse.elements_with_ids(parent[:, 0] + cx * (parent[:, 1] + cy * parent[:, 2])), scale, shift
