@@ -165,7 +165,7 @@ def main(argv=None) -> int:
                 comm.size,
                 lambda e: f"--n {int(e ** (1 / 3))} fits at most",
                 linear.assembly,
-                whole_mesh=False,  # boxes: each rank builds its part alone
+                whole_mesh=0.0,  # boxes: each rank builds its part alone
             )
         check_writable_file(args.out)
         names = ["paper", "manufactured"] if args.case == "both" else [args.case]

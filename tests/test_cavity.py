@@ -322,9 +322,30 @@ def test_ranks_that_build_their_part_of_a_box_alone_need_less_host_memory(monkey
     holding its part (a box) 0.1 GB + 1,728 x 134e3 = 0.3316 GB."""
     monkeypatch.setattr("gpucfd.backend.host_free_bytes", lambda: 0.335e9)
     cpu = get_backend("cpu")
-    assert memory.check_fits(cpu, "float64", "mg", 3456, 2, str, "partial", whole_mesh=False) == "partial"
+    assert memory.check_fits(cpu, "float64", "mg", 3456, 2, str, "partial", whole_mesh=0.0) == "partial"
     with pytest.raises(InputError, match=r"about 0\.315 GiB of host memory per rank \(partial assembly\)"):
         memory.check_fits(cpu, "float64", "mg", 3456, 2, str, "partial")
+    # a refined mesh: its part and a seventh of the whole, 0.1 GB + 1,728 x (130e3 + 4e3 (2/7 + 6/7)) = 0.3325 GB
+    assert memory.check_fits(cpu, "float64", "mg", 3456, 2, str, "partial", whole_mesh=memory.REFINED_SHARE)
+
+
+def test_the_share_of_a_mesh_that_every_rank_holds():
+    """memory.host_share: a box's part alone (0); a refined mesh's part and the meshes it refines
+    (REFINED_SHARE), unless multigrid coarsens it by its sheets (the pipe's stretched elements:
+    the whole mesh is made) or its arrays are made; a mesh read whole (1)."""
+    from fem3d.discretisation.mesh import read_mesh
+    from fem3d.discretisation.refine import refine
+    from support import sample_mesh
+
+    distorted, pipe = (
+        refine(sample_mesh("distorted"), 1),
+        refine(read_mesh(os.path.join(MESHES, "pipe", "pipe.msh")), 1),
+    )
+    assert memory.host_share(box_mesh(4), "mg") == 0.0
+    assert memory.host_share(distorted, "mg") == memory.REFINED_SHARE == memory.host_share(pipe, "paper")
+    assert memory.host_share(pipe, "mg") == 1.0 == memory.host_share(distorted.coarser, "mg")
+    distorted.cells
+    assert memory.host_share(distorted, "mg") == 1.0
 
 
 def test_not_converged_still_writes_marked_results(tmp_path):

@@ -204,10 +204,12 @@ def test_greedy_colouring_is_the_sequential_one_on_random_element_sets(n_element
         assert np.unique(v).size == v.size
 
 
-@pytest.mark.parametrize("name, colours", [("box", 8), ("distorted", 8), ("twisted", None), ("dfg", None)])
+@pytest.mark.parametrize("name, colours", [("box", 8), ("distorted", 8), ("twisted", 48), ("dfg", 16)])
 def test_colouring_of_file_and_refined_meshes_is_race_free_and_greedy(name, colours):
-    """Refined once (the DFG channel and a mesh of twisted element orientations) or read: race-free,
-    and as many colours as the sequential greedy colouring of the same element order."""
+    """Read: race-free, as many colours as the sequential greedy colouring of the same element
+    order. Refined once (the DFG channel and a mesh of twisted element orientations): race-free,
+    8 colours per class of parents, the classes the sequential greedy colouring of the parents
+    by the (vertex, position) of their children (fem3d.discretisation.refine.Refined)."""
     from fem3d.discretisation.refine import CHILD_VERTICES
     from support import twisted_mesh
 
@@ -221,7 +223,8 @@ def test_colouring_of_file_and_refined_meshes_is_race_free_and_greedy(name, colo
             "dfg": lambda: read_mesh(os.path.join(MESHES, "dfg3d", "channel_coarse.msh")),
         }[name]()
         mesh = coarse.refined(1)
-        count = sequential_greedy(coarse.cells[:, CHILD_VERTICES].reshape(-1, 8)).max() + 1
+        keys = (coarse.cells[:, CHILD_VERTICES] * 8 + np.arange(8)[:, None]).reshape(coarse.n_elements, -1)
+        count = 8 * (sequential_greedy(keys).max() + 1)
     assert mesh.colour_is_race_free() and mesh.n_colours == count
     assert colours is None or count == colours
 

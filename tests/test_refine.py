@@ -1,6 +1,7 @@
 """Uniform nested refinement (fem3d.discretisation.refine): geometry, tags, nestedness, partition, bad input."""
 
 import hashlib
+import os
 
 import numpy as np
 import pytest
@@ -13,7 +14,7 @@ from fem3d.discretisation.mesh import box_mesh, read_mesh
 from fem3d.solvers.multigrid import REFINED, child_prolongations
 from fem3d.parallel.partition import partition_elements
 from fem3d.discretisation.refine import refine
-from support import curved_hex27, sample_mesh, twisted_mesh
+from support import MESHES, curved_hex27, sample_mesh, twisted_mesh
 
 CPU = get_backend("cpu")
 
@@ -65,7 +66,7 @@ def test_refinement_keeps_volume_boundary_and_geometry(name):
     assert a0.keys() == a2.keys() and all(abs(a2[k] - a0[k]) <= 1e-12 * a0[k] for k in a0), (a0, a2)
     assert (fine.boundary_tags >= 0).all() and len(fine.boundary_faces) == 16 * len(coarse.boundary_faces)
     assert np.allclose(fine.points[fine.cells], map_points(fine), rtol=0, atol=1e-14)
-    assert fine.colour_is_race_free() and fine.n_colours == 8  # sequential greedy: as on the files
+    assert fine.colour_is_race_free() and fine.n_colours == 8  # the parents aligned: one class (Refined)
     assert np.array_equal(np.sort(fine.element_ids), np.arange(fine.n_elements))
 
 
@@ -153,26 +154,26 @@ def mesh_fingerprint(mesh):
 
 @pytest.mark.parametrize(
     "name, digest, points, geometry",
-    [  # the lattice numbering of new nodes (refine.LATTICE); the
-        # same meshes as the vertex-key numbering of efdd508 up to the order of the nodes (test below), whose digests
-        # and point sums were 9c5cfa66f12ac9ce, 269614959bfa4f53, cd6992fec032e15a and 32.67, 2.84, -1.20 (x)
+    [  # Refined's numbering: the coarse nodes, the new nodes on each coarse edge and face by its middle
+        # node and their far corners, those inside each parent; colours 8 k + c (the test below: the same meshes
+        # as the hex8 numbering up to the order of the nodes)
         (
             "distorted",
-            "491aa8c30e17447c",
-            [18.769137420349043, -2.259731500916588, -3.24008276006118],
+            "5238a50fc03de8e9",
+            [25.05034459059785, -1.048686053470448, -0.11288577748206619],
             [0.5015479496189443, 0.4873663398997229, 0.48417663820319345],
         ),
         (
             "annulus",
-            "bb06420cba9f3622",
-            [1.16888867351314, -9.86282686662868, 0.9308333753510624],
-            [0.9776146608765203, 0.062161276400280935, 0.23270502717666613],
+            "f3432b75344edfc0",
+            [-4.298100864216561, 2.1028085881960017, 0.29471684480412286],
+            [0.9776146608765232, 0.06216127640028056, 0.23270502717666613],
         ),
         (
             "twisted",
-            "ba32174b8f5b6007",
-            [3.7464219160324346, -0.2566459030261636, 1.260839533128501],
-            [2.0441428040783176, 1.67537293129501, -6.491147166906779],
+            "1958ae0d1d8104b5",
+            [4.333265300751158, 2.3910192952806075, 2.0046895163269216],
+            [-0.07353538007164695, 8.916669008239106, 0.8329605933936257],
         ),
     ],
 )
@@ -199,3 +200,42 @@ def test_refined_nodes_are_the_hex8_numbering_of_the_children_up_to_order(name):
     relabel[generic.ravel()] = fine.cells.ravel()
     assert np.array_equal(relabel[generic], fine.cells) and len(np.unique(relabel)) == n_nodes
     assert len(np.unique(np.round(fine.points, 12), axis=0)) == n_nodes
+
+
+@pytest.mark.parametrize("name", ["annulus", "twisted", "slab"])
+def test_a_refined_mesh_answers_from_its_parents_before_its_arrays_are_made(name):
+    """fem3d.discretisation.refine.Refined, its arrays not made, gives the nodes, vertices,
+    geometry and coordinates of any elements and nodes, its counts, colours, element ids,
+    parents, boundary faces, bounds, stretches and located points as the same mesh once made:
+    bit for bit (points located in the parents: to round-off)."""
+    coarse = {
+        "annulus": lambda: sample_mesh("annulus"),
+        "twisted": lambda: twisted_mesh(3),
+        "slab": lambda: read_mesh(os.path.join(MESHES, "dfg2d", "slab.msh")),
+    }[name]()
+    lazy, made = refine(coarse, 1), refine(coarse, 1)
+    made.cells
+    rng = np.random.default_rng(5)
+    elements, nodes = rng.permutation(made.n_elements)[:300], rng.integers(0, made.n_nodes, (20, 30))
+    assert (lazy.n_elements, lazy.n_nodes, lazy.n_pressure) == (
+        made.n_elements,
+        len(made.points),
+        len(made.pressure_nodes),
+    )
+    for accessor in ("cells_of", "pressure_cells_of", "geometry_of", "vertices_of"):
+        assert np.array_equal(getattr(lazy, accessor)(elements), getattr(made, accessor)(elements)), accessor
+    assert np.array_equal(lazy.points_of(nodes), made.points[nodes])
+    assert np.array_equal(lazy.cells_of(slice(5, 60)), made.cells[5:60])
+    for field in ("colour_offsets", "element_ids", "parent", "child_position", "boundary_faces", "boundary_tags"):
+        assert np.array_equal(getattr(lazy, field), getattr(made, field)), field
+    assert np.array_equal(lazy.elements_with_ids(made.element_ids[elements]), elements)
+    assert all(np.array_equal(a, b) for a, b in zip(lazy.bounds(), (made.points.min(axis=0), made.points.max(axis=0))))
+    assert np.array_equal(lazy.stretches, made.stretches)
+    points = np.concatenate([made.points[nodes[0]], made.geometry[elements[:20]].mean(axis=1)])
+    x = rng.standard_normal(made.n_dofs)  # a continuous Q2-Q1 field: the same values whichever element holds a point
+    (u_lazy, p_lazy), (u_made, p_made) = (
+        evaluate(lazy, x, *locate(lazy, points)),
+        evaluate(made, x, *locate(made, points)),
+    )
+    assert np.isfinite(u_lazy).all() and np.abs(u_lazy - u_made).max() < 1e-11 and np.abs(p_lazy - p_made).max() < 1e-11
+    assert not lazy.built and lazy.n_colours == made.n_colours and made.colour_is_race_free()

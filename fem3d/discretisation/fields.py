@@ -88,10 +88,15 @@ def locate(mesh, points: np.ndarray, candidates: int = 27, tol: float = 1e-8):
     time (one Newton loop for all of them rather than one per candidate: the DFG case's two
     pressure points, outside a rank's part, took 0.86 s so). The geometry map is inverted by
     Newton's method and the nearest element whose reference coordinates lie in
-    [-1 - tol, 1 + tol]^3 is taken.
+    [-1 - tol, 1 + tol]^3 is taken. A refined mesh whose arrays are not made
+    (fem3d.discretisation.refine.Refined) locates the points in its parents.
     Returns elem (P,) int (-1 where the point is outside the mesh) and xi (P, 3).
     """
+    from .refine import Refined
+
     points = np.atleast_2d(np.asarray(points, dtype=float))
+    if isinstance(mesh, Refined) and not mesh.built:  # in the parents: each child's map is a part of its parent's
+        return mesh.children_at(*locate(mesh.coarser, points, candidates, tol))
     elem = np.full(len(points), -1, dtype=np.int64)
     xi_found = np.zeros((len(points), 3))
 

@@ -72,6 +72,7 @@ AXIS_EDGES = np.array([[(v, v | 1 << d) for v in range(8) if not v >> d & 1] for
 Q1_FACE_NODES = face_nodes(Q1)  # (6, 4)
 BOX_TAGS = {"x0": 0, "x1": 1, "y0": 2, "y1": 3, "z0": 4, "z1": 5}
 TAG_FIELDS = ("gmsh:physical", "boundary", "tag")  # cell data searched for boundary tags, in order
+CHUNK = 1 << 18  # elements or nodes per piece where an answer about a whole mesh is computed piece by piece
 SOLID_CELLS = ("tetra", "hexahedron", "wedge", "pyramid", "polyhedron")  # meshio 3D cell type prefixes
 
 
@@ -161,6 +162,10 @@ class HexMesh:
         """(..., 3) the coordinates of the Q2 nodes ``nodes`` (any shape)."""
         return self.points[nodes]
 
+    def vertices_of(self, elements) -> np.ndarray:
+        """(m, 8, 3) the coordinates of the vertices of ``elements`` (m,) (indices or a slice), tensor order."""
+        return self.points_of(self.pressure_nodes[self.pressure_cells_of(elements)])
+
     def face_nodes_of(self, faces: np.ndarray) -> np.ndarray:
         """(F, 9) int64 the Q2 nodes of the faces ``faces`` (F, 2) (element, local face in FACES order)."""
         faces = np.asarray(faces, dtype=np.int64).reshape(-1, 2)
@@ -248,9 +253,9 @@ class HexMesh:
         if self.box_vertices is not None:
             layers = grid_index(self.element_ids, self.grid)
             return np.stack([np.diff(v)[layer] for v, layer in zip(self.box_vertices, layers)], axis=1)
-        vertices = self.points[self.pressure_nodes[self.pressure_cells]]  # (E, 8, 3)
-        edges = vertices[:, AXIS_EDGES[:, :, 1]] - vertices[:, AXIS_EDGES[:, :, 0]]  # (E, 3, 4, 3)
-        return np.sqrt((edges * edges).sum(axis=3)).mean(axis=2)
+        return np.concatenate(
+            [_axis_lengths(self.vertices_of(slice(a, a + CHUNK))) for a in range(0, self.n_elements, CHUNK)]
+        )
 
     @cached_property
     def stretches(self) -> np.ndarray:
@@ -294,6 +299,13 @@ class HexMesh:
         return True
 
 
+def _axis_lengths(vertices: np.ndarray) -> np.ndarray:
+    """(m, 3) the mean length of the four edges along each reference axis of hexahedra with
+    ``vertices`` (m, 8, 3)."""
+    edges = vertices[:, AXIS_EDGES[:, :, 1]] - vertices[:, AXIS_EDGES[:, :, 0]]  # (m, 3, 4, 3)
+    return np.sqrt((edges * edges).sum(axis=3)).mean(axis=2)
+
+
 def face_keys(pressure_cells: np.ndarray) -> np.ndarray:
     """(E*6, 4) sorted vertex ids of the faces of the elements ``pressure_cells`` (E, 8);
     element e's faces (FACES order) are rows 6e..6e+5."""
@@ -314,7 +326,6 @@ def _finish(
     check_topology=False,
     check_geometry=True,
     boundary=None,
-    faces=None,
     n_colours=None,
 ):
     """Sort elements by colour, find boundary faces, check the geometry, build the HexMesh.
@@ -323,8 +334,7 @@ def _finish(
     ``face_tag_of(face_vertex_keys)`` maps (F, 4) sorted vertex ids of boundary faces to
     tags (-1 untagged). A box gives them instead: ``boundary`` (E, 6) bool, the boundary
     faces of each element (input order), each tagged by its face number (FACES order, as
-    BOX_TAGS); a refined mesh gives ``faces``: ((F, 2) element (input order) and face, (F,)
-    tags). ``check_topology``: also reject faces of three elements, cracks and meshes in
+    BOX_TAGS). ``check_topology``: also reject faces of three elements, cracks and meshes in
     several parts (fem3d.discretisation.mesh_checks.check_faces). ``check_geometry=False``
     skips the Jacobians (check_elements) where the caller knows every element's map is valid.
     ``n_colours``: at least this many colours (some of them empty: a part of a mesh).
@@ -342,16 +352,8 @@ def _finish(
             element_ids[order],
         )
         boundary = None if boundary is None else boundary[order]
-        if faces is not None:
-            rank = np.empty_like(order)
-            rank[order] = np.arange(len(order))
-            faces = (np.stack([rank[faces[0][:, 0]], faces[0][:, 1]], axis=1), faces[1])
 
-    if faces is not None:
-        idx = 6 * faces[0][:, 0] + faces[0][:, 1]
-        by_element = np.argsort(idx)
-        idx, tags = idx[by_element], np.asarray(faces[1], dtype=np.int64)[by_element]
-    elif boundary is None:
+    if boundary is None:
         keys = face_keys(pressure_cells)
         _, inverse, counts = unique_rows(keys)
         if check_topology:
@@ -445,39 +447,54 @@ def box_mesh(
     return Box(n, [v.copy() for v in vert])
 
 
-class Box(HexMesh):
-    """A whole structured box (:func:`box_mesh`) known by its elements per side ``grid`` and
-    its vertex coordinates ``box_vertices``: its counts, bounds, colours, element ids, boundary
-    faces and the nodes, geometry and coordinates of any elements or nodes are computed from
-    those; the arrays of the whole mesh (points, cells, pressure_cells, pressure_nodes,
-    geometry) are made at their first use (:attr:`built`), and from then on they answer (a
-    caller may change them). Under MPI each rank builds its part from its slab alone
-    (fem3d.parallel.partition.box_part) while the arrays are not made, and no rank's run
-    needs them; made, they are cut (fem3d.parallel.partition.distribute)."""
+class LazyMesh(HexMesh):
+    """A whole mesh known by what it is made from, whose arrays (points, cells, pressure_cells,
+    pressure_nodes, geometry) are made at their first use (:attr:`built`, by ``_arrays()``)
+    and from then on answer (a caller may change them); until then its counts, element
+    order, boundary faces and the accessors (cells_of, geometry_of, points_of, ...) are computed
+    from what it is made from, so that under MPI each rank builds its part alone
+    (fem3d.parallel.partition.distribute). ``dataclasses.replace`` of one gives a HexMesh."""
 
     _ARRAYS = ("points", "cells", "pressure_cells", "pressure_nodes", "geometry")
 
     def __new__(cls, *args, **fields):
-        if fields:  # dataclasses.replace(box, ...): the changed mesh is a HexMesh, no longer known by its grid
+        if fields:  # dataclasses.replace(mesh, ...): the changed mesh is a HexMesh, no longer known by its making
             return HexMesh(**fields)
         return super().__new__(cls)
+
+    def __getattr__(self, name):
+        if name not in LazyMesh._ARRAYS:
+            raise AttributeError(name)
+        for field_name, array in zip(LazyMesh._ARRAYS, self._arrays()):
+            self.__dict__[field_name] = array
+        return self.__dict__[name]
+
+    def _arrays(self) -> tuple:
+        """The whole mesh's (points, cells, pressure_cells, pressure_nodes, geometry)."""
+        raise NotImplementedError
+
+    @property
+    def built(self) -> bool:
+        """Whether the whole mesh's arrays have been made."""
+        return "cells" in self.__dict__
+
+
+class Box(LazyMesh):
+    """A whole structured box (:func:`box_mesh`) known by its elements per side ``grid`` and
+    its vertex coordinates ``box_vertices``: its counts, bounds, colours, element ids, boundary
+    faces and the nodes, geometry and coordinates of any elements or nodes are computed from
+    those; the arrays of the whole mesh are made at their first use (LazyMesh). Under MPI each
+    rank builds its part from its slab alone (fem3d.parallel.partition.box_part) while the
+    arrays are not made, and no rank's run needs them; made, they are cut
+    (fem3d.parallel.partition.distribute)."""
 
     def __init__(self, grid, vertices):
         self.grid, self.box_vertices, self.tag_names = tuple(int(v) for v in grid), vertices, dict(BOX_TAGS)
         self.merged_nodes, self.coarser, self.parent, self.child_position, self.whole = 0, None, None, None, None
 
-    def __getattr__(self, name):
-        if name not in Box._ARRAYS:
-            raise AttributeError(name)
+    def _arrays(self) -> tuple:
         whole = _box_block(self.grid, self.box_vertices, (0, 0, 0), self.grid)
-        for field_name in Box._ARRAYS:
-            self.__dict__[field_name] = getattr(whole, field_name)
-        return self.__dict__[name]
-
-    @property
-    def built(self) -> bool:
-        """Whether the whole box's arrays have been made."""
-        return "cells" in self.__dict__
+        return tuple(getattr(whole, name) for name in LazyMesh._ARRAYS)
 
     def __repr__(self) -> str:  # the dataclass's would make and print every array
         lo, hi = self.bounds()

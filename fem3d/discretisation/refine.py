@@ -8,8 +8,9 @@ lattice positions the parent's 27 Q2 nodes, so a fine vertex id is the coarse Q2
 others are new. A new node inside the parent belongs to it alone and is numbered parent by
 parent; one on a parent's face or edge, which the neighbours share, is named by two coarse
 Q2 nodes whatever the parents' orientations: the corner of its lattice cell nearest the
-parent's centre (a face centre or an edge midpoint) and the opposite one, and numbered by one
-sort of those pairs. Every fine node and geometry node is placed by the PARENT's map
+parent's centre (the face centre or edge midpoint it lies on) and the opposite one, and
+numbered by the first, then the second (:class:`Refined`), so that any parent's fine nodes
+are numbered from the coarse mesh alone. Every new node and geometry node is placed by the PARENT's map
 (trilinear for 8 geometry nodes, triquadratic for 27) at its reference point, and the
 children keep the parent's kind of geometry: a child's map is the parent's map restricted
 to the sub-cube, so the volume, the curved boundaries of hex27 input and every coarse Q2-Q1
@@ -27,11 +28,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpucfd.errors import InputError, check_range
+from functools import cached_property
+
+from gpucfd.errors import check_range
+from gpucfd.sets import distinct
 from .element import FACES, Q1, Q2
 from .geometry import geometry_element
-from .mesh import HexMesh, _finish, greedy_colouring
-from .mesh_checks import unique_rows
+from .mesh import CHUNK, HexMesh, LazyMesh, greedy_colouring
 
 REFINE_MAX = 10  # most refinements accepted (8**10 children per element; memory is checked separately)
 SHIFTS = (
@@ -44,6 +47,9 @@ LATTICE = np.stack(np.meshgrid(*[np.arange(5)] * 3, indexing="ij"), axis=-1).res
     :, ::-1
 ]  # (125, 3) a parent's
 # fine Q2 nodes (x, y, z) in 0..4 along its xi, eta, zeta, lattice point x + 5 y + 25 z
+ON_FACE = np.array(
+    [[c for c in range(8) if (SHIFTS[c, FACES[f][0]] > 0) == bool(FACES[f][1])] for f in range(6)]
+)  # (6, 4) the children on each face of the parent (FACES order)
 CHILD_LATTICE = np.array(
     [[(2 * i + a) + 5 * (2 * j + b) + 25 * (2 * k + c) for a, b, c in Q2.node_indices] for i, j, k in (SHIFTS + 1) // 2]
 )  # (8, 27) lattice point of each child's Q2 node
@@ -69,14 +75,8 @@ def refine(mesh: HexMesh, times: int = 1) -> HexMesh:
     own: each child's map is a part of its parent's, whose Jacobian determinant was proved
     positive over the whole element (fem3d.discretisation.geometry.check_elements)."""
     check_range("--refine", times, low=0, high=REFINE_MAX, integer=True)
-    for level in range(int(times)):
-        try:
-            mesh = _refine_once(mesh)
-        except InputError as exc:
-            raise InputError(
-                f"--refine {times}: refinement {level + 1} (its element 8 k + c is child c of element k "
-                f"before it): {exc}"
-            ) from None
+    for _ in range(int(times)):
+        mesh = Refined(mesh)
     return mesh
 
 
@@ -93,57 +93,232 @@ _SHARED = np.flatnonzero(
 _INSIDE = np.flatnonzero(_ODD.any(axis=1) & ~(LATTICE % 4 == 0).any(axis=1))  # (26,) new, inside the parent
 _NEAR = _tensor(np.where(_ODD, 2, LATTICE)[_SHARED] // 2)  # the lattice cell's corner nearest the parent's centre
 _FAR = _tensor(np.where(_ODD, np.where(LATTICE == 1, 0, 4), LATTICE)[_SHARED] // 2)  # and the opposite corner
+KIND = (Q2.node_indices == 1).sum(axis=1)  # (27,) a Q2 node is a vertex (0), edge midpoint, face centre, centre (3)
+NEW_ON = np.array([0, 2, 8, 0])  # new nodes on the edge or face that a coarse Q2 node of each kind is the middle of
+_GROUPS = [
+    np.array([np.flatnonzero(_NEAR == q) for q in range(27) if KIND[q] == k]) for k in (1, 2)
+]  # (12, 2) and (6, 8): the shared lattice points on each edge and each face (indices into _SHARED)
+_GROUP_ROW = np.zeros(27, dtype=np.int64)
+for _k, _rows in enumerate(_GROUPS):
+    _GROUP_ROW[_NEAR[_rows[:, 0]]] = np.arange(len(_rows))  # each edge midpoint's and face centre's row
 
 
-def _fine_nodes(cells: np.ndarray, n_nodes: int) -> tuple[np.ndarray, int]:
-    """(ids (E, 125) of each parent's fine lattice (LATTICE order), the fine mesh's node count)
-    of parents with Q2 nodes ``cells`` (E, 27) among ``n_nodes``: the coarse nodes keep their
-    ids, then the shared new nodes (one sort of their pairs of coarse nodes), then the new nodes
-    inside each parent, parent by parent."""
-    n = len(cells)
-    ids = np.empty((n, len(LATTICE)), dtype=np.int64)
-    ids[:, _KEPT] = cells[:, _tensor(LATTICE[_KEPT] // 2)]
-    pairs = np.sort(np.stack([cells[:, _NEAR], cells[:, _FAR]], axis=-1), axis=-1).reshape(-1, 2)
-    _, shared, counts = unique_rows(pairs)
-    ids[:, _SHARED] = n_nodes + shared.reshape(n, -1)
-    ids[:, _INSIDE] = n_nodes + len(counts) + np.arange(n * len(_INSIDE)).reshape(n, -1)
-    return ids, n_nodes + len(counts) + n * len(_INSIDE)
+def _shared_ranks(cells: np.ndarray) -> np.ndarray:
+    """(m, 72) each shared lattice point's place among the new nodes of its edge or face (those
+    whose nearest corner, a coarse Q2 node, is its own), by their far corners' coarse node ids:
+    the same from every parent sharing the edge or face, whatever its orientation."""
+    out = np.empty((len(cells), len(_SHARED)), dtype=np.int64)
+    for rows in _GROUPS:
+        out[:, rows] = np.argsort(np.argsort(cells[:, _FAR[rows]], axis=2), axis=2)
+    return out
 
 
-def _child_faces(mesh: HexMesh) -> tuple[np.ndarray, np.ndarray]:
-    """(boundary faces (4 F, 2): child 8 e + c and its face, their tags): the four children
-    of each parent's boundary face on it, with its tag (a child's faces lie along its parent's)."""
-    faces, tags = mesh.boundary_faces, mesh.boundary_tags
-    axis, side = np.array([FACES[f] for f in range(6)]).T
-    on_face = np.array([[c for c in range(8) if (SHIFTS[c, axis[f]] > 0) == bool(side[f])] for f in range(6)])  # (6, 4)
-    children = 8 * faces[:, :1] + on_face[faces[:, 1]]
-    return np.stack([children.ravel(), np.repeat(faces[:, 1], 4)], axis=1), np.repeat(tags, 4)
+class Refined(LazyMesh):
+    """``coarse`` (a whole mesh) refined once, known by it. Fine nodes: the coarse Q2 nodes
+    keep their ids; the new nodes on the edge or face whose middle is coarse Q2 node q
+    (NEW_ON: 2 or 8) follow, q by q, each edge's or face's in the order of their far corners'
+    ids (:func:`_shared_ranks`); then the 26 inside each parent, parent by parent. Colours:
+    8 k + c for child c of a parent of class k, the parents classed greedily so that no two of
+    a class have children of one position that share a vertex (one class where neighbouring
+    parents are aligned); each colour's elements by their parents' order. So a fine element's
+    nodes, vertices (the coarse Q2 nodes: pressure node q is Q2 node q), geometry and place,
+    and a node's coordinates (kept: the coarse node's; new: the parent's map at its lattice
+    point) come from the coarse mesh alone, and a rank builds its part of the refined mesh
+    from its parents (fem3d.parallel.partition.refined_part)."""
 
+    def __init__(self, coarse: HexMesh):
+        self.coarser, self.tag_names, self.grid, self.merged_nodes, self.whole = (
+            coarse,
+            dict(coarse.tag_names),
+            None,
+            0,
+            None,
+        )
+        cells = coarse.cells
+        kind = np.zeros(coarse.n_nodes, dtype=np.int64)
+        kind[cells] = KIND
+        self._entity_start = coarse.n_nodes + np.concatenate([[0], np.cumsum(NEW_ON[kind])])  # (n_c + 1,)
+        self._holder = np.empty(coarse.n_nodes, dtype=np.int64)  # an (element * 27 + local node) holding each node
+        self._holder[cells] = np.arange(cells.size).reshape(cells.shape)
+        keys = (cells[:, CHILD_VERTICES] * 8 + np.arange(8)[:, None]).reshape(len(cells), -1)  # (vertex, position)
+        clash = np.bincount(keys.ravel(), minlength=8 * coarse.n_nodes) > 1  # in children of one position of two
+        some = np.flatnonzero(clash[keys].any(axis=1))  # the parents that need classing: none where all are aligned
+        self._class = np.zeros(len(cells), dtype=np.int64)
+        self._class[some] = greedy_colouring(keys[some]) if some.size else 0
+        counts = np.bincount(self._class)
+        self._class_start = np.concatenate([[0], np.cumsum(counts)])
+        self._by_class = np.argsort(self._class, kind="stable")  # the parents class by class, each in order
+        self._rank = np.empty(len(cells), dtype=np.int64)
+        self._rank[self._by_class] = np.arange(len(cells)) - np.repeat(self._class_start[:-1], counts)
+        self.colour_offsets = np.concatenate([[0], np.cumsum(np.repeat(counts, 8))]).astype(np.int64)
 
-def _refine_once(mesh: HexMesh) -> HexMesh:
-    lattice, n_nodes = _fine_nodes(mesh.cells, mesh.n_nodes)
-    cells = lattice[:, CHILD_LATTICE].reshape(-1, 27)  # child 8 e + c
-    vertex_cells = mesh.cells[:, CHILD_VERTICES].reshape(-1, 8)
-    geo = geometry_element(mesh.geometry.shape[1])
-    geometry = child_points(geo, geo, mesh.geometry).reshape(-1, geo.n_nodes, 3)
-    points = np.empty((n_nodes, 3))
-    points[lattice.ravel()] = np.matmul(geo.values(LATTICE / 2 - 1), mesh.geometry).reshape(-1, 3)
-    element_ids = (8 * mesh.element_ids[:, None] + np.arange(8)).ravel()  # child 8 e + c
-    fine = _finish(
-        points,
-        cells,
-        vertex_cells,
-        np.arange(mesh.n_nodes),
-        geometry,
-        greedy_colouring(vertex_cells),
-        element_ids,
-        mesh.tag_names,
-        faces=_child_faces(mesh),
-        check_geometry=False,  # a child's map is part of its parent's, valid everywhere (geometry.check_elements)
-    )  # the children put in colour order
-    fine.coarser, fine.parent, fine.child_position = (
-        mesh,
-        mesh.elements_with_ids(fine.element_ids // 8),
-        fine.element_ids % 8,
-    )
-    return fine
+    def __repr__(self) -> str:  # the dataclass's would make and print every array
+        return f"Refined({self.coarser.n_elements} elements refined once, built={self.built})"
+
+    @property
+    def n_elements(self) -> int:
+        return 8 * self.coarser.n_elements
+
+    @property
+    def n_nodes(self) -> int:
+        return int(self._entity_start[-1]) + len(_INSIDE) * self.coarser.n_elements
+
+    @property
+    def n_pressure(self) -> int:
+        return self.coarser.n_nodes
+
+    def element_of(self, parents, positions) -> np.ndarray:
+        """(m,) int64 the elements that are child ``positions`` (m,) of ``parents`` (m,) (coarse elements)."""
+        k = self._class[parents]
+        return (
+            8 * self._class_start[k]
+            + positions * (self._class_start[k + 1] - self._class_start[k])
+            + self._rank[parents]
+        )
+
+    def place(self, elements) -> tuple[np.ndarray, np.ndarray]:
+        """(parent, position) (m,) of ``elements`` (indices or a slice)."""
+        if isinstance(elements, slice):
+            i = np.arange(*elements.indices(self.n_elements))
+        else:
+            i = np.asarray(elements, dtype=np.int64)
+        colour = np.searchsorted(self.colour_offsets, i, side="right") - 1
+        return self._by_class[self._class_start[colour // 8] + i - self.colour_offsets[colour]], colour % 8
+
+    def children_at(self, parents, xi) -> tuple[np.ndarray, np.ndarray]:
+        """(elements (m,), reference coordinates (m, 3)) of the points at reference coordinates
+        ``xi`` (m, 3) of ``parents`` (m,) (-1: none) in their children (the same -1)."""
+        upper = xi > 0
+        elements = np.where(parents < 0, -1, self.element_of(np.maximum(parents, 0), upper @ np.array([1, 2, 4])))
+        return elements, np.clip(2 * xi - (2 * upper - 1), -1.0, 1.0)
+
+    @cached_property
+    def parent(self) -> np.ndarray:
+        return self.place(slice(None))[0]
+
+    @cached_property
+    def child_position(self) -> np.ndarray:
+        return self.place(slice(None))[1]
+
+    @cached_property
+    def element_ids(self) -> np.ndarray:
+        """(E,) int64 8 k + c for child c of the coarse element of id k."""
+        return 8 * self.coarser.element_ids[self.parent] + self.child_position
+
+    def elements_with_ids(self, ids) -> np.ndarray:
+        ids = np.asarray(ids, dtype=np.int64)
+        return self.element_of(self.coarser.elements_with_ids(ids // 8), ids % 8)
+
+    @cached_property
+    def _boundary(self) -> tuple[np.ndarray, np.ndarray]:
+        """(boundary_faces (F, 2), boundary_tags (F,)): the four children of each coarse
+        boundary face on it, with its tag, by element and face."""
+        faces, tags = self.coarser.boundary_faces, self.coarser.boundary_tags
+        children = self.element_of(faces[:, :1], ON_FACE[faces[:, 1]])  # (F, 4)
+        idx = 6 * children + faces[:, 1:]
+        order = np.argsort(idx.ravel())
+        idx = idx.ravel()[order]
+        return np.stack([idx // 6, idx % 6], axis=1), np.repeat(tags, 4)[order]
+
+    @property
+    def boundary_faces(self) -> np.ndarray:
+        return self._boundary[0]
+
+    @property
+    def boundary_tags(self) -> np.ndarray:
+        return self._boundary[1]
+
+    def lattice_of(self, parents) -> np.ndarray:
+        """(m, 125) int64 the fine node ids of the 5 x 5 x 5 lattice (LATTICE order) of ``parents`` (m,)."""
+        cells = self.coarser.cells[parents]
+        ids = np.empty((len(cells), len(LATTICE)), dtype=np.int64)
+        ids[:, _KEPT] = cells[:, _tensor(LATTICE[_KEPT] // 2)]
+        ids[:, _SHARED] = self._entity_start[cells[:, _NEAR]] + _shared_ranks(cells)
+        ids[:, _INSIDE] = self._entity_start[-1] + len(_INSIDE) * np.asarray(parents)[:, None] + np.arange(len(_INSIDE))
+        return ids
+
+    def cells_of(self, elements) -> np.ndarray:
+        if self.built:
+            return super().cells_of(elements)
+        parents, positions = self.place(elements)
+        return self.lattice_of(parents)[np.arange(len(parents))[:, None], CHILD_LATTICE[positions]]
+
+    def pressure_cells_of(self, elements) -> np.ndarray:
+        if self.built:
+            return super().pressure_cells_of(elements)
+        parents, positions = self.place(elements)
+        return self.coarser.cells[parents[:, None], CHILD_VERTICES[positions]]
+
+    def geometry_of(self, elements) -> np.ndarray:
+        if self.built:
+            return super().geometry_of(elements)
+        parents, positions = self.place(elements)
+        geometry = self.coarser.geometry
+        maps = child_maps(*[geometry_element(geometry.shape[1])] * 2)
+        out = np.empty((len(parents),) + geometry.shape[1:])
+        for c in range(8):  # one matrix per child position: no (m, G, G) stack of maps
+            at = np.flatnonzero(positions == c)
+            out[at] = np.matmul(maps[c], geometry[parents[at]])
+        return out
+
+    def vertices_of(self, elements) -> np.ndarray:
+        if self.built:
+            return super().vertices_of(elements)
+        return self.points_of(self.pressure_cells_of(elements))
+
+    def points_of(self, nodes) -> np.ndarray:
+        if self.built:
+            return super().points_of(nodes)
+        nodes = np.asarray(nodes, dtype=np.int64)
+        flat = nodes.ravel()
+        out = np.empty((len(flat), 3))
+        kept = flat < self.coarser.n_nodes
+        out[kept] = self.coarser.points[flat[kept]]
+        new = np.flatnonzero(~kept)
+        parents, lattice = self._lattice_places(flat[new])
+        by_parent = np.argsort(parents, kind="stable")
+        parents, lattice, new = parents[by_parent], lattice[by_parent], new[by_parent]
+        geometry = self.coarser.geometry
+        values = geometry_element(geometry.shape[1]).values(LATTICE / 2 - 1)  # (125, G)
+        held = distinct(parents)
+        for a in range(0, len(held), CHUNK // len(LATTICE)):  # each parent's lattice points at once, piece by piece
+            block = held[a : a + CHUNK // len(LATTICE)]
+            lo, hi = np.searchsorted(parents, block[0], side="left"), np.searchsorted(parents, block[-1], side="right")
+            mapped = np.matmul(values, geometry[block])  # (b, 125, 3)
+            out[new[lo:hi]] = mapped[np.searchsorted(block, parents[lo:hi]), lattice[lo:hi]]
+        return out.reshape(nodes.shape + (3,))
+
+    def _lattice_places(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(parent, lattice point) (m,) of new fine nodes ``ids`` (m,): of a shared node, those
+        in the coarse element holding its edge's or face's middle node."""
+        parents, lattice = np.empty(len(ids), dtype=np.int64), np.empty(len(ids), dtype=np.int64)
+        inside = ids >= self._entity_start[-1]
+        q = ids[inside] - self._entity_start[-1]
+        parents[inside], lattice[inside] = q // len(_INSIDE), _INSIDE[q % len(_INSIDE)]
+        shared = np.flatnonzero(~inside)
+        middle = np.searchsorted(self._entity_start, ids[shared], side="right") - 1
+        held = self._holder[middle]
+        for rows in _GROUPS:
+            at = np.flatnonzero(KIND[held % 27] == (1 if rows.shape[1] == 2 else 2))
+            p, group = held[at] // 27, rows[_GROUP_ROW[held[at] % 27]]  # (m,), (m, 2 | 8)
+            order = np.argsort(self.coarser.cells[p[:, None], _FAR[group]], axis=1)
+            place = ids[shared[at]] - self._entity_start[middle[at]]
+            parents[shared[at]] = p
+            lattice[shared[at]] = _SHARED[group[np.arange(len(at)), order[np.arange(len(at)), place]]]
+        return parents, lattice
+
+    @cached_property
+    def _bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        chunks = [self.points_of(np.arange(a, min(a + CHUNK, self.n_nodes))) for a in range(0, self.n_nodes, CHUNK)]
+        return np.min([c.min(axis=0) for c in chunks], axis=0), np.max([c.max(axis=0) for c in chunks], axis=0)
+
+    def _arrays(self) -> tuple:
+        parents, positions = self.parent, self.child_position
+        lattice = self.lattice_of(np.arange(self.coarser.n_elements))
+        return (
+            self.points_of(np.arange(self.n_nodes)),
+            lattice[parents[:, None], CHILD_LATTICE[positions]],
+            self.coarser.cells[parents[:, None], CHILD_VERTICES[positions]],
+            np.arange(self.coarser.n_nodes),
+            self.geometry_of(slice(None)),
+        )

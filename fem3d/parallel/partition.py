@@ -1,10 +1,11 @@
 """Elements partitioned across ranks, and how each rank's unknowns relate to the global ones.
 
-Every rank holds the global mesh topology of a mesh read from a file or refined (cheap
-next to the element matrices), partitions it the same way and keeps only its own
-elements; a structured box's rank builds its own slab alone (:func:`box_part`). Either
-way a rank's part is a local HexMesh whose unknowns are the entries its elements touch, in
-the same block layout [u | v | w | p].
+Every rank holds the global mesh topology of a mesh read from a file (cheap next to the
+element matrices), partitions it the same way and keeps only its own elements; a
+structured box's rank builds its own slab alone (:func:`box_part`), a refined mesh's rank
+its parents' children alone (:func:`refined_part`). Either way a rank's part is a local
+HexMesh whose unknowns are the entries its elements touch, in the same block layout
+[u | v | w | p].
 Entries on the interface between ranks are copies: after a local element-by-element
 sum, :meth:`Distribution.sum_interface` adds the neighbours' partial sums (point to
 point, interface entries only), so every copy holds the full value. Each unknown is
@@ -26,7 +27,7 @@ from gpucfd.sets import distinct, members
 from .comm import SerialComm
 from gpucfd.errors import InputError
 from ..kernels import interface
-from ..discretisation.mesh import Box, HexMesh, grid_block, grid_index
+from ..discretisation.mesh import Box, HexMesh, LazyMesh, grid_block, grid_index
 
 AXES = "xyz"
 FACE_NODES = 9  # Q2 nodes two hexahedra share across a face (3 across an edge, 1 at a corner)
@@ -346,8 +347,10 @@ def distribute(mesh: HexMesh, comm, backend, align: int = 1) -> Partition:
         return Partition(
             mesh, Distribution.serial(backend, mesh.n_dofs), np.arange(mesh.n_nodes), np.arange(mesh.n_elements)
         )
-    if isinstance(mesh, Box) and not mesh.built:  # from this rank's slab (made arrays, maybe changed, are cut)
-        return box_part(mesh.grid, mesh.box_vertices, comm, backend, align)
+    if isinstance(mesh, LazyMesh) and not mesh.built:  # from this rank's slab or parents (made arrays are cut)
+        if isinstance(mesh, Box):
+            return box_part(mesh.grid, mesh.box_vertices, comm, backend, align)
+        return refined_part(mesh, comm, backend, align)
     return distribute_owned(mesh, partition_elements(mesh, comm.size, align), comm, backend)
 
 
@@ -437,17 +440,86 @@ def distribute_owned(mesh: HexMesh, part: np.ndarray, comm, backend) -> Partitio
     colour = np.searchsorted(mesh.colour_offsets, mine, side="right")
     elements = mine[np.lexsort((mine, inner, colour))]
     local, nodes, pressure = submesh(mesh, elements)
+    dist = _peer_distribution(comm, backend, nodes, pressure, node_peers, pressure_peers, mesh.n_nodes, mesh.n_pressure)
+    return Partition(local, dist, nodes, elements)
+
+
+def _peer_distribution(comm, backend, nodes, pressure, node_peers, pressure_peers, n: int, npr: int) -> Distribution:
+    """The Distribution of a part whose global Q2 nodes and pressure nodes are ``nodes`` and
+    ``pressure`` (sorted) among ``n`` and ``npr``, the (node, rank) pairs of its nodes that
+    other ranks' elements touch ``node_peers`` and ``pressure_peers`` (:func:`peer_touches`)
+    (collective: connects the peers)."""
     node_at, pressure_at = np.searchsorted(nodes, node_peers[0]), np.searchsorted(pressure, pressure_peers[0])
-    n, npr, m = mesh.n_nodes, mesh.n_pressure, len(nodes)
+    m = len(nodes)
     gdofs = np.concatenate([nodes, nodes + n, nodes + 2 * n, pressure + 3 * n])
     at = np.concatenate([node_at + d * m for d in range(3)] + [pressure_at + 3 * m])  # local unknowns of the pairs
     peer = np.concatenate([node_peers[1]] * 3 + [pressure_peers[1]])
-    owner = np.full(len(gdofs), rank)
+    owner = np.full(len(gdofs), comm.rank)
     np.minimum.at(owner, at, peer)  # the lowest rank touching an unknown owns it
     shared = {}
     for q in distinct(peer).tolist():
         idx = at[peer == q]
         shared[q] = idx[np.argsort(gdofs[idx], kind="stable")]
-    dist = Distribution(comm, backend, gdofs, owner == rank, shared, 3 * n + npr)
+    dist = Distribution(comm, backend, gdofs, owner == comm.rank, shared, 3 * n + npr)
     comm.connect(shared)
+    return dist
+
+
+def refined_part(mesh, comm, backend, align: int = 1) -> Partition:
+    """This rank's part of ``mesh`` (fem3d.discretisation.refine.Refined: a whole mesh refined
+    once, its arrays not made), its children on their parents' ranks (partition_elements),
+    built from the rank's parents alone: the Partition distribute_owned cuts from the whole
+    refined mesh, its mesh's ``whole`` ``mesh`` (collective). A fine node is shared with
+    another rank where it lies in one of that rank's parents (in its 5 x 5 x 5 lattice); a
+    pressure node, a coarse Q2 node, where one of that rank's parents has it."""
+    from ..discretisation.refine import CHILD_LATTICE, CHILD_VERTICES, LATTICE
+
+    coarse, rank = mesh.coarser, comm.rank
+    owner = partition_elements(coarse, comm.size, align)
+    mine = np.flatnonzero(owner == rank)
+    touched = np.zeros(coarse.n_nodes, dtype=bool)
+    touched[coarse.cells[mine]] = True
+    halo = np.flatnonzero((owner != rank) & touched[coarse.cells].any(axis=1))
+    lattice = mesh.lattice_of(mine)  # (m, 125)
+    nodes = distinct(lattice)
+    around = mesh.lattice_of(halo).ravel()
+    hit = nodes[np.minimum(np.searchsorted(nodes, around), len(nodes) - 1)] == around
+    key = distinct(np.repeat(owner[halo], len(LATTICE))[hit] * np.int64(mesh.n_nodes) + around[hit])
+    node_peers = (key % mesh.n_nodes, key // mesh.n_nodes)
+    pressure_peers = peer_touches(coarse.cells, coarse.n_nodes, owner, rank)
+    pressure = distinct(coarse.cells[mine])
+
+    parents, positions = np.repeat(mine, 8), np.tile(np.arange(8), len(mine))
+    cells = np.searchsorted(nodes, lattice)[np.repeat(np.arange(len(mine)), 8)[:, None], CHILD_LATTICE[positions]]
+    pressure_cells = np.searchsorted(pressure, coarse.cells[parents[:, None], CHILD_VERTICES[positions]])
+    shared_node, shared_pressure = np.zeros(len(nodes), dtype=bool), np.zeros(len(pressure), dtype=bool)
+    shared_node[np.searchsorted(nodes, node_peers[0])] = True
+    shared_pressure[np.searchsorted(pressure, pressure_peers[0])] = True
+    inner = ~(shared_node[cells].any(axis=1) | shared_pressure[pressure_cells].any(axis=1))
+    elements = mesh.element_of(parents, positions)
+    colour = np.searchsorted(mesh.colour_offsets, elements, side="right") - 1
+    order = np.lexsort((elements, inner, colour))  # distribute_owned's order
+    elements, parents, positions = elements[order], parents[order], positions[order]
+
+    faces, tags = mesh.boundary_faces, mesh.boundary_tags  # the whole boundary's: ~N^(2/3)
+    keep = np.flatnonzero(owner[mesh.place(faces[:, 0])[0]] == rank)
+    by_element = np.argsort(elements)
+    faces = np.stack([by_element[np.searchsorted(elements, faces[keep, 0], sorter=by_element)], faces[keep, 1]], axis=1)
+    local = HexMesh(
+        points=mesh.points_of(nodes),
+        cells=cells[order],
+        pressure_cells=pressure_cells[order],
+        pressure_nodes=np.searchsorted(nodes, pressure),
+        geometry=mesh.geometry_of(elements),
+        colour_offsets=np.concatenate([[0], np.cumsum(np.bincount(colour, minlength=mesh.n_colours))]).astype(np.int64),
+        element_ids=8 * coarse.element_ids[parents] + positions,
+        boundary_faces=faces,
+        boundary_tags=tags[keep],
+        tag_names=dict(mesh.tag_names),
+        coarser=coarse,
+        parent=parents,
+        child_position=positions,
+        whole=mesh,
+    )
+    dist = _peer_distribution(comm, backend, nodes, pressure, node_peers, pressure_peers, mesh.n_nodes, mesh.n_pressure)
     return Partition(local, dist, nodes, elements)

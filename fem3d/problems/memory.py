@@ -10,7 +10,8 @@ elements than a box's (semi-coarsened meshes: up to twice the finest level's) ad
 COARSE_BYTES per element beyond; a run in time keeps TIME_VECTORS more vectors of the
 unknowns (the states of earlier steps, the extrapolated guess, the step's history term).
 Each rank's host also holds the whole mesh, or under MPI a box's part alone
-(fem3d.discretisation.mesh.Box).
+(fem3d.discretisation.mesh.Box), or a refined mesh's part and the whole meshes it refines
+(fem3d.discretisation.refine.Refined): :func:`host_share`.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ HOST_MESH_BYTES = 4e3  # per element of the mesh a rank holds on the host: conne
 BOX_COARSE = 1.0 / 7.0  # coarse elements per element of a box's hierarchy, which DEVICE_BYTES's mg entries hold
 COARSE_BYTES = {"gpu": 49e3, "cpu": 70e3}  # per coarse element beyond BOX_COARSE: its Galerkin matrix, smoother, tables
 TIME_VECTORS = 6  # float64 vectors of the unknowns a run in time holds beyond a steady run's (docs/fem3d.md, memory)
+REFINED_SHARE = 1 / 7  # of a refined mesh, the meshes it refines, held whole: 1/8 + 1/64 + ... of its elements
 UNKNOWNS_PER_ELEMENT = 25  # of a large hexahedral mesh: 8 Q2 nodes (3 velocity components) and 1 pressure vertex each
 
 
@@ -52,7 +54,7 @@ def check_fits(
     assembly: str = "element",
     coarse: float = BOX_COARSE,
     in_time: bool = False,
-    whole_mesh: bool = True,
+    whole_mesh: float = 1.0,
 ) -> str:
     """InputError unless this rank's share of a mesh of ``mesh_elements`` elements split
     over ``ranks`` fits its device, and the mesh its host, with the linear solver
@@ -62,8 +64,9 @@ def check_fits(
     for "auto" the stored element matrices where they fit, else partial assembly (not for
     the paper solver); the error is then partial assembly's. ``coarse``: the multigrid
     hierarchy's coarse elements per element of the mesh, where known (default: a box's);
-    ``in_time``: a run in time (TIME_VECTORS more vectors); ``whole_mesh``: every rank's host
-    holds the whole mesh (False: its part, as a box under MPI)."""
+    ``in_time``: a run in time (TIME_VECTORS more vectors); ``whole_mesh``: the share of the
+    whole mesh every rank's host holds (:func:`host_share`): w of the whole and 1 - w of its
+    part's elements."""
     options = [assembly] if assembly != "auto" else ["element"] if solver == "paper" else ["element", "partial"]
     for k, option in enumerate(options):
         try:
@@ -82,7 +85,7 @@ def fitting_assembly(
     ranks: int,
     coarse: float = BOX_COARSE,
     in_time: bool = False,
-    whole_mesh: bool = True,
+    whole_mesh: float = 1.0,
 ) -> tuple:
     """(options, warning line or None): ``linear`` (fem3d.solvers.linear.LinearOptions, its
     solver resolved by for_mesh) with its assembly checked by :func:`check_fits` for ``mesh``
@@ -117,6 +120,22 @@ def fitting_assembly(
     return replace(linear, assembly=chosen), note
 
 
+def host_share(mesh, solver: str) -> float:
+    """The share of the whole ``mesh`` that every rank's host holds under MPI when the linear
+    solver is ``solver`` (resolved): 0 for a box (fem3d.discretisation.mesh.Box: each rank builds
+    its part alone), REFINED_SHARE for a refined mesh (fem3d.discretisation.refine.Refined: its
+    part, and the meshes it refines whole) unless multigrid coarsens it by its sheets
+    (fem3d.solvers.multigrid.chain: the whole mesh is made), 1 for any other."""
+    from ..discretisation.mesh import LazyMesh
+    from ..solvers.multigrid import chain
+
+    if not isinstance(mesh, LazyMesh) or mesh.built:
+        return 1.0
+    if mesh.grid is not None:
+        return 0.0
+    return REFINED_SHARE if solver == "paper" or len(chain(mesh)) > 1 else 1.0
+
+
 def _check(
     backend,
     storage: str,
@@ -126,25 +145,25 @@ def _check(
     largest,
     coarse: float,
     in_time: bool,
-    whole_mesh: bool,
+    whole_mesh: float,
 ) -> None:
     """InputError unless the mesh fits with ``storage`` (a matrix dtype, or partial), a
     hierarchy of ``coarse`` coarse elements per element and, ``in_time``, a run in time's
-    vectors, its host holding the whole mesh or (not ``whole_mesh``) its part."""
+    vectors, its host holding the share ``whole_mesh`` of the whole mesh (:func:`check_fits`)."""
     elements = -(-mesh_elements // ranks)
     per_element, fixed = DEVICE_BYTES[(backend.kind, storage, "paper" if solver == "paper" else "mg")]
     if solver != "paper":
         per_element += COARSE_BYTES[backend.kind] * max(0.0, coarse - BOX_COARSE)
     if in_time:
         per_element += TIME_VECTORS * 8.0 * UNKNOWNS_PER_ELEMENT
-    held, share = (mesh_elements, 1) if whole_mesh else (elements, ranks)  # the mesh on each rank's host
+    host = HOST_MESH_BYTES * (whole_mesh * ranks + 1 - whole_mesh)  # per element of the part: the mesh on the host
     if backend.is_gpu:
         checks = [
             (per_element, fixed, elements, ranks, backend.free_bytes(), "GPU"),
-            (HOST_MESH_BYTES, 0.0, held, share, host_free_bytes(), "host"),
+            (host, 0.0, elements, ranks, host_free_bytes(), "host"),
         ]
     else:
-        per = per_element + HOST_MESH_BYTES * (ranks if whole_mesh else 1)
+        per = per_element + host
         checks = [(per, fixed, elements, ranks, backend.free_bytes(), "host")]
     what = "partial assembly" if storage == "partial" else f"{storage} element matrices"
     for per, base, count, share, free, where in checks:

@@ -32,11 +32,11 @@ from ..solvers.sequencing import interpolate, redundant
 from ..solvers.sequencing import limits as sequence_limits
 from ..solvers.sequencing import plan as sequence_plan
 from ..solvers.time_stepping import TimeOptions, TimeState, TimeStepper, check_alone
-from ..discretisation.mesh import Box, HexMesh
+from ..discretisation.mesh import HexMesh
 from gpucfd.errors import InputError
 from gpucfd.options import spelt
 from .distributed import partitioned_system, rank_report
-from .memory import BOX_COARSE, fitting_assembly
+from .memory import BOX_COARSE, fitting_assembly, host_share
 from .result import FlowResult
 
 
@@ -84,7 +84,13 @@ class Simulation:
         self.linear = self.linear.for_mesh(mesh)
         coarse = coarse_elements(mesh) / mesh.n_elements if self.linear.solver == "mg" else BOX_COARSE
         self.linear, note = fitting_assembly(
-            backend, self.linear, mesh, comm.size, coarse, self.time is not None, not isinstance(mesh, Box)
+            backend,
+            self.linear,
+            mesh,
+            comm.size,
+            coarse,
+            self.time is not None,
+            host_share(mesh, self.linear.solver),
         )
         self.notes += [note] if note else []
         if self.initial is not None:
