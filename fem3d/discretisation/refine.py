@@ -103,21 +103,22 @@ for _k, _rows in enumerate(_GROUPS):
     _GROUP_ROW[_NEAR[_rows[:, 0]]] = np.arange(len(_rows))  # each edge midpoint's and face centre's row
 
 
-def _shared_ranks(cells: np.ndarray) -> np.ndarray:
-    """(m, 72) each shared lattice point's place among the new nodes of its edge or face (those
-    whose nearest corner, a coarse Q2 node, is its own), by their far corners' coarse node ids:
-    the same from every parent sharing the edge or face, whatever its orientation."""
-    out = np.empty((len(cells), len(_SHARED)), dtype=np.int64)
-    for rows in _GROUPS:
-        out[:, rows] = np.argsort(np.argsort(cells[:, _FAR[rows]], axis=2), axis=2)
-    return out
+_WHAT = np.zeros(len(LATTICE), dtype=np.int64)  # each lattice point: a coarse Q2 node (0), shared (1), inside (2)
+_WHAT[_SHARED], _WHAT[_INSIDE] = 1, 2
+_INDEX = np.zeros(len(LATTICE), dtype=np.int64)  # and its Q2 node, its index in _SHARED, or in _INSIDE
+_INDEX[_KEPT], _INDEX[_SHARED], _INDEX[_INSIDE] = _tensor(LATTICE[_KEPT] // 2), np.arange(72), np.arange(26)
+_MEMBERS = np.empty((len(_SHARED), 8), dtype=np.int64)  # each shared point's edge or face, padded with itself
+for _rows in _GROUPS:
+    for _row in _rows:
+        _MEMBERS[_row, : len(_row)] = _row
+        _MEMBERS[_row, len(_row) :] = _row[:, None]
 
 
 class Refined(LazyMesh):
     """``coarse`` (a whole mesh) refined once, known by it. Fine nodes: the coarse Q2 nodes
     keep their ids; the new nodes on the edge or face whose middle is coarse Q2 node q
     (NEW_ON: 2 or 8) follow, q by q, each edge's or face's in the order of their far corners'
-    ids (:func:`_shared_ranks`); then the 26 inside each parent, parent by parent. Colours:
+    ids (:meth:`lattice_at`); then the 26 inside each parent, parent by parent. Colours:
     8 k + c for child c of a parent of class k, the parents classed greedily so that no two of
     a class have children of one position that share a vertex (one class where neighbouring
     parents are aligned); each colour's elements by their parents' order. So a fine element's
@@ -228,20 +229,40 @@ class Refined(LazyMesh):
     def boundary_tags(self) -> np.ndarray:
         return self._boundary[1]
 
+    def lattice_at(self, parents, points) -> np.ndarray:
+        """(m, k) int64 the fine node ids at the lattice points ``points`` (m, k) (LATTICE
+        indices) of ``parents`` (m,). A shared point's place among the new nodes of its edge or
+        face (the points whose nearest corner, a coarse Q2 node, is its own) is the count of
+        those whose far corner's coarse node id is smaller: the same from every parent sharing
+        the edge or face, whatever its orientation."""
+        parents = np.asarray(parents, dtype=np.int64)
+        points = np.broadcast_to(points, (len(parents),) + np.shape(points)[-1:])
+        out = np.empty(points.shape, dtype=np.int64)
+        rows_per = max(1, CHUNK // points.shape[1])
+        for a in range(0, len(parents), rows_per):  # piece by piece: no (m, k, 8) array of the far corners
+            p, at = parents[a : a + rows_per], points[a : a + rows_per]
+            cells, what, index = self.coarser.cells[p], _WHAT[at], _INDEX[at]
+            row = np.broadcast_to(np.arange(len(p))[:, None], at.shape)
+            ids = self._entity_start[-1] + len(_INSIDE) * p[:, None] + index
+            kept = what == 0
+            ids[kept] = cells[row[kept], index[kept]]
+            shared = np.flatnonzero(what.ravel() == 1)
+            r, q = row.ravel()[shared], index.ravel()[shared]
+            far = cells[r[:, None], _FAR[_MEMBERS[q]]]  # (s, 8) the far corners of the point's edge or face
+            rank = (far < cells[r, _FAR[q]][:, None]).sum(axis=1)
+            ids.ravel()[shared] = self._entity_start[cells[r, _NEAR[q]]] + rank
+            out[a : a + rows_per] = ids
+        return out
+
     def lattice_of(self, parents) -> np.ndarray:
         """(m, 125) int64 the fine node ids of the 5 x 5 x 5 lattice (LATTICE order) of ``parents`` (m,)."""
-        cells = self.coarser.cells[parents]
-        ids = np.empty((len(cells), len(LATTICE)), dtype=np.int64)
-        ids[:, _KEPT] = cells[:, _tensor(LATTICE[_KEPT] // 2)]
-        ids[:, _SHARED] = self._entity_start[cells[:, _NEAR]] + _shared_ranks(cells)
-        ids[:, _INSIDE] = self._entity_start[-1] + len(_INSIDE) * np.asarray(parents)[:, None] + np.arange(len(_INSIDE))
-        return ids
+        return self.lattice_at(parents, np.arange(len(LATTICE)))
 
     def cells_of(self, elements) -> np.ndarray:
         if self.built:
             return super().cells_of(elements)
         parents, positions = self.place(elements)
-        return self.lattice_of(parents)[np.arange(len(parents))[:, None], CHILD_LATTICE[positions]]
+        return self.lattice_at(parents, CHILD_LATTICE[positions])
 
     def pressure_cells_of(self, elements) -> np.ndarray:
         if self.built:
