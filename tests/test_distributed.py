@@ -751,7 +751,9 @@ def test_mg_solver_matches_single_process(ranks, name, assembly, monkeypatch):
     replicated on every rank, and the same elements in layers graded toward two walls (cells
     14.5 times wider than thick) with --smoother line, each line within its rank; also with
     the products by sum factorisation (against stored matrices on one process; the deep box's
-    smoother blocks summed in slabs of 20 target elements, the peers' entries first)."""
+    smoother blocks summed in slabs of 20 target elements, the peers' entries first). The
+    coarsest level's SuperLU factors (cut among the ranks or held whole by each) are made by
+    rank 0 alone."""
     backend, comm = ranks
     if name == "deep box":
         monkeypatch.setattr("fem3d.solvers.multigrid.COARSE_MAX", 1000)
@@ -766,6 +768,9 @@ def test_mg_solver_matches_single_process(ranks, name, assembly, monkeypatch):
     x = part.dist.gather(result.x)
     assert result.converged and all(s.linear_reason == "converged" for s in result.steps)
     assert solver.mg.levels[0].smoother.name == f"{smoother} Vanka"
+    direct = solver.mg.direct  # SuperLU's factors (the CPU's) on rank 0 alone, each solution broadcast
+    assert direct.root == (direct.method == "superlu")
+    assert direct.method != "superlu" or (direct.lu is not None) == (comm.rank == 0)
     if name == "deep box":  # on 2 or 3 ranks partitioned, partitioned, replicated (the children's sums completed over
         # the ranks); on 4 the 6x2x2 level's 6 layers cannot hold whole units of 4 slabs: it is replicated too
         serial, gathered = (

@@ -94,6 +94,10 @@ class SerialComm:
     def gather(self, obj) -> list:
         return [obj]
 
+    def bcast_array(self, a: np.ndarray) -> np.ndarray:
+        """Rank 0's host array ``a`` in every rank's ``a`` (same shape and dtype everywhere), not pickled."""
+        return a
+
     def allgather(self, obj) -> list:
         return [obj]
 
@@ -176,6 +180,12 @@ class MPIComm(SerialComm):
 
     def gather(self, obj) -> list:
         return self.comm.gather(obj, root=0)
+
+    def bcast_array(self, a: np.ndarray) -> np.ndarray:
+        t0 = time.perf_counter()
+        self.comm.Bcast(a, root=0)
+        self._seconds += time.perf_counter() - t0
+        return a
 
     def allgather(self, obj) -> list:
         return self.comm.allgather(obj)

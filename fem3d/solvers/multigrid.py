@@ -548,14 +548,19 @@ class CoarseSolve:
              transpose, which is the C-ordered matrix in Fortran order; a solve is getrs);
     superlu  otherwise: factorised by SuperLU on the host (PERMC_SPEC ordering,
              PIVOT_THRESHOLD; a solve on a GPU moves the right-hand side to the host and back),
-             whose factors direct_fits checked before (superlu_bytes).
+             whose factors direct_fits checked before (superlu_bytes). Under MPI (``comm``, the
+             run's ranks) rank 0 alone factorises it, whether the level is cut among the ranks
+             or held whole by each, and broadcasts each solution (``root``): the ranks of a node share
+             its memory and cores, where every rank's own factors would take as many times
+             the memory direct_fits allowed. On GPUs each rank inverts or factorises it on
+             its own device, with no communication in a solve beyond the right-hand side's sum.
 
     ``setup()`` starts the SuperLU factorisation in a thread (SuperLU releases the GIL), so
     that it runs while the device builds the smoothers; ``wait()`` (also the first thing a
     solve does) ends it."""
 
-    def __init__(self, level: Level, enclosed: bool):
-        self.level, self.enclosed = level, enclosed
+    def __init__(self, level: Level, enclosed: bool, comm):
+        self.level, self.enclosed, self.comm = level, enclosed, comm
         dist = level.op.dist
         backend = level.op.backend
         self.gdofs = backend.asarray(dist.gdofs)
@@ -564,19 +569,25 @@ class CoarseSolve:
         n = self.n_global = dist.n_global
         room = backend.is_gpu and backend.free_bytes() > LU_ROOM * 8 * n * n
         self.method = "superlu" if not backend.is_gpu else "inverse" if n <= DENSE_MAX else "lu" if room else "superlu"
-        self.pending = self.inverse = self.lu = self._dense_plan = None
+        self.root = self.method == "superlu" and comm.size > 1  # rank 0 of the run alone factorises
+        self.pending = self.inverse = self.lu = self._dense_plan = self.pin = None
 
     def setup(self) -> None:
         op, dist, backend = self.level.op, self.level.op.dist, self.level.op.backend
+        self.ok = True
+        if self.root and self.comm.rank != 0 and dist.is_serial:  # a level held whole: rank 0 has it too
+            return
         if dist.is_serial:
             mats, gd = op.mats[:, :, :NL], self.gdofs[op.dofs.astype(np.int64)]
         else:
-            pieces = dist.comm.allgather((backend.to_numpy(op.mats)[:, :, :NL], dist.gdofs[backend.to_numpy(op.dofs)]))
+            mine = (backend.to_numpy(op.mats)[:, :, :NL], dist.gdofs[backend.to_numpy(op.dofs)])
+            pieces = dist.comm.gather(mine) if self.root else dist.comm.allgather(mine)
+            if pieces is None:  # rank 0 factorises
+                return
             mats, gd = (backend.asarray(np.concatenate(parts)) for parts in zip(*pieces))
         self.pin = (
             int(gd[:, 81:].min()) if self.enclosed else None
         )  # the first pressure unknown: the level is fixed there
-        self.ok = True
         if self.method == "inverse":
             try:
                 inverse = self.level.xp.linalg.inv(self._dense(mats, gd))
@@ -655,7 +666,10 @@ class CoarseSolve:
             return vectors.for_backend(backend).gemv(self.inverse, full)[self.gdofs]
         if self.method == "lu":
             return _linalg(backend).lu_solve(self.lu, full, trans=1, check_finite=False)[self.gdofs]
-        return backend.asarray(self.lu.solve(backend.to_numpy(full)))[self.gdofs]
+        if not self.root:
+            return backend.asarray(self.lu.solve(backend.to_numpy(full)))[self.gdofs]
+        x = self.lu.solve(backend.to_numpy(full)) if self.comm.rank == 0 else np.empty(self.n_global)
+        return backend.asarray(self.comm.bcast_array(x))[self.gdofs]
 
 
 class Multigrid:
@@ -723,7 +737,7 @@ class Multigrid:
             self.levels.append(Level(op, coarse, fixed, valence, chunk=system.chunk, smoother=smoother))
         lines = any(isinstance(level.smoother, LineVanka) for level in self.levels[:-1])
         self.frozen = dist.allreduce_scalar(float(lines)) > 0  # every rank alike
-        self.direct = CoarseSolve(self.levels[-1], system.problem.enclosed)
+        self.direct = CoarseSolve(self.levels[-1], system.problem.enclosed, comm)
         self.cycles = 0
         self.graphed = None  # the first level whose cycles replay a CUDA graph
         if backend.is_gpu and comm.size == 1 and self.direct.method == "inverse":
@@ -849,7 +863,11 @@ class Multigrid:
         residuals too)."""
         return {
             "v_cycles": self.cycles,
-            "coarse_solve": {"method": self.direct.method, "unknowns": self.direct.n_global},
+            "coarse_solve": {
+                "method": self.direct.method,
+                "unknowns": self.direct.n_global,
+                "factorised_on": "rank 0" if self.direct.root else "every rank",
+            },
             "matrices": self.kind,
             "levels": [
                 {
