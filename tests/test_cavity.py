@@ -331,8 +331,9 @@ def test_ranks_that_build_their_part_of_a_box_alone_need_less_host_memory(monkey
 
 def test_the_share_of_a_mesh_that_every_rank_holds():
     """memory.host_share: a box's part alone (0); a refined mesh's part and the meshes it refines
-    (REFINED_SHARE), unless multigrid coarsens it by its sheets (the pipe's stretched elements:
-    the whole mesh is made) or its arrays are made; a mesh read whole (1)."""
+    (REFINED_SHARE), also the pipe's on several ranks, where multigrid keeps its refinements,
+    not on one (its stretched elements coarsened by their sheets: the whole mesh made); a mesh
+    whose arrays are made, or read whole (1)."""
     from fem3d.discretisation.mesh import read_mesh
     from fem3d.discretisation.refine import refine
     from support import sample_mesh
@@ -341,11 +342,12 @@ def test_the_share_of_a_mesh_that_every_rank_holds():
         refine(sample_mesh("distorted"), 1),
         refine(read_mesh(os.path.join(MESHES, "pipe", "pipe.msh")), 1),
     )
-    assert memory.host_share(box_mesh(4), "mg") == 0.0
-    assert memory.host_share(distorted, "mg") == memory.REFINED_SHARE == memory.host_share(pipe, "paper")
-    assert memory.host_share(pipe, "mg") == 1.0 == memory.host_share(distorted.coarser, "mg")
+    assert memory.host_share(box_mesh(4), "mg", 2) == 0.0
+    assert memory.host_share(distorted, "mg", 2) == memory.REFINED_SHARE == memory.host_share(pipe, "mg", 2)
+    assert memory.host_share(pipe, "paper", 1) == memory.REFINED_SHARE
+    assert memory.host_share(pipe, "mg", 1) == 1.0 == memory.host_share(distorted.coarser, "mg", 2)
     distorted.cells
-    assert memory.host_share(distorted, "mg") == 1.0
+    assert memory.host_share(distorted, "mg", 2) == 1.0 and not pipe.built
 
 
 def test_not_converged_still_writes_marked_results(tmp_path):

@@ -120,12 +120,13 @@ def fitting_assembly(
     return replace(linear, assembly=chosen), note
 
 
-def host_share(mesh, solver: str) -> float:
-    """The share of the whole ``mesh`` that every rank's host holds under MPI when the linear
-    solver is ``solver`` (resolved): 0 for a box (fem3d.discretisation.mesh.Box: each rank builds
-    its part alone), REFINED_SHARE for a refined mesh (fem3d.discretisation.refine.Refined: its
-    part, and the meshes it refines whole) unless multigrid coarsens it by its sheets
-    (fem3d.solvers.multigrid.chain: the whole mesh is made), 1 for any other."""
+def host_share(mesh, solver: str, ranks: int) -> float:
+    """The share of the whole ``mesh`` that every rank's host holds when ``ranks`` ranks solve
+    it with the linear solver ``solver`` (resolved): 0 for a box (fem3d.discretisation.mesh.Box:
+    each rank builds its part alone), REFINED_SHARE for a refined mesh
+    (fem3d.discretisation.refine.Refined: its part, and the meshes it refines whole) unless
+    multigrid coarsens it by its sheets (fem3d.solvers.multigrid.chain: one rank, the whole
+    mesh made), 1 for any other."""
     from ..discretisation.mesh import LazyMesh
     from ..solvers.multigrid import chain
 
@@ -133,7 +134,7 @@ def host_share(mesh, solver: str) -> float:
         return 1.0
     if mesh.grid is not None:
         return 0.0
-    return REFINED_SHARE if solver == "paper" or len(chain(mesh)) > 1 else 1.0
+    return REFINED_SHARE if solver == "paper" or len(chain(mesh, ranks)) > 1 else 1.0
 
 
 def _check(

@@ -81,8 +81,8 @@ class Simulation:
         self._check_time()
         self.stages = continuation_steps(self.continuation, self.flow.re)
         sequence_limits(self.sequence, backend.kind)  # checked also where an initial guess leaves it unused
-        self.linear = self.linear.for_mesh(mesh)
-        coarse = coarse_elements(mesh) / mesh.n_elements if self.linear.solver == "mg" else BOX_COARSE
+        self.linear = self.linear.for_mesh(mesh, comm.size)
+        coarse = coarse_elements(mesh, comm.size) / mesh.n_elements if self.linear.solver == "mg" else BOX_COARSE
         self.linear, note = fitting_assembly(
             backend,
             self.linear,
@@ -90,7 +90,7 @@ class Simulation:
             comm.size,
             coarse,
             self.time is not None,
-            host_share(mesh, self.linear.solver),
+            host_share(mesh, self.linear.solver, comm.size),
         )
         self.notes += [note] if note else []
         if self.initial is not None:
@@ -132,7 +132,7 @@ class Simulation:
         """A coarser mesh of sequencing can be solved by this run's linear solver on its ranks."""
         ranks = 1 if redundant(mesh) else self.comm.size
         try:
-            resolved = self.linear.for_mesh(mesh)
+            resolved = self.linear.for_mesh(mesh, ranks)
             partition_elements(mesh, ranks, resolved.alignment(mesh, ranks))
         except InputError:
             return False
@@ -335,7 +335,7 @@ class Simulation:
             )
             solver = NonlinearSolver(
                 system,
-                make_linear_solver(linear.for_mesh(c.coarse), progress),
+                make_linear_solver(linear.for_mesh(c.coarse, part.dist.comm.size), progress),
                 self.nonlinear if x is None else from_coarser(self.nonlinear),
                 InterruptCheck(comm),
             )

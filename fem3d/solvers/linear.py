@@ -133,12 +133,13 @@ class LinearOptions:
                 "paper solver works on stored element matrices)"
             )
 
-    def for_mesh(self, mesh) -> "LinearOptions":
-        """These options with ``auto`` resolved for ``mesh`` (mg); InputError, saying what to
-        change, where mg cannot solve it (:func:`mg_refusal`) unless paper was asked for."""
+    def for_mesh(self, mesh, ranks: int = 1) -> "LinearOptions":
+        """These options with ``auto`` resolved for ``mesh`` solved by ``ranks`` ranks (mg);
+        InputError, saying what to change, where mg cannot solve it (:func:`mg_refusal`) unless
+        paper was asked for."""
         if self.solver == "paper":
             return self
-        why = mg_refusal(mesh)
+        why = mg_refusal(mesh, ranks)
         if why:
             solver = spelt("solver", self)
             raise InputError(f"{solver} {self.solver}: {why}; or use {solver} paper, much slower")
@@ -153,18 +154,19 @@ class LinearOptions:
         return alignment(mesh, ranks) if self.solver == "mg" else 1
 
 
-def mg_refusal(mesh) -> str | None:
-    """Why mg cannot solve ``mesh`` (a whole mesh or one rank's part) and what to change;
-    None where it can. One element's matrix is singular where its velocity is prescribed
-    (spurious pressure modes, which the paper solver's least squares tolerates); the
-    coarsest level of the hierarchy is solved directly, so its factors must fit the host."""
+def mg_refusal(mesh, ranks: int = 1) -> str | None:
+    """Why mg cannot solve ``mesh`` (a whole mesh or one rank's part; a whole mesh on ``ranks``
+    ranks: fem3d.solvers.multigrid.chain) and what to change; None where it can. One
+    element's matrix is singular where its velocity is prescribed (spurious pressure modes,
+    which the paper solver's least squares tolerates); the coarsest level of the hierarchy is
+    solved directly, so its factors must fit the host."""
     whole = mesh.whole or mesh
     if whole.n_elements == 1:
         return "the mesh has one element, too few for multigrid: refine it"
-    elements, n = coarsest_size(mesh)
+    elements, n = coarsest_size(mesh, ranks)
     if direct_fits(n):
         return None
-    last = chain(mesh)[-1]
+    last = chain(mesh, ranks)[-1]
     last = last.whole or last
     most = int(direct_limit() * last.n_elements / last.n_dofs)
     return (

@@ -155,16 +155,18 @@ def distributed_grids(grid, parts: int) -> int:
     return fine[-1] if fine else max(range(len(units)), key=lambda k: (-imbalance[k], k))
 
 
-def chain(mesh) -> list:
+def chain(mesh, ranks: int = 1) -> list:
     """``mesh`` and the meshes it refines (fem3d.discretisation.refine) that are levels of its
-    hierarchy, finest first: all of them, except that a whole refined mesh most of whose
-    elements are stretched (more than STRETCHED of them longer along an axis than
-    fem3d.discretisation.coarsen.STRONG times their shortest length) is coarsened by its
+    hierarchy, finest first: all of them, except that a whole refined mesh solved by one rank
+    most of whose elements are stretched (more than STRETCHED of them longer along an axis
+    than fem3d.discretisation.coarsen.STRONG times their shortest length) is coarsened by its
     sheets instead, semi-coarsened, and so are the levels below it: the refinements are full
-    coarsening, which keeps the elements long."""
+    coarsening, which keeps the elements long. One rank's part of a mesh, or a whole mesh
+    solved by ``ranks`` > 1, keeps its refinements: they are cut among the ranks, sheets are
+    not."""
     meshes = [mesh]
     while meshes[-1].coarser is not None and (
-        meshes[-1].whole is not None or (meshes[-1].stretches > STRONG).mean() <= STRETCHED
+        ranks > 1 or meshes[-1].whole is not None or (meshes[-1].stretches > STRONG).mean() <= STRETCHED
     ):
         meshes.append(meshes[-1].coarser)
     return meshes
@@ -190,11 +192,11 @@ def _below(last) -> list:
     return coarse_grids(last.grid) if last.grid is not None else coarsenings(last)
 
 
-def level_sizes(mesh) -> list:
-    """Elements of each level below ``mesh`` in its hierarchy, finest first: the meshes it
-    refines and then the coarse boxes below the box at the end of that chain, or the sheet
-    coarsenings below the mesh at its end."""
-    meshes = chain(mesh)
+def level_sizes(mesh, ranks: int = 1) -> list:
+    """Elements of each level below ``mesh`` in its hierarchy on ``ranks`` ranks, finest first:
+    the meshes it refines (:func:`chain`) and then the coarse boxes below the box at the end
+    of that chain, or the sheet coarsenings below the mesh at its end."""
+    meshes = chain(mesh, ranks)
     below = _below(meshes[-1])
     sizes = [m.n_elements for m in meshes[1:]]
     if meshes[-1].grid is not None:
@@ -207,14 +209,14 @@ def coarse_levels(mesh) -> int:
     return len(level_sizes(mesh))
 
 
-def coarse_elements(mesh) -> int:
-    """Elements of the levels below ``mesh`` (a whole mesh) in its hierarchy, all together."""
-    return sum(level_sizes(mesh))
+def coarse_elements(mesh, ranks: int = 1) -> int:
+    """Elements of the levels below ``mesh`` (a whole mesh) in its hierarchy on ``ranks`` ranks, all together."""
+    return sum(level_sizes(mesh, ranks))
 
 
-def coarsest_size(mesh) -> tuple[int, int]:
-    """(elements, unknowns) of the coarsest level of ``mesh``'s hierarchy (fem3d.solvers.multigrid.coarse_levels)."""
-    last = chain(mesh)[-1]
+def coarsest_size(mesh, ranks: int = 1) -> tuple[int, int]:
+    """(elements, unknowns) of the coarsest level of ``mesh``'s hierarchy on ``ranks`` ranks (:func:`level_sizes`)."""
+    last = chain(mesh, ranks)[-1]
     below = _below(last)
     if not below:
         whole = last.whole or last
@@ -228,7 +230,7 @@ def alignment(mesh, parts: int) -> int:
     """Element layers per partition unit of the box that ``mesh`` is or refines that keep
     the distributed levels' parents and children on one rank (1 for one rank or a chain that
     does not end in a box)."""
-    grid = chain(mesh)[-1].grid
+    grid = chain(mesh, parts)[-1].grid
     return 2 ** distributed_grids(grid, parts) if parts > 1 and grid is not None else 1
 
 
