@@ -325,29 +325,29 @@ def test_ranks_that_build_their_part_of_a_box_alone_need_less_host_memory(monkey
     assert memory.check_fits(cpu, "float64", "mg", 3456, 2, str, "partial", whole_mesh=0.0) == "partial"
     with pytest.raises(InputError, match=r"about 0\.315 GiB of host memory per rank \(partial assembly\)"):
         memory.check_fits(cpu, "float64", "mg", 3456, 2, str, "partial")
-    # a refined mesh: its part and a seventh of the whole, 0.1 GB + 1,728 x (130e3 + 4e3 (2/7 + 6/7)) = 0.3325 GB
-    assert memory.check_fits(cpu, "float64", "mg", 3456, 2, str, "partial", whole_mesh=memory.REFINED_SHARE)
+    # a mesh refined once: its part and the eighth of it that was refined, 0.1 GB + 1,728 x (130e3 + 4e3 (2/8 + 7/8))
+    # = 0.3324 GB
+    assert memory.check_fits(cpu, "float64", "mg", 3456, 2, str, "partial", whole_mesh=1 / 8)
 
 
 def test_the_share_of_a_mesh_that_every_rank_holds():
-    """memory.host_share: a box's part alone (0); a refined mesh's part and the meshes it refines
-    (REFINED_SHARE), also the pipe's on several ranks, where multigrid keeps its refinements,
-    not on one (its stretched elements coarsened by their sheets: the whole mesh made); a mesh
-    whose arrays are made, or read whole (1)."""
+    """memory.host_share: a box's part alone (0); a refined mesh's part and the mesh it was
+    refined from (1/8 or 1/64 of its elements; the pipe's too, whose stretched elements one
+    rank coarsens by their sheets: several keep its refinements); a mesh whose arrays are
+    made, read whole, or solved by one rank (1)."""
     from fem3d.discretisation.mesh import read_mesh
     from fem3d.discretisation.refine import refine
     from support import sample_mesh
 
     distorted, pipe = (
-        refine(sample_mesh("distorted"), 1),
+        refine(sample_mesh("distorted"), 2),
         refine(read_mesh(os.path.join(MESHES, "pipe", "pipe.msh")), 1),
     )
-    assert memory.host_share(box_mesh(4), "mg", 2) == 0.0
-    assert memory.host_share(distorted, "mg", 2) == memory.REFINED_SHARE == memory.host_share(pipe, "mg", 2)
-    assert memory.host_share(pipe, "paper", 1) == memory.REFINED_SHARE
-    assert memory.host_share(pipe, "mg", 1) == 1.0 == memory.host_share(distorted.coarser, "mg", 2)
+    assert memory.host_share(box_mesh(4), 2) == 0.0
+    assert memory.host_share(distorted, 2) == 1 / 64 and memory.host_share(pipe, 4) == 1 / 8
+    assert memory.host_share(pipe, 1) == 1.0 == memory.host_share(distorted.coarser.coarser, 2)
     distorted.cells
-    assert memory.host_share(distorted, "mg", 2) == 1.0 and not pipe.built
+    assert memory.host_share(distorted, 2) == 1.0 and not pipe.built
 
 
 def test_not_converged_still_writes_marked_results(tmp_path):

@@ -139,6 +139,11 @@ class HexMesh:
     def n_colours(self) -> int:
         return len(self.colour_offsets) - 1
 
+    @property
+    def n_geometry(self) -> int:
+        """Geometry nodes per element: 8 (trilinear map) or 27 (triquadratic)."""
+        return self.geometry.shape[1]
+
     def dofs(self, elements=None) -> np.ndarray:
         """(E, 89) int64 global unknown of each local unknown (27 u, 27 v, 27 w, 8 p) of every
         element, or (m, 89) of the ``elements`` (m,) (indices or a slice): :func:`element_dofs`."""
@@ -515,6 +520,8 @@ class Box(LazyMesh):
     @cached_property
     def _bounds(self) -> tuple[np.ndarray, np.ndarray]:
         return np.array([v[0] for v in self.box_vertices]), np.array([v[-1] for v in self.box_vertices])
+
+    n_geometry = 8  # a box's elements are boxes: trilinear maps
 
     @cached_property
     def colour_offsets(self) -> np.ndarray:

@@ -107,6 +107,11 @@ _WHAT = np.zeros(len(LATTICE), dtype=np.int64)  # each lattice point: a coarse Q
 _WHAT[_SHARED], _WHAT[_INSIDE] = 1, 2
 _INDEX = np.zeros(len(LATTICE), dtype=np.int64)  # and its Q2 node, its index in _SHARED, or in _INSIDE
 _INDEX[_KEPT], _INDEX[_SHARED], _INDEX[_INSIDE] = _tensor(LATTICE[_KEPT] // 2), np.arange(72), np.arange(26)
+_POSITIONS = np.array(
+    [sum(1 << c for c in range(8) if q in CHILD_VERTICES[c]) for q in range(27)], dtype=np.uint8
+)  # (27,) the children (bits) having each Q2 node of their parent as a vertex
+_COUNTS = np.array([bin(int(b)).count("1") for b in _POSITIONS], dtype=np.float64)
+_BITS = np.array([bin(b).count("1") for b in range(256)], dtype=np.int64)  # set bits of each byte
 _MEMBERS = np.empty((len(_SHARED), 8), dtype=np.int64)  # each shared point's edge or face, padded with itself
 for _rows in _GROUPS:
     for _row in _rows:
@@ -135,22 +140,30 @@ class Refined(LazyMesh):
             0,
             None,
         )
-        cells = coarse.cells
-        kind = np.zeros(coarse.n_nodes, dtype=np.int64)
-        kind[cells] = KIND
-        self._entity_start = coarse.n_nodes + np.concatenate([[0], np.cumsum(NEW_ON[kind])])  # (n_c + 1,)
-        self._holder = np.empty(coarse.n_nodes, dtype=np.int64)  # an (element * 27 + local node) holding each node
-        self._holder[cells] = np.arange(cells.size).reshape(cells.shape)
-        keys = (cells[:, CHILD_VERTICES] * 8 + np.arange(8)[:, None]).reshape(len(cells), -1)  # (vertex, position)
-        clash = np.bincount(keys.ravel(), minlength=8 * coarse.n_nodes) > 1  # in children of one position of two
-        some = np.flatnonzero(clash[keys].any(axis=1))  # the parents that need classing: none where all are aligned
-        self._class = np.zeros(len(cells), dtype=np.int64)
-        self._class[some] = greedy_colouring(keys[some]) if some.size else 0
+        n_c, e_c = coarse.n_nodes, coarse.n_elements
+        kind = np.zeros(n_c, dtype=np.int64)
+        self._holder = np.empty(n_c, dtype=np.int64)  # an (element * 27 + local node) holding each coarse node
+        union, total = np.zeros(n_c, dtype=np.uint8), np.zeros(n_c, dtype=np.int64)  # of the positions holding it
+        for a in range(0, e_c, CHUNK):  # the coarse mesh piece by piece (it may be known by the mesh it refines)
+            cells = coarse.cells_of(slice(a, a + CHUNK))
+            kind[cells] = KIND
+            self._holder[cells] = 27 * a + np.arange(cells.size).reshape(cells.shape)
+            np.bitwise_or.at(union, cells, _POSITIONS)
+            total += np.bincount(cells.ravel(), np.tile(_COUNTS, len(cells)), minlength=n_c).astype(np.int64)
+        self._entity_start = n_c + np.concatenate([[0], np.cumsum(NEW_ON[kind])])  # (n_c + 1,)
+        clash = total > _BITS[union]  # a vertex of children of one position of two parents
+        some = np.flatnonzero(
+            np.concatenate([clash[coarse.cells_of(slice(a, a + CHUNK))].any(axis=1) for a in range(0, e_c, CHUNK)])
+        )  # the parents that need classing: none where all are aligned
+        self._class = np.zeros(e_c, dtype=np.int64)
+        if some.size:
+            keys = coarse.cells_of(some)[:, CHILD_VERTICES] * 8 + np.arange(8)[:, None]  # (vertex, position)
+            self._class[some] = greedy_colouring(keys.reshape(len(some), -1))
         counts = np.bincount(self._class)
         self._class_start = np.concatenate([[0], np.cumsum(counts)])
         self._by_class = np.argsort(self._class, kind="stable")  # the parents class by class, each in order
-        self._rank = np.empty(len(cells), dtype=np.int64)
-        self._rank[self._by_class] = np.arange(len(cells)) - np.repeat(self._class_start[:-1], counts)
+        self._rank = np.empty(e_c, dtype=np.int64)
+        self._rank[self._by_class] = np.arange(e_c) - np.repeat(self._class_start[:-1], counts)
         self.colour_offsets = np.concatenate([[0], np.cumsum(np.repeat(counts, 8))]).astype(np.int64)
 
     def __repr__(self) -> str:  # the dataclass's would make and print every array
@@ -167,6 +180,10 @@ class Refined(LazyMesh):
     @property
     def n_pressure(self) -> int:
         return self.coarser.n_nodes
+
+    @property
+    def n_geometry(self) -> int:
+        return self.coarser.n_geometry
 
     def element_of(self, parents, positions) -> np.ndarray:
         """(m,) int64 the elements that are child ``positions`` (m,) of ``parents`` (m,) (coarse elements)."""
@@ -241,7 +258,7 @@ class Refined(LazyMesh):
         rows_per = max(1, CHUNK // points.shape[1])
         for a in range(0, len(parents), rows_per):  # piece by piece: no (m, k, 8) array of the far corners
             p, at = parents[a : a + rows_per], points[a : a + rows_per]
-            cells, what, index = self.coarser.cells[p], _WHAT[at], _INDEX[at]
+            cells, what, index = self.coarser.cells_of(p), _WHAT[at], _INDEX[at]
             row = np.broadcast_to(np.arange(len(p))[:, None], at.shape)
             ids = self._entity_start[-1] + len(_INSIDE) * p[:, None] + index
             kept = what == 0
@@ -268,18 +285,17 @@ class Refined(LazyMesh):
         if self.built:
             return super().pressure_cells_of(elements)
         parents, positions = self.place(elements)
-        return self.coarser.cells[parents[:, None], CHILD_VERTICES[positions]]
+        return np.take_along_axis(self.coarser.cells_of(parents), CHILD_VERTICES[positions], axis=1)
 
     def geometry_of(self, elements) -> np.ndarray:
         if self.built:
             return super().geometry_of(elements)
         parents, positions = self.place(elements)
-        geometry = self.coarser.geometry
-        maps = child_maps(*[geometry_element(geometry.shape[1])] * 2)
-        out = np.empty((len(parents),) + geometry.shape[1:])
+        maps = child_maps(*[geometry_element(self.n_geometry)] * 2)
+        out = np.empty((len(parents), self.n_geometry, 3))
         for c in range(8):  # one matrix per child position: no (m, G, G) stack of maps
             at = np.flatnonzero(positions == c)
-            out[at] = np.matmul(maps[c], geometry[parents[at]])
+            out[at] = np.matmul(maps[c], self.coarser.geometry_of(parents[at]))
         return out
 
     def vertices_of(self, elements) -> np.ndarray:
@@ -294,18 +310,17 @@ class Refined(LazyMesh):
         flat = nodes.ravel()
         out = np.empty((len(flat), 3))
         kept = flat < self.coarser.n_nodes
-        out[kept] = self.coarser.points[flat[kept]]
+        out[kept] = self.coarser.points_of(flat[kept])
         new = np.flatnonzero(~kept)
         parents, lattice = self._lattice_places(flat[new])
         by_parent = np.argsort(parents, kind="stable")
         parents, lattice, new = parents[by_parent], lattice[by_parent], new[by_parent]
-        geometry = self.coarser.geometry
-        values = geometry_element(geometry.shape[1]).values(LATTICE / 2 - 1)  # (125, G)
+        values = geometry_element(self.n_geometry).values(LATTICE / 2 - 1)  # (125, G)
         held = distinct(parents)
         for a in range(0, len(held), CHUNK // len(LATTICE)):  # each parent's lattice points at once, piece by piece
             block = held[a : a + CHUNK // len(LATTICE)]
             lo, hi = np.searchsorted(parents, block[0], side="left"), np.searchsorted(parents, block[-1], side="right")
-            mapped = np.matmul(values, geometry[block])  # (b, 125, 3)
+            mapped = np.matmul(values, self.coarser.geometry_of(block))  # (b, 125, 3)
             out[new[lo:hi]] = mapped[np.searchsorted(block, parents[lo:hi]), lattice[lo:hi]]
         return out.reshape(nodes.shape + (3,))
 
@@ -322,7 +337,7 @@ class Refined(LazyMesh):
         for rows in _GROUPS:
             at = np.flatnonzero(KIND[held % 27] == (1 if rows.shape[1] == 2 else 2))
             p, group = held[at] // 27, rows[_GROUP_ROW[held[at] % 27]]  # (m,), (m, 2 | 8)
-            order = np.argsort(self.coarser.cells[p[:, None], _FAR[group]], axis=1)
+            order = np.argsort(np.take_along_axis(self.coarser.cells_of(p), _FAR[group], axis=1), axis=1)
             place = ids[shared[at]] - self._entity_start[middle[at]]
             parents[shared[at]] = p
             lattice[shared[at]] = _SHARED[group[np.arange(len(at)), order[np.arange(len(at)), place]]]
@@ -339,7 +354,7 @@ class Refined(LazyMesh):
         return (
             self.points_of(np.arange(self.n_nodes)),
             lattice[parents[:, None], CHILD_LATTICE[positions]],
-            self.coarser.cells[parents[:, None], CHILD_VERTICES[positions]],
+            self.pressure_cells_of(slice(None)),
             np.arange(self.coarser.n_nodes),
             self.geometry_of(slice(None)),
         )

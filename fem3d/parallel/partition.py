@@ -27,7 +27,7 @@ from gpucfd.sets import distinct, members
 from .comm import SerialComm
 from gpucfd.errors import InputError
 from ..kernels import interface
-from ..discretisation.mesh import Box, HexMesh, LazyMesh, grid_block, grid_index
+from ..discretisation.mesh import CHUNK, Box, HexMesh, LazyMesh, grid_block, grid_index
 
 AXES = "xyz"
 FACE_NODES = 9  # Q2 nodes two hexahedra share across a face (3 across an edge, 1 at a corner)
@@ -415,10 +415,16 @@ def peer_touches(cells: np.ndarray, n: int, part: np.ndarray, rank: int) -> tupl
     own = np.zeros(n, dtype=bool)
     own[cells[part == rank]] = True
     foreign = np.flatnonzero((part != rank) & own[cells].any(axis=1))
-    nodes = cells[foreign].ravel()
-    ranks = np.repeat(part[foreign], cells.shape[1])
-    keep = own[nodes]
-    key = distinct(ranks[keep] * np.int64(n) + nodes[keep])
+    return _touched_by(np.flatnonzero(own), cells[foreign], part[foreign], n)
+
+
+def _touched_by(nodes: np.ndarray, theirs: np.ndarray, ranks: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(nodes, ranks) (k,) int64, by rank then node: the distinct pairs of a node of ``nodes``
+    (sorted, among ``n``) and the rank ``ranks`` (h,) of an element of another rank whose nodes
+    ``theirs`` (h, c) hold it (peer_touches from the elements around a part)."""
+    flat = theirs.ravel()
+    hit = nodes[np.minimum(np.searchsorted(nodes, flat), len(nodes) - 1)] == flat
+    key = distinct(np.repeat(ranks, theirs.shape[1])[hit] * np.int64(n) + flat[hit])
     return key % n, key // n
 
 
@@ -472,26 +478,27 @@ def refined_part(mesh, comm, backend, align: int = 1) -> Partition:
     refined mesh, its mesh's ``whole`` ``mesh`` (collective). A fine node is shared with
     another rank where it lies in one of that rank's parents (in its 5 x 5 x 5 lattice); a
     pressure node, a coarse Q2 node, where one of that rank's parents has it."""
-    from ..discretisation.refine import CHILD_LATTICE, CHILD_VERTICES, LATTICE
+    from ..discretisation.refine import CHILD_LATTICE, CHILD_VERTICES
 
     coarse, rank = mesh.coarser, comm.rank
     owner = partition_elements(coarse, comm.size, align)
     mine = np.flatnonzero(owner == rank)
+    own_cells = coarse.cells_of(mine)
+    pressure = distinct(own_cells)  # a fine pressure node is a coarse Q2 node
     touched = np.zeros(coarse.n_nodes, dtype=bool)
-    touched[coarse.cells[mine]] = True
-    halo = np.flatnonzero((owner != rank) & touched[coarse.cells].any(axis=1))
+    touched[own_cells] = True
+    near = [touched[coarse.cells_of(slice(a, a + CHUNK))].any(axis=1) for a in range(0, coarse.n_elements, CHUNK)]
+    halo = np.flatnonzero((owner != rank) & np.concatenate(near))  # the other ranks' parents touching this rank's
+    halo_cells = coarse.cells_of(halo)
     lattice = mesh.lattice_of(mine)  # (m, 125)
     nodes = distinct(lattice)
-    around = mesh.lattice_of(halo).ravel()
-    hit = nodes[np.minimum(np.searchsorted(nodes, around), len(nodes) - 1)] == around
-    key = distinct(np.repeat(owner[halo], len(LATTICE))[hit] * np.int64(mesh.n_nodes) + around[hit])
-    node_peers = (key % mesh.n_nodes, key // mesh.n_nodes)
-    pressure_peers = peer_touches(coarse.cells, coarse.n_nodes, owner, rank)
-    pressure = distinct(coarse.cells[mine])
+    node_peers = _touched_by(nodes, mesh.lattice_of(halo), owner[halo], mesh.n_nodes)
+    pressure_peers = _touched_by(pressure, halo_cells, owner[halo], coarse.n_nodes)
 
     parents, positions = np.repeat(mine, 8), np.tile(np.arange(8), len(mine))
     cells = np.searchsorted(nodes, lattice)[np.repeat(np.arange(len(mine)), 8)[:, None], CHILD_LATTICE[positions]]
-    pressure_cells = np.searchsorted(pressure, coarse.cells[parents[:, None], CHILD_VERTICES[positions]])
+    vertices = np.take_along_axis(np.repeat(own_cells, 8, axis=0), CHILD_VERTICES[positions], axis=1)
+    pressure_cells = np.searchsorted(pressure, vertices)
     shared_node, shared_pressure = np.zeros(len(nodes), dtype=bool), np.zeros(len(pressure), dtype=bool)
     shared_node[np.searchsorted(nodes, node_peers[0])] = True
     shared_pressure[np.searchsorted(pressure, pressure_peers[0])] = True

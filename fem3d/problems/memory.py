@@ -10,7 +10,7 @@ elements than a box's (semi-coarsened meshes: up to twice the finest level's) ad
 COARSE_BYTES per element beyond; a run in time keeps TIME_VECTORS more vectors of the
 unknowns (the states of earlier steps, the extrapolated guess, the step's history term).
 Each rank's host also holds the whole mesh, or under MPI a box's part alone
-(fem3d.discretisation.mesh.Box), or a refined mesh's part and the whole meshes it refines
+(fem3d.discretisation.mesh.Box), or a refined mesh's part and the mesh it was refined from
 (fem3d.discretisation.refine.Refined): :func:`host_share`.
 """
 
@@ -40,7 +40,6 @@ HOST_MESH_BYTES = 4e3  # per element of the mesh a rank holds on the host: conne
 BOX_COARSE = 1.0 / 7.0  # coarse elements per element of a box's hierarchy, which DEVICE_BYTES's mg entries hold
 COARSE_BYTES = {"gpu": 49e3, "cpu": 70e3}  # per coarse element beyond BOX_COARSE: its Galerkin matrix, smoother, tables
 TIME_VECTORS = 6  # float64 vectors of the unknowns a run in time holds beyond a steady run's (docs/fem3d.md, memory)
-REFINED_SHARE = 1 / 7  # of a refined mesh, the meshes it refines, held whole: 1/8 + 1/64 + ... of its elements
 UNKNOWNS_PER_ELEMENT = 25  # of a large hexahedral mesh: 8 Q2 nodes (3 velocity components) and 1 pressure vertex each
 
 
@@ -120,21 +119,20 @@ def fitting_assembly(
     return replace(linear, assembly=chosen), note
 
 
-def host_share(mesh, solver: str, ranks: int) -> float:
+def host_share(mesh, ranks: int) -> float:
     """The share of the whole ``mesh`` that every rank's host holds when ``ranks`` ranks solve
-    it with the linear solver ``solver`` (resolved): 0 for a box (fem3d.discretisation.mesh.Box:
-    each rank builds its part alone), REFINED_SHARE for a refined mesh
-    (fem3d.discretisation.refine.Refined: its part, and the meshes it refines whole) unless
-    multigrid coarsens it by its sheets (fem3d.solvers.multigrid.chain: one rank, the whole
-    mesh made), 1 for any other."""
+    it: 0 for a box (fem3d.discretisation.mesh.Box: each rank builds its part alone), for a
+    refined mesh (fem3d.discretisation.refine.Refined: each rank builds its part of every
+    refinement from its parents, multigrid keeping the refinements as levels) the mesh it was
+    refined from, 1 for any other or one rank."""
     from ..discretisation.mesh import LazyMesh
-    from ..solvers.multigrid import chain
 
-    if not isinstance(mesh, LazyMesh) or mesh.built:
+    if ranks == 1 or not isinstance(mesh, LazyMesh) or mesh.built:
         return 1.0
-    if mesh.grid is not None:
-        return 0.0
-    return REFINED_SHARE if solver == "paper" or len(chain(mesh, ranks)) > 1 else 1.0
+    base = mesh
+    while base.coarser is not None:
+        base = base.coarser
+    return 0.0 if base is mesh else base.n_elements / mesh.n_elements
 
 
 def _check(

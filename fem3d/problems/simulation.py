@@ -90,7 +90,7 @@ class Simulation:
             comm.size,
             coarse,
             self.time is not None,
-            host_share(mesh, self.linear.solver, comm.size),
+            host_share(mesh, comm.size),
         )
         self.notes += [note] if note else []
         if self.initial is not None:

@@ -79,7 +79,7 @@ from gpucfd.backend import host_free_bytes
 from gpucfd.graphs import Replayed
 from .operators import ElementOperator
 from ..parallel.comm import SerialComm
-from ..parallel.partition import box_part, distribute, distribute_owned, partition_elements
+from ..parallel.partition import box_part, distribute
 from .line_vanka import LineVanka, smoother_for
 
 # The measurements behind these values are in docs/solvers.md ("The multigrid constants").
@@ -293,8 +293,8 @@ def level_below(mesh, comm, backend, cut: bool):
         part = box_part(grid, [k / k[-1] for k in kept], comm, backend, align)
         return part, box_order(grid, parents), position, Transfers.aligned(), int(np.prod(grid))
     whole, parent, kinds, transfers = coarser(mesh)
-    if cut:
-        part = distribute_owned(whole, partition_elements(whole, comm.size, alignment(whole, comm.size)), comm, backend)
+    if cut:  # a refined mesh's part built from its parents alone (fem3d.parallel.partition.refined_part)
+        part = distribute(whole, comm, backend, alignment(whole, comm.size))
     else:
         part = distribute(whole, SerialComm(), backend)
     return part, parent, kinds, transfers, whole.n_elements
