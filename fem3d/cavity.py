@@ -36,7 +36,7 @@ from .parallel.comm import agreed_errors
 from .problems.distributed import add_parallel_arguments, start
 from gpucfd.errors import ArgumentParser, ConvergenceError, InputError, check_range, run_cli
 from .parallel.interrupt import agreed, graceful_stop, requested
-from .problems.memory import check_fits, largest_refinement
+from .problems.memory import check_fits, largest_refinement, refined_share
 from .discretisation.mesh import box_mesh, read_mesh
 from .solvers.nonlinear import continuation_steps, out_of_reach_hint
 from gpucfd.output import claim_output, ensure_writable_dir, save_npy
@@ -208,7 +208,7 @@ def main(argv=None) -> int:
                     f"each other and run several times slower than one rank; start at most {cores}"
                 )
 
-            whole = 0.0 if args.mesh is None else 8.0 ** -(args.refine or 0)  # the file's mesh (memory.host_share)
+            whole = 0.0 if args.mesh is None else refined_share(args.refine or 0)  # memory.host_share
 
             def fits(elements, largest):
                 return check_fits(

@@ -39,7 +39,7 @@ from .problems.result import FlowResult
 from gpucfd.output import claim_output
 from .solvers.nonlinear import out_of_reach_hint
 from .parallel.interrupt import agreed, graceful_stop, requested
-from .problems.memory import check_fits, largest_refinement
+from .problems.memory import check_fits, largest_refinement, refined_share
 from .discretisation.mesh import read_mesh
 from .commands import plots
 from .commands.picture_process import PictureError, draw_in_child
@@ -107,7 +107,7 @@ def main(argv=None) -> int:
                 lambda e: largest_refinement(mesh.n_elements, e),
                 linear.assembly,
                 in_time=case.time is not None,
-                whole_mesh=8.0**-times,  # the file's mesh on every rank, each one's part of its refinements
+                whole_mesh=refined_share(times),  # memory.host_share
             )
             mesh = refine(mesh, times)
             flow = Flow(mesh, case.boundaries, nu=case.nu, re=case.re)

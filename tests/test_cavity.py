@@ -331,10 +331,10 @@ def test_ranks_that_build_their_part_of_a_box_alone_need_less_host_memory(monkey
 
 
 def test_the_share_of_a_mesh_that_every_rank_holds():
-    """memory.host_share: a box's part alone (0); a refined mesh's part and the mesh it was
-    refined from (1/8 or 1/64 of its elements; the pipe's too, whose stretched elements one
-    rank coarsens by their sheets: several keep its refinements); a mesh whose arrays are
-    made, read whole, or solved by one rank (1)."""
+    """memory.host_share: a box's part alone (0); a refined mesh's part and the meshes it
+    refines, whole (the distorted cube refined twice: 1,728 + 216 of 13,824 elements; the
+    pipe's too, whose stretched elements one rank coarsens by their sheets: several keep its
+    refinements); a mesh whose arrays are made, read whole, or solved by one rank (1)."""
     from fem3d.discretisation.mesh import read_mesh
     from fem3d.discretisation.refine import refine
     from support import sample_mesh
@@ -343,8 +343,9 @@ def test_the_share_of_a_mesh_that_every_rank_holds():
         refine(sample_mesh("distorted"), 2),
         refine(read_mesh(os.path.join(MESHES, "pipe", "pipe.msh")), 1),
     )
-    assert memory.host_share(box_mesh(4), 2) == 0.0
-    assert memory.host_share(distorted, 2) == 1 / 64 and memory.host_share(pipe, 4) == 1 / 8
+    assert memory.host_share(box_mesh(4), 2) == 0.0 and memory.refined_share(0) == 1.0
+    assert memory.host_share(distorted, 2) == 1944 / 13824 == memory.refined_share(2)
+    assert memory.host_share(pipe, 4) == 1 / 8 == memory.refined_share(1)
     assert memory.host_share(pipe, 1) == 1.0 == memory.host_share(distorted.coarser.coarser, 2)
     distorted.cells
     assert memory.host_share(distorted, 2) == 1.0 and not pipe.built

@@ -140,6 +140,7 @@ class Refined(LazyMesh):
             0,
             None,
         )
+        coarse.cells  # made whole (1/8 of this mesh): this mesh's answers read it over and over
         n_c, e_c = coarse.n_nodes, coarse.n_elements
         kind = np.zeros(n_c, dtype=np.int64)
         self._holder = np.empty(n_c, dtype=np.int64)  # an (element * 27 + local node) holding each coarse node

@@ -10,7 +10,7 @@ elements than a box's (semi-coarsened meshes: up to twice the finest level's) ad
 COARSE_BYTES per element beyond; a run in time keeps TIME_VECTORS more vectors of the
 unknowns (the states of earlier steps, the extrapolated guess, the step's history term).
 Each rank's host also holds the whole mesh, or under MPI a box's part alone
-(fem3d.discretisation.mesh.Box), or a refined mesh's part and the mesh it was refined from
+(fem3d.discretisation.mesh.Box), or a refined mesh's part and the meshes it refines
 (fem3d.discretisation.refine.Refined): :func:`host_share`.
 """
 
@@ -122,17 +122,22 @@ def fitting_assembly(
 def host_share(mesh, ranks: int) -> float:
     """The share of the whole ``mesh`` that every rank's host holds when ``ranks`` ranks solve
     it: 0 for a box (fem3d.discretisation.mesh.Box: each rank builds its part alone), for a
-    refined mesh (fem3d.discretisation.refine.Refined: each rank builds its part of every
-    refinement from its parents, multigrid keeping the refinements as levels) the mesh it was
-    refined from, 1 for any other or one rank."""
+    refined mesh (fem3d.discretisation.refine.Refined: each rank builds its part from its
+    parents) the meshes it refines, held whole (:func:`refined_share`), 1 for any other or
+    one rank."""
     from ..discretisation.mesh import LazyMesh
 
     if ranks == 1 or not isinstance(mesh, LazyMesh) or mesh.built:
         return 1.0
-    base = mesh
-    while base.coarser is not None:
-        base = base.coarser
-    return 0.0 if base is mesh else base.n_elements / mesh.n_elements
+    below, level = 0, mesh.coarser
+    while level is not None:
+        below, level = below + level.n_elements, level.coarser
+    return below / mesh.n_elements
+
+
+def refined_share(times: int) -> float:
+    """:func:`host_share` of a mesh refined ``times`` times: 1/8 + 1/64 + ... of its elements."""
+    return sum(8.0**-k for k in range(1, times + 1)) if times else 1.0
 
 
 def _check(
