@@ -456,9 +456,10 @@ class LazyMesh(HexMesh):
     """A whole mesh known by what it is made from, whose arrays (points, cells, pressure_cells,
     pressure_nodes, geometry) are made at their first use (:attr:`built`, by ``_arrays()``)
     and from then on answer (a caller may change them); until then its counts, element
-    order, boundary faces and the accessors (cells_of, geometry_of, points_of, ...) are computed
-    from what it is made from, so that under MPI each rank builds its part alone
-    (fem3d.parallel.partition.distribute). ``dataclasses.replace`` of one gives a HexMesh."""
+    order, boundary faces (``_boundary``: faces and tags) and the accessors (cells_of,
+    geometry_of, points_of, ...) are computed from what it is made from, so that under MPI
+    each rank builds its part alone (fem3d.parallel.partition.distribute).
+    ``dataclasses.replace`` of one gives a HexMesh."""
 
     _ARRAYS = ("points", "cells", "pressure_cells", "pressure_nodes", "geometry")
 
@@ -477,6 +478,14 @@ class LazyMesh(HexMesh):
     def _arrays(self) -> tuple:
         """The whole mesh's (points, cells, pressure_cells, pressure_nodes, geometry)."""
         raise NotImplementedError
+
+    @property
+    def boundary_faces(self) -> np.ndarray:
+        return self._boundary[0]
+
+    @property
+    def boundary_tags(self) -> np.ndarray:
+        return self._boundary[1]
 
     @property
     def built(self) -> bool:
@@ -559,14 +568,6 @@ class Box(LazyMesh):
         element, face = np.nonzero(flags)
         idx = np.sort(6 * box_order(self.grid, ids)[element] + face)
         return np.stack([idx // 6, idx % 6], axis=1).astype(np.int64), idx % 6
-
-    @property
-    def boundary_faces(self) -> np.ndarray:
-        return self._boundary[0]
-
-    @property
-    def boundary_tags(self) -> np.ndarray:
-        return self._boundary[1]
 
     def cells_of(self, elements) -> np.ndarray:  # once made, the arrays are the mesh (a caller may change them)
         if self.built:

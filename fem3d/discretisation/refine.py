@@ -239,14 +239,6 @@ class Refined(LazyMesh):
         idx = idx.ravel()[order]
         return np.stack([idx // 6, idx % 6], axis=1), np.repeat(tags, 4)[order]
 
-    @property
-    def boundary_faces(self) -> np.ndarray:
-        return self._boundary[0]
-
-    @property
-    def boundary_tags(self) -> np.ndarray:
-        return self._boundary[1]
-
     def lattice_at(self, parents, points) -> np.ndarray:
         """(m, k) int64 the fine node ids at the lattice points ``points`` (m, k) (LATTICE
         indices) of ``parents`` (m,). A shared point's place among the new nodes of its edge or
