@@ -26,9 +26,9 @@ sliding (116,160 unknowns) 6 and 15, a graded 16^3 box 6 and 16.
 
 from __future__ import annotations
 
-import numpy as np
-
 from functools import cached_property
+
+import numpy as np
 
 from gpucfd.errors import check_range
 from gpucfd.sets import distinct
@@ -99,7 +99,7 @@ _GROUPS = [
     np.array([np.flatnonzero(_NEAR == q) for q in range(27) if KIND[q] == k]) for k in (1, 2)
 ]  # (12, 2) and (6, 8): the shared lattice points on each edge and each face (indices into _SHARED)
 _GROUP_ROW = np.zeros(27, dtype=np.int64)
-for _k, _rows in enumerate(_GROUPS):
+for _rows in _GROUPS:
     _GROUP_ROW[_NEAR[_rows[:, 0]]] = np.arange(len(_rows))  # each edge midpoint's and face centre's row
 
 
@@ -145,7 +145,7 @@ class Refined(LazyMesh):
         kind = np.zeros(n_c, dtype=np.int64)
         self._holder = np.empty(n_c, dtype=np.int64)  # an (element * 27 + local node) holding each coarse node
         union, total = np.zeros(n_c, dtype=np.uint8), np.zeros(n_c, dtype=np.int64)  # of the positions holding it
-        for a in range(0, e_c, CHUNK):  # the coarse mesh piece by piece (it may be known by the mesh it refines)
+        for a in range(0, e_c, CHUNK):  # piece by piece: temporaries of a bounded size
             cells = coarse.cells_of(slice(a, a + CHUNK))
             kind[cells] = KIND
             self._holder[cells] = 27 * a + np.arange(cells.size).reshape(cells.shape)
