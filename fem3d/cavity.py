@@ -225,7 +225,7 @@ def main(argv=None) -> int:
 
             mesh, mesh_info = build_mesh(args, fits, backend.kind, comm.size, notes.append)
             flow = Flow.posed(mesh, args.re, lambda m: lid_driven_problem(m, args.re, args.lid))
-            resume = resume_from(args.initial, mesh.n_dofs, in_time, "--t-end and --dt")
+            resume = resume_from(args.initial, mesh, in_time, "--t-end and --dt")
             initial = read_initial(args.initial, mesh.n_dofs) if args.initial and resume is None else None
             simulation = Simulation(
                 flow,
@@ -261,7 +261,11 @@ def main(argv=None) -> int:
 
         lo, hi = mesh.bounds()
         centre = [float(v) for v in (lo + hi) / 2]
-        timed = None if in_time is None else TimeOutput(out, in_time, comm, lambda state: probes(state, centre), resume)
+        timed = (
+            None
+            if in_time is None
+            else TimeOutput(out, mesh, in_time, comm, lambda state: probes(state, centre), resume)
+        )
         try:
             result = simulation.run(
                 steps.say if steps else say,

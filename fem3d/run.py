@@ -111,7 +111,7 @@ def main(argv=None) -> int:
             )
             mesh = refine(mesh, times)
             flow = Flow(mesh, case.boundaries, nu=case.nu, re=case.re)
-            resume = resume_from(args.initial, mesh.n_dofs, case.time, "[time]")
+            resume = resume_from(args.initial, mesh, case.time, "[time]")
             x0 = read_initial(args.initial, mesh.n_dofs) if args.initial and resume is None else None
             simulation = flow.simulation(
                 backend,
@@ -140,7 +140,7 @@ def main(argv=None) -> int:
         def measure(state):  # each step's quantities (history.csv)
             return step_quantities(state, case)
 
-        timed = None if case.time is None else TimeOutput(out, case.time, comm, measure, resume)
+        timed = None if case.time is None else TimeOutput(out, mesh, case.time, comm, measure, resume)
         bar = StepBar(case.time.t_end) if timed and root and not args.quiet and sys.stdout.isatty() else None
         try:
             result = simulation.run(

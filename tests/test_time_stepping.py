@@ -384,6 +384,33 @@ def test_a_checkpoint_must_fit_the_run(tmp_path):
         assert proc.returncode == 2 and message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
+def test_a_checkpoint_is_refused_on_another_numbering_of_its_unknowns(tmp_path):
+    """checkpoint.npz keeps where NODE_SAMPLE nodes are: read back on its mesh it continues;
+    on another mesh of as many unknowns (the annulus turned), or without them on a refined
+    mesh (an earlier fem3d numbered refined meshes otherwise), it is refused in one line; an
+    unrefined mesh's checkpoint without them still continues."""
+    from dataclasses import replace
+
+    from fem3d.discretisation.refine import refine
+    from fem3d.problems.checkpoint import read_checkpoint, write_checkpoint
+
+    refined, options = refine(sample_mesh("annulus"), 1), TimeOptions(t_end=1.0, dt=0.25)
+    path = str(tmp_path / "checkpoint.npz")
+    write_checkpoint(path, TimeState(1, 0.25, np.ones(refined.n_dofs)), options, refined)
+    assert read_checkpoint(path, refined, options).step == 1
+    turned = replace(refined, points=refined.points[:, [1, 0, 2]])
+    with pytest.raises(InputError, match="its nodes are not where this mesh's are"):
+        read_checkpoint(path, turned, options)
+    fields = dict(np.load(path))
+    del fields["nodes_at"]
+    np.savez(path, **fields)
+    with pytest.raises(InputError, match="made by an earlier fem3d, which numbered a refined mesh's nodes otherwise"):
+        read_checkpoint(path, refined, options)
+    plain = replace(refined)  # the same arrays, no longer known as refined
+    plain.coarser = None
+    assert read_checkpoint(path, plain, options).step == 1
+
+
 @pytest.mark.mpi
 def test_steps_on_ranks_equal_the_single_process_steps():
     """Under mpiexec -n 2 and 3: the annulus (cut by METIS) stepped in time gives every

@@ -25,25 +25,25 @@ HISTORY, PVD, PICTURE = "history.csv", "flow.pvd", "history.png"
 FILES = [HISTORY, CHECKPOINT, PVD, "snapshot_*.vtu", "snapshot_*.pvtu"]  # an earlier run's, stale unless continued
 
 
-def resume_from(initial: str | None, n_dofs: int, time, table: str):
-    """The TimeState of the checkpoint ``initial`` (an .npz) for a run with the TimeOptions ``time``
+def resume_from(initial: str | None, mesh, time, table: str):
+    """The TimeState of the checkpoint ``initial`` (an .npz) for a run on ``mesh`` with the TimeOptions ``time``
     (None: steady, where a checkpoint is an InputError naming ``table``, how the time is given),
     or None where ``initial`` is no checkpoint."""
     if not initial or not is_checkpoint(initial):
         return None
     if time is None:
         raise InputError(f"--initial {initial}: a checkpoint continues a run in time; give {table}")
-    return read_checkpoint(initial, n_dofs, time)
+    return read_checkpoint(initial, mesh, time)
 
 
 class TimeOutput:
-    """The files of a run in time in the folder ``out`` (claimed by the caller), on rank
-    ``comm.rank`` (files on rank 0, the VTU pieces on every rank). ``measure(state)`` -> the
+    """The files of a run in time on ``mesh`` (whole) in the folder ``out`` (claimed by the
+    caller), on rank ``comm.rank`` (files on rank 0, the VTU pieces on every rank). ``measure(state)`` -> the
     quantities of a step's state (a FlowResult; collective, the same on every rank); ``resume``:
     the TimeState a continued run starts from (its history's first rows and snapshots kept)."""
 
-    def __init__(self, out: str, time, comm, measure, resume=None):
-        self.out, self.time, self.comm, self.measure = out, time, comm, measure
+    def __init__(self, out: str, mesh, time, comm, measure, resume=None):
+        self.out, self.mesh, self.time, self.comm, self.measure = out, mesh, time, comm, measure
         self.root = comm.rank == 0
         kept = resume.step if resume else 0
         self.history = History(os.path.join(out, HISTORY) if self.root else None, kept)
@@ -64,7 +64,7 @@ class TimeOutput:
     def on_checkpoint(self, state) -> None:
         """Simulation.run's on_checkpoint: checkpoint.npz (rank 0)."""
         if self.root:
-            write_checkpoint(os.path.join(self.out, CHECKPOINT), state, self.time)
+            write_checkpoint(os.path.join(self.out, CHECKPOINT), state, self.time, self.mesh)
 
     def close(self) -> None:
         self.history.close()

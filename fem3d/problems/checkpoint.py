@@ -4,9 +4,11 @@ same steps, bit for bit, as a run never stopped.
 
 Arrays: ``step`` (steps done), ``t`` (the time reached), ``x``, ``previous``, ``older`` and
 ``sample`` (whole vectors [u | v | w | p]; empty where the state has none), ``dt_previous``,
-``dt_older``, ``dt_next`` and ``sample_t`` (NaN where none), and the settings it was made
+``dt_older``, ``dt_next`` and ``sample_t`` (NaN where none), the settings it was made
 with: ``dt``, ``scheme``, ``tolerance`` (NaN for fixed steps), ``dt_min``, ``dt_max`` (the
-bounds in force).
+bounds in force), and ``nodes_at``: the coordinates (k, 3) of NODE_SAMPLE nodes spread over
+the numbering, so that a state of another mesh, or of another numbering of it, with as many
+unknowns is refused.
 """
 
 from __future__ import annotations
@@ -17,10 +19,12 @@ import numpy as np
 
 from gpucfd.errors import InputError
 from gpucfd.output import atomic_path
+from gpucfd.sets import distinct
 from ..solvers.time_stepping import TimeOptions, TimeState
 
 NAME = "checkpoint.npz"
 VECTORS = ("x", "previous", "older", "sample")
+NODE_SAMPLE = 32  # nodes whose coordinates a checkpoint keeps
 NUMBERS = ("dt_previous", "dt_older", "dt_next", "sample_t")
 
 
@@ -36,8 +40,13 @@ def _settings(options: TimeOptions) -> dict:
     )
 
 
-def write_checkpoint(path: str, state: TimeState, options: TimeOptions) -> None:
-    """``state`` (whole host vectors) of a run with ``options``, atomically."""
+def _nodes_at(mesh) -> np.ndarray:
+    """(k, 3) the coordinates of NODE_SAMPLE Q2 nodes of ``mesh`` spread evenly over its numbering."""
+    return mesh.points_of(distinct(np.linspace(0, mesh.n_nodes - 1, NODE_SAMPLE).round().astype(np.int64)))
+
+
+def write_checkpoint(path: str, state: TimeState, options: TimeOptions, mesh) -> None:
+    """``state`` (whole host vectors) of a run with ``options`` on ``mesh`` (whole), atomically."""
     vectors = state.vectors()
     numbers = dict(
         dt_previous=state.dt_previous,
@@ -51,16 +60,19 @@ def write_checkpoint(path: str, state: TimeState, options: TimeOptions) -> None:
         **{k: np.zeros(0) if v is None else np.asarray(v, dtype=np.float64) for k, v in vectors.items()},
         **{k: np.float64(math.nan if v is None else v) for k, v in numbers.items()},
         **_settings(options),
+        nodes_at=_nodes_at(mesh),
     )
     with atomic_path(path) as tmp, open(tmp, "wb") as fh:
         np.savez(fh, **arrays)
 
 
-def read_checkpoint(path: str, n_dofs: int, options: TimeOptions, option: str = "--initial") -> TimeState:
-    """The TimeState in the checkpoint ``path`` for a mesh of ``n_dofs`` unknowns, continued
-    with ``options``; InputError (naming ``option``) for a file that is no checkpoint, of
-    another mesh, made with other step settings (its steps would not be this run's), or at
-    or past t_end."""
+def read_checkpoint(path: str, mesh, options: TimeOptions, option: str = "--initial") -> TimeState:
+    """The TimeState in the checkpoint ``path`` for ``mesh`` (whole), continued with
+    ``options``; InputError (naming ``option``) for a file that is no checkpoint, of another
+    mesh or numbering (its sampled nodes elsewhere; a refined mesh's checkpoint without them
+    comes from an earlier fem3d, which numbered refined meshes otherwise), made with other
+    step settings (its steps would not be this run's), or at or past t_end."""
+    n_dofs = mesh.n_dofs
     try:
         with np.load(path, allow_pickle=False) as data:
             fields = {k: data[k] for k in data.files}
@@ -76,6 +88,15 @@ def read_checkpoint(path: str, n_dofs: int, options: TimeOptions, option: str = 
             raise InputError(f"{option} {path}: its state is not one of this mesh's {n_dofs} unknowns")
         if not np.isfinite(v).all():
             raise InputError(f"{option} {path}: its state holds NaN or infinite values")
+    if "nodes_at" in fields:
+        here, there = _nodes_at(mesh), fields["nodes_at"]
+        if there.shape != here.shape or not np.allclose(there, here, rtol=1e-12, atol=1e-12 * np.abs(here).max()):
+            raise InputError(f"{option} {path}: its nodes are not where this mesh's are (another mesh, or numbering)")
+    elif mesh.coarser is not None:
+        raise InputError(
+            f"{option} {path}: made by an earlier fem3d, which numbered a refined mesh's nodes otherwise: "
+            "start the run again"
+        )
     differ = [k for k in now if not _same(fields[k], now[k])]
     if differ:
         was = ", ".join(f"{k} {_shown(fields[k])}" for k in differ)
