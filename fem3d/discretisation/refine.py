@@ -61,13 +61,6 @@ def child_maps(element, at) -> np.ndarray:
     return np.stack([element.values((at.nodes + s) / 2) for s in SHIFTS])
 
 
-def child_points(element, at, geometry: np.ndarray) -> np.ndarray:
-    """(E * 8 * at.n_nodes, 3): the nodes of ``at`` in each child (8 e + c) of each element,
-    placed by the parents' maps of kind ``element`` with geometry nodes ``geometry`` (E, element.n_nodes, 3);
-    one stacked matrix product (the einsum "ctg,egd->ectd" to round-off, ten times faster)."""
-    return np.matmul(child_maps(element, at).reshape(-1, element.n_nodes), geometry).reshape(-1, 3)
-
-
 def refine(mesh: HexMesh, times: int = 1) -> HexMesh:
     """``mesh`` refined uniformly ``times`` times (0 <= times <= REFINE_MAX); the result's
     ``coarser`` chain leads back to ``mesh``, its element_ids are 8 k + c for child c of
