@@ -412,10 +412,19 @@ def peer_touches(cells: np.ndarray, n: int, part: np.ndarray, rank: int) -> tupl
     [0, n) and the elements' ranks ``part`` (E,); ordered by rank, then node. Only the
     elements of other ranks that touch this rank's nodes are looked at, not a node-by-rank
     table of the whole mesh."""
+    own, halo = _halo(lambda at: cells[at], len(cells), n, part, rank)
+    return _touched_by(own, cells[halo], part[halo], n)
+
+
+def _halo(cells_of, n_elements: int, n: int, part: np.ndarray, rank: int) -> tuple[np.ndarray, np.ndarray]:
+    """(nodes, halo) int64: the nodes of ``rank``'s elements (sorted) and the elements of other
+    ranks that touch one of them, for elements on the ranks ``part`` (n_elements,) whose nodes
+    (numbered in [0, n)) ``cells_of(at)`` gives for an index array or slice ``at``, read
+    CHUNK elements at a time."""
     own = np.zeros(n, dtype=bool)
-    own[cells[part == rank]] = True
-    foreign = np.flatnonzero((part != rank) & own[cells].any(axis=1))
-    return _touched_by(np.flatnonzero(own), cells[foreign], part[foreign], n)
+    own[cells_of(np.flatnonzero(part == rank))] = True
+    near = [own[cells_of(slice(a, a + CHUNK))].any(axis=1) for a in range(0, n_elements, CHUNK)]
+    return np.flatnonzero(own), np.flatnonzero((part != rank) & np.concatenate(near or [np.zeros(0, dtype=bool)]))
 
 
 def _touched_by(nodes: np.ndarray, theirs: np.ndarray, ranks: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -484,11 +493,8 @@ def refined_part(mesh, comm, backend, align: int = 1) -> Partition:
     owner = partition_elements(coarse, comm.size, align)
     mine = np.flatnonzero(owner == rank)
     own_cells = coarse.cells_of(mine)
-    pressure = distinct(own_cells)  # a fine pressure node is a coarse Q2 node
-    touched = np.zeros(coarse.n_nodes, dtype=bool)
-    touched[own_cells] = True
-    near = [touched[coarse.cells_of(slice(a, a + CHUNK))].any(axis=1) for a in range(0, coarse.n_elements, CHUNK)]
-    halo = np.flatnonzero((owner != rank) & np.concatenate(near))  # the other ranks' parents touching this rank's
+    # a fine pressure node is a coarse Q2 node; the halo: the other ranks' parents touching this rank's
+    pressure, halo = _halo(coarse.cells_of, coarse.n_elements, coarse.n_nodes, owner, rank)
     halo_cells = coarse.cells_of(halo)
     lattice = mesh.lattice_of(mine)  # (m, 125)
     nodes = distinct(lattice)
