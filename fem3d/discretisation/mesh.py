@@ -457,9 +457,10 @@ class LazyMesh(HexMesh):
     pressure_nodes, geometry) are made at their first use (:attr:`built`, by ``_arrays()``)
     and from then on answer (a caller may change them); until then its counts, element
     order, boundary faces (``_boundary``: faces and tags) and the accessors (cells_of,
-    geometry_of, points_of, ...) are computed from what it is made from, so that under MPI
-    each rank builds its part alone (fem3d.parallel.partition.distribute).
-    ``dataclasses.replace`` of one gives a HexMesh."""
+    pressure_cells_of, geometry_of, vertices_of, points_of) are computed from what it is made
+    from (by ``_cells_from``, ``_pressure_cells_from``, ``_geometry_from``, ``_vertices_from``,
+    ``_points_from``), so that under MPI each rank builds its part alone
+    (fem3d.parallel.partition.distribute). ``dataclasses.replace`` of one gives a HexMesh."""
 
     _ARRAYS = ("points", "cells", "pressure_cells", "pressure_nodes", "geometry")
 
@@ -478,6 +479,22 @@ class LazyMesh(HexMesh):
     def _arrays(self) -> tuple:
         """The whole mesh's (points, cells, pressure_cells, pressure_nodes, geometry)."""
         raise NotImplementedError
+
+    # once made, the arrays are the mesh (a caller may change them)
+    def cells_of(self, elements) -> np.ndarray:
+        return super().cells_of(elements) if self.built else self._cells_from(elements)
+
+    def pressure_cells_of(self, elements) -> np.ndarray:
+        return super().pressure_cells_of(elements) if self.built else self._pressure_cells_from(elements)
+
+    def geometry_of(self, elements) -> np.ndarray:
+        return super().geometry_of(elements) if self.built else self._geometry_from(elements)
+
+    def vertices_of(self, elements) -> np.ndarray:
+        return super().vertices_of(elements) if self.built else self._vertices_from(elements)
+
+    def points_of(self, nodes) -> np.ndarray:
+        return super().points_of(nodes) if self.built else self._points_from(nodes)
 
     @property
     def boundary_faces(self) -> np.ndarray:
@@ -569,24 +586,18 @@ class Box(LazyMesh):
         idx = np.sort(6 * box_order(self.grid, ids)[element] + face)
         return np.stack([idx // 6, idx % 6], axis=1).astype(np.int64), idx % 6
 
-    def cells_of(self, elements) -> np.ndarray:  # once made, the arrays are the mesh (a caller may change them)
-        if self.built:
-            return super().cells_of(elements)
+    def _cells_from(self, elements) -> np.ndarray:
         return _box_cells(self.grid, self._ids(elements), (0, 0, 0), self.grid)[0]
 
-    def pressure_cells_of(self, elements) -> np.ndarray:
-        if self.built:
-            return super().pressure_cells_of(elements)
+    def _pressure_cells_from(self, elements) -> np.ndarray:
         return _box_cells(self.grid, self._ids(elements), (0, 0, 0), self.grid)[1]
 
-    def geometry_of(self, elements) -> np.ndarray:
-        if self.built:
-            return super().geometry_of(elements)
+    def _geometry_from(self, elements) -> np.ndarray:
         return _box_elements(self.grid, self.box_vertices, self._ids(elements))[0]
 
-    def points_of(self, nodes) -> np.ndarray:
-        if self.built:
-            return super().points_of(nodes)
+    _vertices_from = _geometry_from  # a box element's 8 geometry nodes are its vertices, in tensor order
+
+    def _points_from(self, nodes) -> np.ndarray:
         index = grid_index(np.asarray(nodes, dtype=np.int64), [2 * v + 1 for v in self.grid])
         return np.stack([_with_midpoints(v)[i] for v, i in zip(self.box_vertices, index)], axis=-1)
 

@@ -261,21 +261,15 @@ class Refined(LazyMesh):
         """(m, 125) int64 the fine node ids of the 5 x 5 x 5 lattice (LATTICE order) of ``parents`` (m,)."""
         return self.lattice_at(parents, np.arange(len(LATTICE)))
 
-    def cells_of(self, elements) -> np.ndarray:
-        if self.built:
-            return super().cells_of(elements)
+    def _cells_from(self, elements) -> np.ndarray:
         parents, positions = self.place(elements)
         return self.lattice_at(parents, CHILD_LATTICE[positions])
 
-    def pressure_cells_of(self, elements) -> np.ndarray:
-        if self.built:
-            return super().pressure_cells_of(elements)
+    def _pressure_cells_from(self, elements) -> np.ndarray:
         parents, positions = self.place(elements)
         return np.take_along_axis(self.coarser.cells_of(parents), CHILD_VERTICES[positions], axis=1)
 
-    def geometry_of(self, elements) -> np.ndarray:
-        if self.built:
-            return super().geometry_of(elements)
+    def _geometry_from(self, elements) -> np.ndarray:
         parents, positions = self.place(elements)
         maps = child_maps(*[geometry_element(self.n_geometry)] * 2)
         out = np.empty((len(parents), self.n_geometry, 3))
@@ -284,14 +278,10 @@ class Refined(LazyMesh):
             out[at] = np.matmul(maps[c], self.coarser.geometry_of(parents[at]))
         return out
 
-    def vertices_of(self, elements) -> np.ndarray:
-        if self.built:
-            return super().vertices_of(elements)
+    def _vertices_from(self, elements) -> np.ndarray:
         return self.points_of(self.pressure_cells_of(elements))
 
-    def points_of(self, nodes) -> np.ndarray:
-        if self.built:
-            return super().points_of(nodes)
+    def _points_from(self, nodes) -> np.ndarray:
         nodes = np.asarray(nodes, dtype=np.int64)
         flat = nodes.ravel()
         out = np.empty((len(flat), 3))
